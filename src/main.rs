@@ -1,0 +1,3 @@
+//! `research-ledger`: the command line and the server.
+
+fn main() {}

@@ -1,1 +1,32 @@
-//! The append-only, hash-chained event log.
+//! The append-only, hash-chained event log of research-ledger.
+//!
+//! Every event is sealed in an [`Envelope`] whose hash covers the hash of the event before it,
+//! so altering, removing, reordering or inserting any event breaks the chain at a seq that
+//! [`Ledger::verify`] names. Appends are conditional on the stream's version, idempotent by key,
+//! and acknowledged only when durable; concurrent appends share one sync.
+//!
+//! This crate knows nothing of research: payloads are bytes and kinds are strings, given by
+//! the layer above.
+
+mod chain;
+pub mod clock;
+pub mod envelope;
+pub mod error;
+mod ledger;
+pub mod limits;
+pub mod storage;
+mod subscribe;
+mod verify;
+
+pub use chain::ChainBreak;
+pub use clock::{Clock, IdGenerator, SteppingClock, SystemClock};
+pub use envelope::{Digest, Envelope, RecordedEvent};
+pub use error::{AppendError, ReadError, SubscriptionError};
+pub use ledger::{
+    AppendRequest, Causation, ExpectedVersion, Idempotency, Ledger, LedgerOptions, NewEvent,
+    Receipt, ReceiptEvent,
+};
+pub use limits::Limits;
+pub use storage::{ChainHead, RawEvent, Storage, StorageError};
+pub use subscribe::Subscription;
+pub use verify::{VerifyFailure, VerifyReport};

@@ -1,0 +1,120 @@
+//! Checking the hash chain event by event, with a diagnosis that names the first bad seq.
+//!
+//! Used when the embedded log is scanned on open and by [`crate::Ledger::verify`], so the two
+//! can never disagree about what a valid chain is.
+
+use std::collections::HashMap;
+
+use crate::envelope::{Digest, RecordedEvent, decode_stored};
+
+/// Where the chain breaks and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    /// The first seq that is not what it should be.
+    pub seq: u64,
+    /// What is wrong there, for an auditor.
+    pub problem: String,
+}
+
+/// Walks events in log order and checks each against the one before.
+#[derive(Debug, Clone)]
+pub(crate) struct ChainChecker {
+    /// The seq the next event must have.
+    pub(crate) next_seq: u64,
+    /// Hash of the event at `next_seq - 1`.
+    pub(crate) last_hash: Digest,
+    /// Hash of the event at `next_seq - 2`, to recognise an inserted event.
+    before_last: Option<Digest>,
+    /// Stream versions seen so far.
+    pub(crate) versions: HashMap<String, u64>,
+}
+
+impl ChainChecker {
+    /// A checker that expects `next_seq` to follow an event with hash `last_hash`.
+    pub(crate) fn new(next_seq: u64, last_hash: Digest) -> Self {
+        ChainChecker {
+            next_seq,
+            last_hash,
+            before_last: None,
+            versions: HashMap::new(),
+        }
+    }
+
+    /// Checks the stored bytes found at position `next_seq`. `base_version` gives a stream's
+    /// version before the first event this checker saw of it.
+    pub(crate) fn check(
+        &mut self,
+        bytes: &[u8],
+        base_version: &mut dyn FnMut(&str) -> Result<u64, String>,
+    ) -> Result<RecordedEvent, ChainBreak> {
+        let pos = self.next_seq;
+        let event = decode_stored(bytes).map_err(|e| ChainBreak {
+            seq: pos,
+            problem: format!("the stored event does not check out ({e}): it was altered"),
+        })?;
+        if event.seq != pos {
+            if event.hash == self.last_hash {
+                return Err(ChainBreak {
+                    seq: pos,
+                    problem: format!("the event here is a copy of seq {}", event.seq),
+                });
+            }
+            if event.seq.checked_add(1) == Some(pos) && Some(event.prev_hash) == self.before_last {
+                return Err(ChainBreak {
+                    seq: event.seq,
+                    problem: format!(
+                        "an event was inserted at seq {}: the event after it also says it is seq {} and links to seq {}",
+                        event.seq,
+                        event.seq,
+                        event.seq.wrapping_sub(1)
+                    ),
+                });
+            }
+            let problem = if event.seq > pos {
+                format!(
+                    "the event here says it is seq {}: seq {pos} is missing (removed or moved)",
+                    event.seq
+                )
+            } else {
+                format!(
+                    "the event here says it is seq {}: events were inserted or moved",
+                    event.seq
+                )
+            };
+            return Err(ChainBreak { seq: pos, problem });
+        }
+        if event.prev_hash != self.last_hash {
+            return Err(ChainBreak {
+                seq: pos,
+                problem: format!(
+                    "prev_hash {} is not the hash of seq {} ({}): an event before it was altered, removed or inserted",
+                    event.prev_hash,
+                    pos.wrapping_sub(1),
+                    self.last_hash
+                ),
+            });
+        }
+        let current = match self.versions.get(&event.stream) {
+            Some(v) => *v,
+            None => base_version(&event.stream).map_err(|e| ChainBreak {
+                seq: pos,
+                problem: format!("cannot read the version of stream {}: {e}", event.stream),
+            })?,
+        };
+        if event.stream_version != current.wrapping_add(1) {
+            return Err(ChainBreak {
+                seq: pos,
+                problem: format!(
+                    "stream {} version {} follows version {current}",
+                    event.stream, event.stream_version
+                ),
+            });
+        }
+        self.versions
+            .insert(event.stream.clone(), event.stream_version);
+        self.before_last = Some(self.last_hash);
+        self.last_hash = event.hash;
+        self.next_seq += 1;
+        Ok(event)
+    }
+}

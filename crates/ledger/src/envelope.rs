@@ -1,0 +1,324 @@
+//! The event envelope: the fields every event carries, their exact bytes, and the hash that
+//! chains each event to the one before it.
+//!
+//! The stored form of an event is `body ‖ hash`, where `body` is the postcard encoding of the
+//! envelope without its hash and `hash = blake3("research-ledger/event/v1" ‖ prev_hash ‖ body)`.
+//! Verification hashes the stored bytes as they are; nothing is ever re-encoded to be checked, so
+//! a future change of encoder can never make an old ledger fail to verify.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The domain-separation prefix of the event hash. Changing it would start a new ledger format.
+pub const EVENT_HASH_DOMAIN: &[u8] = b"research-ledger/event/v1";
+
+/// Length of a hash in bytes.
+pub const HASH_LEN: usize = 32;
+
+/// A 32-byte blake3 digest, shown as lower-case hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Digest(pub [u8; HASH_LEN]);
+
+impl Digest {
+    /// The all-zero digest: the `prev_hash` of the first event.
+    pub const ZERO: Digest = Digest([0; HASH_LEN]);
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8; HASH_LEN] {
+        &self.0
+    }
+
+    /// Lower-case hex, 64 characters.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.to_hex())
+    }
+}
+
+/// A hex string that is not a 32-byte digest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a 64-digit hex digest: {0:?}")]
+pub struct ParseDigestError(pub String);
+
+impl FromStr for Digest {
+    type Err = ParseDigestError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0u8; HASH_LEN];
+        hex::decode_to_slice(s, &mut out).map_err(|_| ParseDigestError(s.to_owned()))?;
+        Ok(Digest(out))
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The chain hash of an event: `blake3(EVENT_HASH_DOMAIN ‖ prev_hash ‖ body)`.
+pub fn chain_hash(prev_hash: &Digest, body: &[u8]) -> Digest {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(EVENT_HASH_DOMAIN);
+    hasher.update(&prev_hash.0);
+    hasher.update(body);
+    Digest(*hasher.finalize().as_bytes())
+}
+
+/// The wire form of the envelope without its hash. Field order is the encoding order and is
+/// part of the ledger format: never reorder, never insert.
+#[derive(Serialize, Deserialize)]
+struct WireEnvelope<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    stream: &'a str,
+    stream_version: u64,
+    event_id: [u8; 16],
+    #[serde(borrow)]
+    kind: &'a str,
+    /// Microseconds since the Unix epoch, UTC.
+    recorded_at_us: i64,
+    #[serde(borrow)]
+    actor: &'a str,
+    causation: Vec<[u8; HASH_LEN]>,
+    #[serde(borrow)]
+    payload: &'a [u8],
+    prev_hash: [u8; HASH_LEN],
+}
+
+/// Everything an event's envelope says, before it is hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Position in the global log, from 0.
+    pub seq: u64,
+    /// The stream (for research, the task id) the event belongs to.
+    pub stream: String,
+    /// Position within the stream, from 1.
+    pub stream_version: u64,
+    /// UUIDv7, or UUIDv8 derived from an idempotency key.
+    pub event_id: Uuid,
+    /// What kind of event this is; meaningful to the layer that wrote it.
+    pub kind: String,
+    /// When the ledger recorded it (UTC, microsecond precision).
+    pub recorded_at: DateTime<Utc>,
+    /// Who caused it.
+    pub actor: String,
+    /// Hashes of the events this one was derived from.
+    pub causation: Vec<Digest>,
+    /// The typed event, encoded by the layer that wrote it.
+    pub payload: Vec<u8>,
+    /// Hash of the event at `seq - 1`, or zero for the first event.
+    pub prev_hash: Digest,
+}
+
+/// An event exactly as the ledger holds it: its envelope, its hash and its stored bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedEvent {
+    /// The decoded envelope.
+    pub envelope: Envelope,
+    /// The chain hash.
+    pub hash: Digest,
+}
+
+impl std::ops::Deref for RecordedEvent {
+    type Target = Envelope;
+    fn deref(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+
+/// Stored event bytes that do not decode. Carries no seq: the caller knows where it read them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Fewer bytes than a hash.
+    #[error("stored event is {0} bytes, shorter than its hash")]
+    TooShort(usize),
+    /// The body is not a postcard envelope.
+    #[error("envelope does not decode: {0}")]
+    Envelope(String),
+    /// The body decoded but bytes were left over.
+    #[error("{0} trailing bytes after the envelope")]
+    TrailingBytes(usize),
+    /// The recorded time is outside what the ledger can represent.
+    #[error("recorded_at {0} µs is out of range")]
+    Time(i64),
+    /// The stored hash is not the hash of the stored body.
+    #[error("stored hash {stored} is not the hash of the stored bytes ({computed})")]
+    HashMismatch {
+        /// The hash found in the stored bytes.
+        stored: Digest,
+        /// The hash the stored body actually has.
+        computed: Digest,
+    },
+}
+
+impl Envelope {
+    /// Encodes the envelope without its hash: the `body` that is hashed and stored.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let causation: Vec<[u8; HASH_LEN]> = self.causation.iter().map(|d| d.0).collect();
+        let wire = WireEnvelope {
+            seq: self.seq,
+            stream: &self.stream,
+            stream_version: self.stream_version,
+            event_id: *self.event_id.as_bytes(),
+            kind: &self.kind,
+            recorded_at_us: self.recorded_at.timestamp_micros(),
+            actor: &self.actor,
+            causation,
+            payload: &self.payload,
+            prev_hash: self.prev_hash.0,
+        };
+        // Serialising plain integers, strings and byte slices into a Vec cannot fail.
+        postcard::to_stdvec(&wire).unwrap_or_default()
+    }
+
+    /// Encodes and hashes the envelope, giving the stored bytes (`body ‖ hash`) and the hash.
+    pub fn seal(&self) -> (Vec<u8>, Digest) {
+        let mut bytes = self.encode_body();
+        let hash = chain_hash(&self.prev_hash, &bytes);
+        bytes.extend_from_slice(&hash.0);
+        (bytes, hash)
+    }
+}
+
+/// Splits stored bytes into `(body, stored hash)`.
+pub fn split_stored(stored: &[u8]) -> Result<(&[u8], Digest), DecodeError> {
+    if stored.len() < HASH_LEN {
+        return Err(DecodeError::TooShort(stored.len()));
+    }
+    let (body, tail) = stored.split_at(stored.len() - HASH_LEN);
+    let mut hash = [0u8; HASH_LEN];
+    hash.copy_from_slice(tail);
+    Ok((body, Digest(hash)))
+}
+
+/// Decodes stored event bytes and checks that the stored hash is the hash of the stored body.
+///
+/// This checks the event against itself only; whether its `prev_hash` is the previous event's
+/// hash is for the caller, who knows the previous event, to check.
+pub fn decode_stored(stored: &[u8]) -> Result<RecordedEvent, DecodeError> {
+    let (body, stored_hash) = split_stored(stored)?;
+    let (wire, rest) = postcard::take_from_bytes::<WireEnvelope<'_>>(body)
+        .map_err(|e| DecodeError::Envelope(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(DecodeError::TrailingBytes(rest.len()));
+    }
+    let prev_hash = Digest(wire.prev_hash);
+    let computed = chain_hash(&prev_hash, body);
+    if computed != stored_hash {
+        return Err(DecodeError::HashMismatch {
+            stored: stored_hash,
+            computed,
+        });
+    }
+    let recorded_at = DateTime::<Utc>::from_timestamp_micros(wire.recorded_at_us)
+        .ok_or(DecodeError::Time(wire.recorded_at_us))?;
+    Ok(RecordedEvent {
+        envelope: Envelope {
+            seq: wire.seq,
+            stream: wire.stream.to_owned(),
+            stream_version: wire.stream_version,
+            event_id: Uuid::from_bytes(wire.event_id),
+            kind: wire.kind.to_owned(),
+            recorded_at,
+            actor: wire.actor.to_owned(),
+            causation: wire.causation.into_iter().map(Digest).collect(),
+            payload: wire.payload.to_vec(),
+            prev_hash,
+        },
+        hash: stored_hash,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Envelope {
+        Envelope {
+            seq: 7,
+            stream: "task-1".into(),
+            stream_version: 3,
+            event_id: Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0001),
+            kind: "evidence_added".into(),
+            recorded_at: DateTime::<Utc>::from_timestamp_micros(1_750_000_000_123_456)
+                .expect("valid time"),
+            actor: "alice".into(),
+            causation: vec![Digest([9; 32])],
+            payload: vec![1, 2, 3],
+            prev_hash: Digest([5; 32]),
+        }
+    }
+
+    #[test]
+    fn seal_then_decode_round_trips() {
+        let env = sample();
+        let (stored, hash) = env.seal();
+        let decoded = decode_stored(&stored).expect("decodes");
+        assert_eq!(decoded.envelope, env);
+        assert_eq!(decoded.hash, hash);
+        assert_eq!(hash, chain_hash(&env.prev_hash, &env.encode_body()));
+    }
+
+    #[test]
+    fn every_flipped_bit_is_caught() {
+        let (stored, _) = sample().seal();
+        for byte in 0..stored.len() {
+            for bit in 0..8 {
+                let mut doctored = stored.clone();
+                doctored[byte] ^= 1 << bit;
+                assert!(
+                    decode_stored(&doctored).is_err(),
+                    "flip of bit {bit} in byte {byte} went unnoticed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn trailing_and_short_input_is_refused() {
+        assert!(matches!(
+            decode_stored(&[0; 5]),
+            Err(DecodeError::TooShort(5))
+        ));
+        let env = sample();
+        let mut body = env.encode_body();
+        body.push(0);
+        let hash = chain_hash(&env.prev_hash, &body);
+        body.extend_from_slice(&hash.0);
+        assert!(matches!(
+            decode_stored(&body),
+            Err(DecodeError::TrailingBytes(1))
+        ));
+    }
+
+    #[test]
+    fn digest_hex_round_trips() {
+        let d = Digest([0xab; 32]);
+        assert_eq!(d.to_hex().parse::<Digest>(), Ok(d));
+        assert!("zz".parse::<Digest>().is_err());
+    }
+}

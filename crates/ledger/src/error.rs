@@ -1,0 +1,83 @@
+//! Errors of the ledger's operations, one enum per operation, each variant saying what the
+//! caller should do.
+
+use std::sync::Arc;
+
+use crate::storage::StorageError;
+
+/// Why an append was refused or failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// The stream moved on since the caller read it. Fetch the stream at `current` and decide
+    /// again.
+    #[error("stream {stream} is at version {current}, not the expected {expected}")]
+    VersionConflict {
+        /// The stream.
+        stream: String,
+        /// The version the caller expected.
+        expected: u64,
+        /// The version the stream is at.
+        current: u64,
+    },
+    /// The idempotency key was first used by a different command (another fingerprint).
+    /// Use a fresh key for a new command.
+    #[error("idempotency key {key:?} was already used by a different command")]
+    IdempotencyKeyReused {
+        /// The key.
+        key: String,
+    },
+    /// The request breaks one of the ledger's limits; nothing was written.
+    #[error("{limit} is {max}; the request has {actual}")]
+    LimitExceeded {
+        /// The limit's name, as in [`crate::Limits`].
+        limit: &'static str,
+        /// Its value.
+        max: u64,
+        /// What the request asked for.
+        actual: u64,
+    },
+    /// The request is malformed; nothing was written.
+    #[error("invalid append: {0}")]
+    Invalid(String),
+    /// The ledger refuses appends because its integrity is in doubt (a failed sync, a failed
+    /// verification or damage found on open). An operator must look; reads still work.
+    #[error("the ledger refuses appends: {0}")]
+    Poisoned(String),
+    /// Storage failed while writing. The append may or may not be durable: reopen the ledger
+    /// and retry with the same idempotency key to learn which.
+    #[error("storage failed; the append may or may not be durable: {0}")]
+    Storage(Arc<StorageError>),
+    /// The ledger has been shut down.
+    #[error("the ledger is shut down")]
+    Closed,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Stored bytes are not a valid event at the place they were found. Run `verify`.
+    #[error("seq {seq}: {detail}")]
+    Damaged {
+        /// Where.
+        seq: u64,
+        /// What.
+        detail: String,
+    },
+}
+
+/// Why a subscription stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubscriptionError {
+    /// Catching up from storage failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The ledger was shut down.
+    #[error("the ledger is shut down")]
+    Closed,
+}

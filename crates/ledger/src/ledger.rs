@@ -1,0 +1,897 @@
+//! The ledger: appends with optimistic concurrency, idempotency and group commit; reads;
+//! subscriptions.
+//!
+//! One writer thread owns the write path. Appends queue for it; it takes every append waiting,
+//! checks each (idempotency key first, then the expected version), chains and seals their events,
+//! hands the whole group to storage for one durable write and one sync, and only then answers
+//! each caller. Concurrent appends therefore share a sync (group commit) without any caller
+//! seeing another's failure: a refused append is refused alone.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::clock::{Clock, IdGenerator, SystemClock, idempotent_event_id};
+use crate::envelope::{Digest, Envelope, RecordedEvent, decode_stored};
+use crate::error::{AppendError, ReadError};
+use crate::limits::Limits;
+use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
+use crate::storage::{
+    ChainHead, Commit, IdempotencyRecord, RawEvent, SealedEvent, Storage, StorageError,
+};
+use crate::subscribe::Subscription;
+use crate::verify::Verified;
+
+/// Which version the caller expects a stream to be at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// Append whatever the version.
+    Any,
+    /// Append only if the stream is exactly at this version (0: the stream must be new).
+    Exact(u64),
+}
+
+/// What an event names as its cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Causation {
+    /// An event already in the ledger, by hash.
+    Event(Digest),
+    /// An earlier event of the same append, by its index in it.
+    InBatch(u32),
+}
+
+/// An event to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    /// Its kind.
+    pub kind: String,
+    /// Its encoded payload.
+    pub payload: Vec<u8>,
+    /// What it was derived from.
+    pub causation: Vec<Causation>,
+}
+
+/// An idempotency key and the fingerprint of the command that carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    /// The key as the client sent it.
+    pub key: String,
+    /// Fingerprint of the command: its name, its arguments other than the expected version and
+    /// the key, and the actor. The same key with another fingerprint is refused.
+    pub fingerprint: Digest,
+}
+
+/// One append: events for one stream, written all or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendRequest {
+    /// The stream.
+    pub stream: String,
+    /// The version the caller expects the stream to be at.
+    pub expected: ExpectedVersion,
+    /// Who is appending.
+    pub actor: String,
+    /// The events, at least one.
+    pub events: Vec<NewEvent>,
+    /// The command's idempotency key, if it carries one.
+    pub idempotency: Option<Idempotency>,
+}
+
+/// One event an append wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptEvent {
+    /// Its seq.
+    pub seq: u64,
+    /// Its stream version.
+    pub stream_version: u64,
+    /// Its id.
+    pub event_id: Uuid,
+    /// Its hash.
+    pub hash: Digest,
+}
+
+/// What an append wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The stream.
+    pub stream: String,
+    /// The stream's version after the append.
+    pub stream_version: u64,
+    /// The events written, in order.
+    pub events: Vec<ReceiptEvent>,
+    /// True when this is the receipt of an earlier append with the same idempotency key and
+    /// command: nothing new was written.
+    pub replayed: bool,
+}
+
+/// How to open a ledger.
+#[derive(Debug, Clone)]
+pub struct LedgerOptions {
+    /// Limits on what the ledger accepts.
+    pub limits: Limits,
+    /// The clock that stamps `recorded_at`.
+    pub clock: Arc<dyn Clock>,
+    /// A seed for event ids, for reproducible tests; `None` draws one from the system.
+    pub id_seed: Option<u64>,
+    /// What the lock file says about the process holding the ledger open.
+    pub lock_note: Option<String>,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            limits: Limits::default(),
+            clock: Arc::new(SystemClock),
+            id_seed: None,
+            lock_note: None,
+        }
+    }
+}
+
+/// What the writer thread and the handles share.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) limits: Limits,
+    poison: Mutex<Option<String>>,
+    pub(crate) events: broadcast::Sender<Arc<RecordedEvent>>,
+    pub(crate) verified: Mutex<Verified>,
+}
+
+impl Core {
+    pub(crate) fn poison(&self, reason: String) {
+        let mut poison = self.poison.lock().unwrap_or_else(|p| p.into_inner());
+        if poison.is_none() {
+            tracing::error!(%reason, "the ledger refuses further appends");
+            *poison = Some(reason);
+        }
+    }
+
+    pub(crate) fn poisoned(&self) -> Option<String> {
+        self.poison
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Decodes events read from storage, checking each is the event its position says.
+    pub(crate) fn decode(&self, raw: &RawEvent) -> Result<RecordedEvent, ReadError> {
+        let event = decode_stored(&raw.bytes).map_err(|e| ReadError::Damaged {
+            seq: raw.seq,
+            detail: e.to_string(),
+        })?;
+        if event.seq != raw.seq {
+            return Err(ReadError::Damaged {
+                seq: raw.seq,
+                detail: format!("the event stored here says it is seq {}", event.seq),
+            });
+        }
+        Ok(event)
+    }
+
+    pub(crate) fn read_range(
+        &self,
+        from_seq: u64,
+        max: usize,
+    ) -> Result<Vec<RecordedEvent>, ReadError> {
+        let raw = self
+            .storage
+            .read_range(from_seq, max.min(self.limits.read_events_max))?;
+        raw.iter().map(|r| self.decode(r)).collect()
+    }
+}
+
+struct Job {
+    request: AppendRequest,
+    reply: oneshot::Sender<Result<Receipt, AppendError>>,
+}
+
+/// The ledger. Cheap to clone; every clone is a handle on the same log.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    handle: Arc<Handle>,
+}
+
+#[derive(Debug)]
+struct Handle {
+    core: Arc<Core>,
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Handle {
+    fn shutdown(&self) {
+        // Closing the queue lets the writer finish what is queued and stop.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
+        if let Err(e) = self.core.storage.checkpoint_index() {
+            tracing::warn!(error = %e, "could not persist the index on shutdown; the next open rebuilds it");
+        }
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("stream", &self.request.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// Opens (creating if needed) the embedded ledger in `dir`.
+    pub fn open(dir: &Path, options: LedgerOptions) -> Result<Ledger, StorageError> {
+        let mut embedded = EmbeddedOptions {
+            segment_bytes_max: options.limits.segment_bytes_max,
+            ..EmbeddedOptions::default()
+        };
+        if let Some(note) = &options.lock_note {
+            embedded.lock_note = note.clone();
+        }
+        let storage = EmbeddedStorage::open(dir, embedded)?;
+        for note in storage.recoveries() {
+            tracing::warn!(%note, "recovered on open");
+        }
+        Ok(Ledger::with_storage(Arc::new(storage), options))
+    }
+
+    /// A ledger over any storage backend.
+    pub fn with_storage(storage: Arc<dyn Storage>, options: LedgerOptions) -> Ledger {
+        let limits = options.limits.clone();
+        let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
+        let core = Arc::new(Core {
+            storage: Arc::clone(&storage),
+            limits: limits.clone(),
+            poison: Mutex::new(None),
+            events,
+            verified: Mutex::new(Verified::default()),
+        });
+        if let Some(problem) = storage.problems().first() {
+            core.poison(format!(
+                "storage found damage when it opened{}: {}",
+                problem
+                    .seq
+                    .map(|s| format!(" at seq {s}"))
+                    .unwrap_or_default(),
+                problem.detail
+            ));
+        }
+        let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
+        let writer = Writer {
+            core: Arc::clone(&core),
+            head: storage.head(),
+            versions: HashMap::new(),
+            ids: match options.id_seed {
+                Some(seed) => IdGenerator::seeded(seed),
+                None => IdGenerator::from_entropy(),
+            },
+            clock: Arc::clone(&options.clock),
+            last_time: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer.run(rx));
+        let writer = match thread {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                core.poison(format!("could not start the writer thread: {e}"));
+                None
+            }
+        };
+        Ledger {
+            handle: Arc::new(Handle {
+                core,
+                queue: Mutex::new(Some(tx)),
+                writer: Mutex::new(writer),
+            }),
+        }
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Job>, AppendError> {
+        self.handle
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(AppendError::Closed)
+    }
+
+    /// Appends, blocking until the events are durable or refused. Not for use inside an async
+    /// task: use [`Ledger::append_async`] there.
+    pub fn append(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()?
+            .blocking_send(Job { request, reply })
+            .map_err(|_| AppendError::Closed)?;
+        rx.blocking_recv().map_err(|_| AppendError::Closed)?
+    }
+
+    /// Appends, resolving when the events are durable or refused.
+    pub async fn append_async(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()?
+            .send(Job { request, reply })
+            .await
+            .map_err(|_| AppendError::Closed)?;
+        rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// The head of the chain.
+    pub fn head(&self) -> ChainHead {
+        self.core().storage.head()
+    }
+
+    /// Why the ledger refuses appends, if it does.
+    pub fn poisoned(&self) -> Option<String> {
+        self.core().poisoned()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.core().limits
+    }
+
+    /// Up to `max` events (capped by `read_events_max`) from `from_seq` on.
+    pub fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RecordedEvent>, ReadError> {
+        self.core().read_range(from_seq, max)
+    }
+
+    /// Up to `max` events' stored bytes from `from_seq` on, undecoded, as the log holds them.
+    pub fn read_raw_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, ReadError> {
+        Ok(self
+            .core()
+            .storage
+            .read_range(from_seq, max.min(self.core().limits.read_events_max))?)
+    }
+
+    /// The event at `seq`, if there is one.
+    pub fn get(&self, seq: u64) -> Result<Option<RecordedEvent>, ReadError> {
+        Ok(self.read_range(seq, 1)?.into_iter().find(|e| e.seq == seq))
+    }
+
+    /// Up to `max` events of `stream` from version `from_version` (1-based) on.
+    pub fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<RecordedEvent>, ReadError> {
+        let core = self.core();
+        let raw =
+            core.storage
+                .read_stream(stream, from_version, max.min(core.limits.read_events_max))?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (expected, r) in (from_version.max(1)..).zip(raw.iter()) {
+            let event = core.decode(r)?;
+            if event.stream != stream || event.stream_version != expected {
+                return Err(ReadError::Damaged {
+                    seq: r.seq,
+                    detail: format!(
+                        "the stream index says {stream} version {expected}, the event is {} version {}",
+                        event.stream, event.stream_version
+                    ),
+                });
+            }
+            out.push(event);
+        }
+        Ok(out)
+    }
+
+    /// The current version of `stream` (0 when it has no events).
+    pub fn stream_version(&self, stream: &str) -> Result<u64, ReadError> {
+        Ok(self.core().storage.stream_version(stream)?)
+    }
+
+    /// The event with this id.
+    pub fn find_event_id(&self, id: Uuid) -> Result<Option<RecordedEvent>, ReadError> {
+        let core = self.core();
+        match core.storage.find_event_id(id)? {
+            None => Ok(None),
+            Some(raw) => {
+                let event = core.decode(&raw)?;
+                if event.event_id != id {
+                    return Err(ReadError::Damaged {
+                        seq: raw.seq,
+                        detail: format!("the id index says {id}, the event is {}", event.event_id),
+                    });
+                }
+                Ok(Some(event))
+            }
+        }
+    }
+
+    /// The event with this hash.
+    pub fn find_hash(&self, hash: &Digest) -> Result<Option<RecordedEvent>, ReadError> {
+        let core = self.core();
+        match core.storage.find_hash(hash)? {
+            None => Ok(None),
+            Some(raw) => {
+                let event = core.decode(&raw)?;
+                if event.hash != *hash {
+                    return Err(ReadError::Damaged {
+                        seq: raw.seq,
+                        detail: format!("the hash index says {hash}, the event is {}", event.hash),
+                    });
+                }
+                Ok(Some(event))
+            }
+        }
+    }
+
+    /// Every event from `from_seq` on, in order: first those already stored, then each new one
+    /// as it is appended. A subscriber that falls behind the live buffer catches up from
+    /// storage, so none is ever skipped.
+    pub fn subscribe(&self, from_seq: u64) -> Subscription {
+        Subscription::new(Arc::clone(self.core()), from_seq)
+    }
+
+    /// Stops accepting appends, lets queued ones finish, and persists the index.
+    pub fn shutdown(&self) {
+        self.handle.shutdown();
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    core: Arc<Core>,
+    head: ChainHead,
+    /// Stream versions already looked up or written; storage is asked only once per stream.
+    versions: HashMap<String, u64>,
+    ids: IdGenerator,
+    clock: Arc<dyn Clock>,
+    last_time: Option<DateTime<Utc>>,
+}
+
+/// What becomes of one queued append within a group.
+enum Plan {
+    /// Answered without writing.
+    Done(Result<Receipt, AppendError>),
+    /// Written as the group's commit at this index; `replayed` when it is a retry of that
+    /// commit within the same group.
+    Commit { index: usize, replayed: bool },
+}
+
+/// The commits of one group commit, and what they change if the write succeeds.
+#[derive(Default)]
+struct Group {
+    commits: Vec<Commit>,
+    recorded: Vec<Vec<RecordedEvent>>,
+    versions: HashMap<String, u64>,
+    keys: HashMap<String, (Digest, usize)>,
+    hashes: HashMap<Digest, ()>,
+    head: ChainHead,
+    events: usize,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        let limits = self.core.limits.clone();
+        while let Some(first) = rx.blocking_recv() {
+            let mut events = first.request.events.len();
+            let mut bytes = request_bytes(&first.request);
+            let mut jobs = vec![first];
+            // Take everything already waiting, up to one group's worth: this is the group
+            // commit. Appends that arrive during the sync below form the next group.
+            while events < limits.group_events_max && bytes < limits.group_bytes_max {
+                match rx.try_recv() {
+                    Ok(job) => {
+                        events += job.request.events.len();
+                        bytes += request_bytes(&job.request);
+                        jobs.push(job);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.process(jobs);
+        }
+    }
+
+    /// The time for a group: the clock, but never earlier than the previous group's, so
+    /// `recorded_at` never decreases along the log.
+    fn tick(&mut self) -> DateTime<Utc> {
+        let now = self.clock.now();
+        let now = match self.last_time {
+            Some(last) if last > now => last,
+            _ => now,
+        };
+        self.last_time = Some(now);
+        now
+    }
+
+    fn process(&mut self, jobs: Vec<Job>) {
+        if let Some(reason) = self.core.poisoned() {
+            for job in jobs {
+                let _ = job.reply.send(Err(AppendError::Poisoned(reason.clone())));
+            }
+            return;
+        }
+        let now = self.tick();
+        let mut group = Group {
+            head: self.head,
+            ..Group::default()
+        };
+        let mut waiting = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let plan = self.plan(job.request, now, &mut group);
+            waiting.push((job.reply, plan));
+        }
+        if group.commits.is_empty() {
+            for (reply, plan) in waiting {
+                if let Plan::Done(result) = plan {
+                    let _ = reply.send(result);
+                }
+            }
+            return;
+        }
+        match self.core.storage.append(&group.commits) {
+            Ok(()) => {
+                self.head = group.head;
+                self.versions.extend(group.versions.drain());
+                let receipts: Vec<Receipt> = group
+                    .commits
+                    .iter()
+                    .map(|c| Receipt {
+                        stream: c.stream.clone(),
+                        stream_version: c.base_version + c.events.len() as u64,
+                        events: c
+                            .events
+                            .iter()
+                            .map(|e| ReceiptEvent {
+                                seq: e.seq,
+                                stream_version: e.stream_version,
+                                event_id: e.event_id,
+                                hash: e.hash,
+                            })
+                            .collect(),
+                        replayed: false,
+                    })
+                    .collect();
+                for event in group.recorded.into_iter().flatten() {
+                    // No subscriber is not an error.
+                    let _ = self.core.events.send(Arc::new(event));
+                }
+                for (reply, plan) in waiting {
+                    let result = match plan {
+                        Plan::Done(result) => result,
+                        Plan::Commit { index, replayed } => receipts.get(index).cloned().map_or(
+                            Err(AppendError::Closed),
+                            |mut r| {
+                                r.replayed = replayed;
+                                Ok(r)
+                            },
+                        ),
+                    };
+                    let _ = reply.send(result);
+                }
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                self.core.poison(format!(
+                    "a write to storage failed, so its outcome is unknown: {e}"
+                ));
+                for (reply, plan) in waiting {
+                    let result = match plan {
+                        Plan::Done(result) => result,
+                        Plan::Commit { .. } => Err(AppendError::Storage(Arc::clone(&e))),
+                    };
+                    let _ = reply.send(result);
+                }
+            }
+        }
+    }
+
+    fn current_version(&mut self, group: &Group, stream: &str) -> Result<u64, StorageError> {
+        if let Some(v) = group.versions.get(stream) {
+            return Ok(*v);
+        }
+        if let Some(v) = self.versions.get(stream) {
+            return Ok(*v);
+        }
+        let v = self.core.storage.stream_version(stream)?;
+        self.versions.insert(stream.to_owned(), v);
+        Ok(v)
+    }
+
+    fn plan(&mut self, request: AppendRequest, now: DateTime<Utc>, group: &mut Group) -> Plan {
+        if let Err(e) = validate(&request, &self.core.limits) {
+            return Plan::Done(Err(e));
+        }
+        let limits = self.core.limits.clone();
+        if group.events + request.events.len()
+            > limits.group_events_max.max(limits.batch_events_max)
+        {
+            // Cannot happen with the group size checks in `run`; refuse rather than overfill.
+            return Plan::Done(Err(AppendError::LimitExceeded {
+                limit: "group_events_max",
+                max: limits.group_events_max as u64,
+                actual: (group.events + request.events.len()) as u64,
+            }));
+        }
+        // The idempotency key is checked before the version: a retry of a command that
+        // succeeded must get its original receipt even though the stream has moved on.
+        if let Some(idem) = &request.idempotency {
+            if let Some((fingerprint, index)) = group.keys.get(&idem.key) {
+                return if *fingerprint == idem.fingerprint {
+                    Plan::Commit {
+                        index: *index,
+                        replayed: true,
+                    }
+                } else {
+                    Plan::Done(Err(AppendError::IdempotencyKeyReused {
+                        key: idem.key.clone(),
+                    }))
+                };
+            }
+            match self.core.storage.idempotency(&idem.key) {
+                Err(e) => return Plan::Done(Err(AppendError::Storage(Arc::new(e)))),
+                Ok(Some(record)) => {
+                    return Plan::Done(if record.fingerprint == idem.fingerprint {
+                        self.replay(&record)
+                    } else {
+                        Err(AppendError::IdempotencyKeyReused {
+                            key: idem.key.clone(),
+                        })
+                    });
+                }
+                Ok(None) => {}
+            }
+        }
+        let current = match self.current_version(group, &request.stream) {
+            Ok(v) => v,
+            Err(e) => return Plan::Done(Err(AppendError::Storage(Arc::new(e)))),
+        };
+        if let ExpectedVersion::Exact(expected) = request.expected
+            && expected != current
+        {
+            return Plan::Done(Err(AppendError::VersionConflict {
+                stream: request.stream,
+                expected,
+                current,
+            }));
+        }
+
+        let mut head = group.head;
+        let mut sealed: Vec<SealedEvent> = Vec::with_capacity(request.events.len());
+        let mut recorded: Vec<RecordedEvent> = Vec::with_capacity(request.events.len());
+        let mut total_bytes = 0usize;
+        let count = request.events.len();
+        for (i, event) in request.events.into_iter().enumerate() {
+            let mut causation = Vec::with_capacity(event.causation.len());
+            for cause in &event.causation {
+                match cause {
+                    Causation::InBatch(j) => match recorded.get(*j as usize) {
+                        Some(earlier) if (*j as usize) < i => causation.push(earlier.hash),
+                        _ => {
+                            return Plan::Done(Err(AppendError::Invalid(format!(
+                                "event {i} names event {j} of its batch as a cause; only earlier events can be"
+                            ))));
+                        }
+                    },
+                    Causation::Event(hash) => {
+                        let known = group.hashes.contains_key(hash)
+                            || match self.core.storage.find_hash(hash) {
+                                Ok(found) => found.is_some(),
+                                Err(e) => {
+                                    return Plan::Done(Err(AppendError::Storage(Arc::new(e))));
+                                }
+                            };
+                        if !known {
+                            return Plan::Done(Err(AppendError::Invalid(format!(
+                                "event {i} names {hash} as a cause, which is not in the ledger"
+                            ))));
+                        }
+                        causation.push(*hash);
+                    }
+                }
+            }
+            let event_id = match &request.idempotency {
+                Some(idem) => idempotent_event_id(&idem.key, i as u32),
+                None => self.ids.v7(now),
+            };
+            let envelope = Envelope {
+                seq: head.size,
+                stream: request.stream.clone(),
+                stream_version: current + 1 + i as u64,
+                event_id,
+                kind: event.kind,
+                recorded_at: now,
+                actor: request.actor.clone(),
+                causation,
+                payload: event.payload,
+                prev_hash: head.last_hash,
+            };
+            let (bytes, hash) = envelope.seal();
+            if bytes.len() > limits.event_bytes_max {
+                return Plan::Done(Err(AppendError::LimitExceeded {
+                    limit: "event_bytes_max",
+                    max: limits.event_bytes_max as u64,
+                    actual: bytes.len() as u64,
+                }));
+            }
+            total_bytes += bytes.len();
+            if total_bytes > limits.batch_bytes_max {
+                return Plan::Done(Err(AppendError::LimitExceeded {
+                    limit: "batch_bytes_max",
+                    max: limits.batch_bytes_max as u64,
+                    actual: total_bytes as u64,
+                }));
+            }
+            sealed.push(SealedEvent {
+                seq: envelope.seq,
+                stream_version: envelope.stream_version,
+                event_id,
+                prev_hash: envelope.prev_hash,
+                hash,
+                bytes: bytes.into(),
+            });
+            head = ChainHead {
+                size: head.size + 1,
+                last_hash: hash,
+            };
+            recorded.push(RecordedEvent { envelope, hash });
+        }
+
+        let first_seq = group.head.size;
+        group.head = head;
+        group.events += count;
+        group
+            .versions
+            .insert(request.stream.clone(), current + count as u64);
+        for event in &recorded {
+            group.hashes.insert(event.hash, ());
+        }
+        let index = group.commits.len();
+        let idempotency = request.idempotency.map(|idem| {
+            group
+                .keys
+                .insert(idem.key.clone(), (idem.fingerprint, index));
+            IdempotencyRecord {
+                key: idem.key,
+                fingerprint: idem.fingerprint,
+                stream: request.stream.clone(),
+                first_seq,
+                event_count: count as u32,
+                stream_version: current + count as u64,
+            }
+        });
+        group.commits.push(Commit {
+            stream: request.stream,
+            base_version: current,
+            events: sealed,
+            idempotency,
+        });
+        group.recorded.push(recorded);
+        Plan::Commit {
+            index,
+            replayed: false,
+        }
+    }
+
+    /// The original receipt of a command, rebuilt from the events it wrote.
+    fn replay(&self, record: &IdempotencyRecord) -> Result<Receipt, AppendError> {
+        let read =
+            |e: ReadError| AppendError::Invalid(format!("cannot read the original append: {e}"));
+        let events = self
+            .core
+            .read_range(record.first_seq, record.event_count as usize)
+            .map_err(read)?;
+        if events.len() != record.event_count as usize
+            || events.iter().any(|e| e.stream != record.stream)
+        {
+            return Err(AppendError::Invalid(format!(
+                "the events of idempotency key {:?} are not where its record says",
+                record.key
+            )));
+        }
+        Ok(Receipt {
+            stream: record.stream.clone(),
+            stream_version: record.stream_version,
+            events: events
+                .iter()
+                .map(|e| ReceiptEvent {
+                    seq: e.seq,
+                    stream_version: e.stream_version,
+                    event_id: e.event_id,
+                    hash: e.hash,
+                })
+                .collect(),
+            replayed: true,
+        })
+    }
+}
+
+fn request_bytes(request: &AppendRequest) -> usize {
+    request
+        .events
+        .iter()
+        .map(|e| e.payload.len() + e.kind.len() + e.causation.len() * 32 + 128)
+        .sum::<usize>()
+        + request.stream.len()
+        + request.actor.len()
+}
+
+fn check_len(limit: &'static str, max: usize, actual: usize) -> Result<(), AppendError> {
+    if actual > max {
+        return Err(AppendError::LimitExceeded {
+            limit,
+            max: max as u64,
+            actual: actual as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a request against the limits and the format's rules before anything is computed.
+fn validate(request: &AppendRequest, limits: &Limits) -> Result<(), AppendError> {
+    if request.stream.is_empty() {
+        return Err(AppendError::Invalid("the stream id is empty".into()));
+    }
+    check_len(
+        "stream_id_bytes_max",
+        limits.stream_id_bytes_max,
+        request.stream.len(),
+    )?;
+    if request.stream.chars().any(char::is_control) {
+        return Err(AppendError::Invalid(
+            "the stream id contains control characters".into(),
+        ));
+    }
+    check_len(
+        "actor_bytes_max",
+        limits.actor_bytes_max,
+        request.actor.len(),
+    )?;
+    if request.events.is_empty() {
+        return Err(AppendError::Invalid(
+            "an append needs at least one event".into(),
+        ));
+    }
+    check_len(
+        "batch_events_max",
+        limits.batch_events_max,
+        request.events.len(),
+    )?;
+    for event in &request.events {
+        if event.kind.is_empty() {
+            return Err(AppendError::Invalid("an event kind is empty".into()));
+        }
+        check_len("kind_bytes_max", limits.kind_bytes_max, event.kind.len())?;
+        check_len(
+            "causation_links_max",
+            limits.causation_links_max,
+            event.causation.len(),
+        )?;
+        check_len(
+            "event_bytes_max",
+            limits.event_bytes_max,
+            event.payload.len(),
+        )?;
+    }
+    if let Some(idem) = &request.idempotency {
+        if idem.key.is_empty() {
+            return Err(AppendError::Invalid("the idempotency key is empty".into()));
+        }
+        check_len(
+            "idempotency_key_bytes_max",
+            limits.idempotency_key_bytes_max.min(u16::MAX as usize),
+            idem.key.len(),
+        )?;
+    }
+    Ok(())
+}

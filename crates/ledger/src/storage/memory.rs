@@ -1,0 +1,237 @@
+//! A storage fake in memory that keeps what is live apart from what is durable and injects
+//! faults from a seeded generator, for deterministic simulation tests.
+//!
+//! Commits become durable as a prefix of the log, as on a real disk: a failed sync may have
+//! made any prefix of its group durable, and [`MemoryStorage::crash`] keeps exactly the durable
+//! prefix, as a power cut would.
+
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use super::{
+    ChainHead, Commit, IdempotencyRecord, RawEvent, Storage, StorageError, StorageProblem,
+};
+use crate::envelope::Digest;
+
+/// How often each fault strikes, in parts per thousand of appends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// The write fails before anything is written.
+    pub write_fails_per_mille: u32,
+    /// The write happens but the sync fails: a random prefix of the group is durable.
+    pub sync_fails_per_mille: u32,
+    /// Everything is durable but the caller is told it failed (a crash after the sync).
+    pub ack_lost_per_mille: u32,
+}
+
+/// A small, fast, seeded generator (SplitMix64): the same seed always gives the same faults.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    /// Every commit written, durable or not, in order.
+    log: Vec<Commit>,
+    /// How many commits of `log` are durable.
+    durable: usize,
+    faults: Faults,
+    rng: SplitMix64,
+    failed: Option<&'static str>,
+}
+
+/// The in-memory fake. See the module documentation.
+#[derive(Debug)]
+pub struct MemoryStorage {
+    state: Mutex<State>,
+}
+
+impl MemoryStorage {
+    /// An empty store with the given faults, seeded.
+    pub fn new(faults: Faults, seed: u64) -> Self {
+        MemoryStorage {
+            state: Mutex::new(State {
+                log: Vec::new(),
+                durable: 0,
+                faults,
+                rng: SplitMix64::new(seed),
+                failed: None,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a power cut leaves: a new store holding only the durable commits, with the same
+    /// faults and the generator where it stood.
+    pub fn crash(&self) -> MemoryStorage {
+        let state = self.state();
+        MemoryStorage {
+            state: Mutex::new(State {
+                log: state.log[..state.durable].to_vec(),
+                durable: state.durable,
+                faults: state.faults,
+                rng: state.rng.clone(),
+                failed: None,
+            }),
+        }
+    }
+
+    /// Changes the faults from now on.
+    pub fn set_faults(&self, faults: Faults) {
+        self.state().faults = faults;
+    }
+
+    /// The number of durable events.
+    pub fn durable_size(&self) -> u64 {
+        let state = self.state();
+        state.log[..state.durable]
+            .iter()
+            .map(|c| c.events.len() as u64)
+            .sum()
+    }
+
+    fn events(state: &State) -> impl Iterator<Item = (&Commit, &super::SealedEvent)> {
+        state
+            .log
+            .iter()
+            .flat_map(|c| c.events.iter().map(move |e| (c, e)))
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn head(&self) -> ChainHead {
+        let state = self.state();
+        let size = Self::events(&state).count() as u64;
+        let last_hash = Self::events(&state)
+            .last()
+            .map(|(_, e)| e.hash)
+            .unwrap_or(Digest::ZERO);
+        ChainHead { size, last_hash }
+    }
+
+    fn append(&self, commits: &[Commit]) -> Result<(), StorageError> {
+        let mut state = self.state();
+        if let Some(reason) = state.failed {
+            return Err(StorageError::Failed(reason.into()));
+        }
+        let roll = state.rng.below(1000) as u32;
+        let f = state.faults;
+        if roll < f.write_fails_per_mille {
+            state.failed = Some("write failed");
+            return Err(StorageError::Injected("write failed"));
+        }
+        state.log.extend(commits.iter().cloned());
+        if roll < f.write_fails_per_mille + f.sync_fails_per_mille {
+            let k = state.rng.below(commits.len() as u64 + 1) as usize;
+            state.durable += k;
+            state.failed = Some("sync failed");
+            return Err(StorageError::Injected("sync failed"));
+        }
+        state.durable = state.log.len();
+        if roll < f.write_fails_per_mille + f.sync_fails_per_mille + f.ack_lost_per_mille {
+            state.failed = Some("acknowledgement lost");
+            return Err(StorageError::Injected("acknowledgement lost"));
+        }
+        Ok(())
+    }
+
+    fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {
+        let state = self.state();
+        Ok(Self::events(&state)
+            .filter(|(_, e)| e.seq >= from_seq)
+            .take(max)
+            .map(|(_, e)| RawEvent {
+                seq: e.seq,
+                bytes: e.bytes.clone(),
+            })
+            .collect())
+    }
+
+    fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
+        let state = self.state();
+        Ok(Self::events(&state)
+            .filter(|(c, _)| c.stream == stream)
+            .map(|(_, e)| e.stream_version)
+            .last()
+            .unwrap_or(0))
+    }
+
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<RawEvent>, StorageError> {
+        let state = self.state();
+        Ok(Self::events(&state)
+            .filter(|(c, e)| c.stream == stream && e.stream_version >= from_version)
+            .take(max)
+            .map(|(_, e)| RawEvent {
+                seq: e.seq,
+                bytes: e.bytes.clone(),
+            })
+            .collect())
+    }
+
+    fn find_event_id(&self, id: Uuid) -> Result<Option<RawEvent>, StorageError> {
+        let state = self.state();
+        Ok(Self::events(&state)
+            .find(|(_, e)| e.event_id == id)
+            .map(|(_, e)| RawEvent {
+                seq: e.seq,
+                bytes: e.bytes.clone(),
+            }))
+    }
+
+    fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
+        let state = self.state();
+        Ok(Self::events(&state)
+            .find(|(_, e)| e.hash == *hash)
+            .map(|(_, e)| RawEvent {
+                seq: e.seq,
+                bytes: e.bytes.clone(),
+            }))
+    }
+
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
+        let state = self.state();
+        Ok(state
+            .log
+            .iter()
+            .filter_map(|c| c.idempotency.as_ref())
+            .find(|r| r.key == key)
+            .cloned())
+    }
+
+    fn problems(&self) -> Vec<StorageProblem> {
+        Vec::new()
+    }
+
+    fn checkpoint_index(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}

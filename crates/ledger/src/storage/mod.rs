@@ -1,0 +1,204 @@
+//! The storage trait the ledger writes through, and the types that cross it.
+//!
+//! The trait is shaped for more than one backend. The embedded default keeps an append-only log
+//! of its own on disk with sled as its index ([`embedded`]); a fake in memory separates what is
+//! live from what is durable and injects faults ([`memory`]); a PostgreSQL backend, for several
+//! stateless service nodes sharing one database, fits the same shape:
+//!
+//! - [`Storage::append`] receives fully formed commits whose sequence numbers, stream versions
+//!   and hashes were computed against [`Storage::head`]. A backend shared between processes
+//!   makes the append conditional on that head and on each stream's version (in SQL: one
+//!   transaction, unique `(seq)` and `(stream, version)`), and answers
+//!   [`StorageError::HeadMoved`] when another writer got there first; the ledger then reloads
+//!   the head and tries again.
+//! - Readers tail by sequence number ([`Storage::read_range`]); in-process notification is an
+//!   optimisation on top, never the only way to learn of new events.
+
+pub mod embedded;
+pub(crate) mod frame;
+pub mod memory;
+#[cfg(test)]
+mod tamper_tests;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::envelope::Digest;
+
+/// The head of the global chain: how many events there are and the hash of the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChainHead {
+    /// Number of events; the next event's seq.
+    pub size: u64,
+    /// Hash of the event at `size - 1`, or zero when empty.
+    pub last_hash: Digest,
+}
+
+/// An event ready to be written: its stored bytes and what indexes need to find it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedEvent {
+    /// Global position.
+    pub seq: u64,
+    /// Position in its stream, from 1.
+    pub stream_version: u64,
+    /// The event id.
+    pub event_id: Uuid,
+    /// The hash of the event before it.
+    pub prev_hash: Digest,
+    /// The chain hash (also the last 32 stored bytes).
+    pub hash: Digest,
+    /// The stored bytes: `body ‖ hash`.
+    pub bytes: Arc<[u8]>,
+}
+
+/// What an idempotency key committed: enough to rebuild the original receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// The key as the client sent it.
+    pub key: String,
+    /// Fingerprint of the command that first used the key.
+    pub fingerprint: Digest,
+    /// The stream the command wrote to.
+    pub stream: String,
+    /// Seq of the first event the command wrote.
+    pub first_seq: u64,
+    /// How many events it wrote (consecutive seqs).
+    pub event_count: u32,
+    /// The stream version after the command.
+    pub stream_version: u64,
+}
+
+/// One append: all of its events are written, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// The stream appended to.
+    pub stream: String,
+    /// The stream's version before this commit; the backend checks it again.
+    pub base_version: u64,
+    /// The events, with consecutive seqs and stream versions.
+    pub events: Vec<SealedEvent>,
+    /// Present when the command carried an idempotency key.
+    pub idempotency: Option<IdempotencyRecord>,
+}
+
+/// An event's stored bytes and the seq at which storage holds them. The ledger decodes the
+/// bytes and checks that they agree with the position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEvent {
+    /// The seq at which storage found the bytes.
+    pub seq: u64,
+    /// The stored bytes.
+    pub bytes: Arc<[u8]>,
+}
+
+/// Something the backend found wrong with what it holds when it opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageProblem {
+    /// The first seq affected, when it is known.
+    pub seq: Option<u64>,
+    /// What is wrong, for an operator.
+    pub detail: String,
+}
+
+/// A failure of the storage backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// A file operation failed. After a failed write or sync the outcome of the append is
+    /// unknown: reopen the ledger and retry with the same idempotency key to learn it.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The index failed. It is derived from the log and is rebuilt when it cannot be trusted.
+    #[error("index: {0}")]
+    Index(String),
+    /// Stored data is not what the format allows; an operator must look.
+    #[error("stored data is damaged{}: {detail}", seq.map(|s| format!(" at seq {s}")).unwrap_or_default())]
+    Corrupt {
+        /// The first seq affected, when known.
+        seq: Option<u64>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Another process holds the data directory.
+    #[error("the data directory {path} is in use by another process ({holder})")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the holder wrote about itself (program, pid, address), if anything.
+        holder: String,
+    },
+    /// Another writer appended first (shared backends only): reload the head and retry.
+    #[error("another writer moved the head of the log")]
+    HeadMoved,
+    /// The backend refuses writes after an earlier failure.
+    #[error("storage refuses writes after an earlier failure: {0}")]
+    Failed(String),
+    /// A fault injected by a test.
+    #[error("injected fault: {0}")]
+    Injected(&'static str),
+}
+
+impl StorageError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StorageError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Where events are kept. All methods may be called from many threads; `append` is called by
+/// one writer at a time.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// The head of the chain as of the last successful append.
+    fn head(&self) -> ChainHead;
+
+    /// Makes the commits durable, in order, each all or nothing, and indexes them. Returns only
+    /// when every byte needed to find and read them is on stable storage. On error, a prefix of
+    /// the commits may have been made durable; the ledger stops writing and reopens to learn
+    /// which.
+    fn append(&self, commits: &[Commit]) -> Result<(), StorageError>;
+
+    /// Up to `max` events from `from_seq` on, in storage order.
+    fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError>;
+
+    /// The current version of a stream; 0 when it has no events.
+    fn stream_version(&self, stream: &str) -> Result<u64, StorageError>;
+
+    /// Up to `max` events of one stream from `from_version` (1-based) on.
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<RawEvent>, StorageError>;
+
+    /// The event with this id, if any.
+    fn find_event_id(&self, id: Uuid) -> Result<Option<RawEvent>, StorageError>;
+
+    /// The event with this hash, if any.
+    fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError>;
+
+    /// What an idempotency key committed, if it was used.
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError>;
+
+    /// Problems found when the backend opened. The ledger refuses appends while any exist.
+    fn problems(&self) -> Vec<StorageProblem>;
+
+    /// Persists derived state (indexes) so that the next open has less to rebuild. Acknowledged
+    /// events are durable without it.
+    fn checkpoint_index(&self) -> Result<(), StorageError>;
+}

@@ -1,0 +1,26 @@
+//! End-to-end tests of the `research-ledger` binary, spawned as a user would run it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod verify;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the binary with `args` on the data directory `data`.
+pub fn run(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

@@ -1,0 +1,93 @@
+//! `research-ledger verify` on an intact, a damaged and a locked data directory.
+
+use ledger::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, NewEvent};
+
+use super::{run, stderr, stdout};
+
+fn populate(data: &std::path::Path, events: u32) {
+    let ledger = Ledger::open(&data.join("ledger"), LedgerOptions::default()).unwrap();
+    for i in 0..events {
+        ledger
+            .append(AppendRequest {
+                stream: format!("task-{}", i % 3),
+                expected: ExpectedVersion::Any,
+                actor: "tester".into(),
+                events: vec![NewEvent {
+                    kind: "noted".into(),
+                    payload: format!("event number {i}").into_bytes(),
+                    causation: vec![],
+                }],
+                idempotency: None,
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn an_intact_ledger_verifies_with_exit_zero() {
+    let data = tempfile::tempdir().unwrap();
+    populate(data.path(), 20);
+    let out = run(data.path(), &["verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("intact: 20 events verified"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = run(data.path(), &["verify", "--json"]);
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["size"], 20);
+    assert!(report["failure"].is_null());
+}
+
+#[test]
+fn a_damaged_event_fails_verification_naming_its_seq() {
+    let data = tempfile::tempdir().unwrap();
+    populate(data.path(), 20);
+    let segment = data.path().join("ledger/log/00000000000000000000.seg");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let needle = b"event number 12";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&segment, bytes).unwrap();
+
+    let out = run(data.path(), &["verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("FAILED at seq 12"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_locked_data_directory_is_reported_with_its_holder() {
+    let data = tempfile::tempdir().unwrap();
+    populate(data.path(), 1);
+    let _held = Ledger::open(
+        &data.path().join("ledger"),
+        LedgerOptions {
+            lock_note: Some("research-ledger serve on 127.0.0.1:7999 (pid 1)".into()),
+            ..LedgerOptions::default()
+        },
+    )
+    .unwrap();
+    let out = run(data.path(), &["verify"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("in use by another process"), "{err}");
+    assert!(err.contains("127.0.0.1:7999"), "{err}");
+}
+
+#[test]
+fn a_fresh_data_directory_verifies_empty() {
+    let data = tempfile::tempdir().unwrap();
+    let out = run(&data.path().join("new"), &["verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("intact: 0 events"));
+}

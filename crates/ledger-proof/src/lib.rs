@@ -6,6 +6,7 @@
 //! - [`frontier`]: the right edge of a growing tree, for appending without reading back.
 //! - [`memory`]: a whole tree in memory.
 //! - [`verify`]: checking inclusion and consistency proofs, step by step as RFC 9162 states it.
+//! - [`checkpoint`], [`keys`], [`time`]: signed checkpoints, Ed25519 keys and the canonical time.
 //!
 //! This crate does no I/O, reads no clock and draws no randomness: times, keys' random bytes
 //! and stored nodes all come from the caller.
@@ -13,19 +14,25 @@
 // Every public item is part of what an auditor reads; none goes undocumented.
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod digest;
 pub mod frontier;
 pub mod hasher;
 mod hex_text;
+pub mod keys;
 pub mod memory;
+pub mod time;
 pub mod tree;
 pub mod verify;
 
+pub use checkpoint::{Checkpoint, CheckpointError};
 pub use digest::Digest;
 pub use frontier::{Frontier, FrontierError};
 pub use hasher::{Blake3, MerkleHasher};
 pub use hex_text::HexError;
+pub use keys::{BadSignature, Fingerprint, KeyError, PublicKey, Signature, SigningKey};
 pub use memory::{MemoryTree, MissingNode};
+pub use time::{TimeError, Timestamp};
 pub use tree::{NodeSource, PerfectNode, ProveError, consistency_proof, inclusion_proof, root};
 pub use verify::{
     ConsistencyError, InclusionError, consistency_path_len, inclusion_path_len,

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use ledger_proof::{Digest, MerkleHasher};
+use ledger_proof::{Digest, MerkleHasher, SigningKey, Timestamp};
 use sha2::Digest as _;
 
 /// RFC 6962's own hash: SHA-256 with the 0x00 / 0x01 prefixes. The published test vectors use
@@ -134,6 +134,16 @@ pub(crate) fn event_hashes(n: usize) -> Vec<Digest> {
 /// The same as byte strings, for the naive tree.
 pub(crate) fn leaf_data(n: usize) -> Vec<Vec<u8>> {
     event_hashes(n).iter().map(|d| d.0.to_vec()).collect()
+}
+
+/// A fixed signing key for tests; `seed` tells keys apart.
+pub(crate) fn key(seed: u8) -> SigningKey {
+    SigningKey::from_secret_bytes(&[seed; 32])
+}
+
+/// A time in canonical form.
+pub(crate) fn time(text: &str) -> Timestamp {
+    Timestamp::parse(text).unwrap()
 }
 
 /// `digest` with one bit flipped.

@@ -4,6 +4,7 @@
 // as in tests, an unwrap is an assertion that the fixture is what the test says it is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod checkpoint;
 mod common;
 mod doctored;
 mod frontier;

@@ -7,6 +7,7 @@
 //! - [`memory`]: a whole tree in memory.
 //! - [`verify`]: checking inclusion and consistency proofs, step by step as RFC 9162 states it.
 //! - [`checkpoint`], [`keys`], [`time`]: signed checkpoints, Ed25519 keys and the canonical time.
+//! - [`rotation`]: key rotation statements and the [`KeyChain`] that says which key signs when.
 //!
 //! This crate does no I/O, reads no clock and draws no randomness: times, keys' random bytes
 //! and stored nodes all come from the caller.
@@ -21,6 +22,7 @@ pub mod hasher;
 mod hex_text;
 pub mod keys;
 pub mod memory;
+pub mod rotation;
 pub mod time;
 pub mod tree;
 pub mod verify;
@@ -32,6 +34,7 @@ pub use hasher::{Blake3, MerkleHasher};
 pub use hex_text::HexError;
 pub use keys::{BadSignature, Fingerprint, KeyError, PublicKey, Signature, SigningKey};
 pub use memory::{MemoryTree, MissingNode};
+pub use rotation::{ChainError, Handover, KeyChain, KeyEpoch, KeyRotation, RotationError};
 pub use time::{TimeError, Timestamp};
 pub use tree::{NodeSource, PerfectNode, ProveError, consistency_proof, inclusion_proof, root};
 pub use verify::{

@@ -9,4 +9,5 @@ mod common;
 mod doctored;
 mod frontier;
 mod rfc6962;
+mod rotation;
 mod tree;

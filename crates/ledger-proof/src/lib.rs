@@ -8,6 +8,7 @@
 //! - [`verify`]: checking inclusion and consistency proofs, step by step as RFC 9162 states it.
 //! - [`checkpoint`], [`keys`], [`time`]: signed checkpoints, Ed25519 keys and the canonical time.
 //! - [`rotation`]: key rotation statements and the [`KeyChain`] that says which key signs when.
+//! - [`proof_file`]: proof files and [`verify_proof_file`], the one check an auditor runs.
 //!
 //! This crate does no I/O, reads no clock and draws no randomness: times, keys' random bytes
 //! and stored nodes all come from the caller.
@@ -22,6 +23,7 @@ pub mod hasher;
 mod hex_text;
 pub mod keys;
 pub mod memory;
+pub mod proof_file;
 pub mod rotation;
 pub mod time;
 pub mod tree;
@@ -34,6 +36,10 @@ pub use hasher::{Blake3, MerkleHasher};
 pub use hex_text::HexError;
 pub use keys::{BadSignature, Fingerprint, KeyError, PublicKey, Signature, SigningKey};
 pub use memory::{MemoryTree, MissingNode};
+pub use proof_file::{
+    ConsistencyProofFile, InclusionProofFile, PROOF_FILE_BYTES_MAX, ProofFile, ProofFileError,
+    Verified, verify_proof_file, verify_proof_file_json,
+};
 pub use rotation::{ChainError, Handover, KeyChain, KeyEpoch, KeyRotation, RotationError};
 pub use time::{TimeError, Timestamp};
 pub use tree::{NodeSource, PerfectNode, ProveError, consistency_proof, inclusion_proof, root};

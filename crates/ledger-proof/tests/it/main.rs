@@ -8,6 +8,7 @@ mod checkpoint;
 mod common;
 mod doctored;
 mod frontier;
+mod proof_file;
 mod rfc6962;
 mod rotation;
 mod tree;

@@ -9,6 +9,7 @@ mod common;
 mod doctored;
 mod frontier;
 mod proof_file;
+mod properties;
 mod rfc6962;
 mod rotation;
 mod tree;

@@ -1,4 +1,4 @@
-//! Helpers shared by the tests: a SHA-256 tree hasher for the published RFC 6962 vectors, a
+//! What the tests share: a SHA-256 tree hasher for the published RFC 6962 vectors, a
 //! naive reference tree computed straight from RFC 9162's recursive definitions, and fixtures.
 
 use std::cell::RefCell;

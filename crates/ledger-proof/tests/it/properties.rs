@@ -1,0 +1,182 @@
+//! Properties over generated inputs: prefixes are consistent with the whole log, a changed
+//! prefix never is, and no input, however malformed, makes a verifier panic.
+
+use ledger_proof::{
+    Blake3, Digest, MemoryTree, MerkleHasher, ProofFile, consistency_path_len, inclusion_path_len,
+    root_from_inclusion_proof, verify_consistency, verify_inclusion, verify_proof_file_json,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use crate::common::{Sha256, key};
+
+fn tree<H: MerkleHasher>(hasher: H, leaves: &[Vec<u8>]) -> MemoryTree<H> {
+    let mut tree = MemoryTree::new(hasher);
+    for leaf in leaves {
+        tree.push(leaf).unwrap();
+    }
+    tree
+}
+
+fn leaves() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..160)
+}
+
+fn digest() -> impl Strategy<Value = Digest> {
+    any::<[u8; 32]>().prop_map(Digest)
+}
+
+/// Sizes and indices where the arithmetic has edges: small, anywhere, and near the top.
+fn size() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        0..600u64,
+        any::<u64>(),
+        (u64::MAX - 600)..=u64::MAX,
+        (0..64u32).prop_map(|bit| 1u64 << bit),
+        (0..64u32).prop_map(|bit| (1u64 << bit).wrapping_sub(1)),
+    ]
+}
+
+fn prefix_is_consistent<H: MerkleHasher + Copy>(
+    hasher: H,
+    leaves: &[Vec<u8>],
+    cut: &Index,
+) -> Result<(), TestCaseError> {
+    let n = leaves.len();
+    let m = cut.index(n) + 1;
+    let whole = tree(hasher, leaves);
+    // The prefix's root comes from a tree that never saw the later leaves.
+    let prefix = tree(hasher, &leaves[..m]);
+    let proof = whole.consistency_proof(m as u64, n as u64).unwrap();
+    prop_assert_eq!(
+        verify_consistency(
+            &hasher,
+            m as u64,
+            n as u64,
+            &prefix.root(),
+            &whole.root(),
+            &proof
+        ),
+        Ok(())
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn any_prefix_is_consistent_with_the_whole_log(leaves in leaves(), cut in any::<Index>()) {
+        prefix_is_consistent(Blake3, &leaves, &cut)?;
+        prefix_is_consistent(Sha256, &leaves, &cut)?;
+    }
+
+    #[test]
+    fn a_changed_prefix_is_never_consistent(
+        leaves in leaves(),
+        cut in any::<Index>(),
+        changed in any::<Index>(),
+        replacement in prop::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let n = leaves.len();
+        let m = cut.index(n) + 1;
+        let position = changed.index(m);
+        prop_assume!(leaves[position] != replacement);
+        let honest_prefix = tree(Blake3, &leaves[..m]);
+        let mut rewritten = leaves.clone();
+        rewritten[position] = replacement;
+        let rewritten = tree(Blake3, &rewritten);
+        let proof = rewritten.consistency_proof(m as u64, n as u64).unwrap();
+        prop_assert!(verify_consistency(
+            &Blake3, m as u64, n as u64, &honest_prefix.root(), &rewritten.root(), &proof
+        ).is_err());
+    }
+
+    #[test]
+    fn every_leaf_is_included_and_no_other(leaves in leaves(), pick in any::<Index>()) {
+        let whole = tree(Blake3, &leaves);
+        let n = leaves.len() as u64;
+        let index = pick.index(leaves.len());
+        let proof = whole.inclusion_proof(index as u64, n).unwrap();
+        let leaf = Blake3.leaf(&leaves[index]);
+        prop_assert_eq!(
+            verify_inclusion(&Blake3, index as u64, n, &leaf, &proof, &whole.root()),
+            Ok(())
+        );
+        let stranger = Blake3.leaf(b"\xffnot in the log");
+        prop_assert!(verify_inclusion(&Blake3, index as u64, n, &stranger, &proof, &whole.root()).is_err());
+    }
+
+    #[test]
+    fn inclusion_verification_never_panics(
+        index in size(),
+        tree_size in size(),
+        leaf in digest(),
+        path in prop::collection::vec(digest(), 0..80),
+        root in digest(),
+    ) {
+        let result = verify_inclusion(&Blake3, index, tree_size, &leaf, &path, &root);
+        let rebuilt = root_from_inclusion_proof(&Blake3, index, tree_size, &leaf, &path);
+        // Whatever the input, a verdict; and a path is only ever rebuilt at its one length.
+        if rebuilt.is_ok() {
+            prop_assert_eq!(inclusion_path_len(index, tree_size), Some(path.len()));
+        } else {
+            prop_assert!(result.is_err());
+        }
+    }
+
+    #[test]
+    fn consistency_verification_never_panics(
+        first in size(),
+        second in size(),
+        first_root in digest(),
+        second_root in digest(),
+        path in prop::collection::vec(digest(), 0..140),
+    ) {
+        let result = verify_consistency(&Blake3, first, second, &first_root, &second_root, &path);
+        if result.is_ok() {
+            prop_assert_eq!(consistency_path_len(first, second), Some(path.len()));
+        }
+    }
+
+    #[test]
+    fn proof_file_parsing_never_panics(text in ".{0,300}") {
+        prop_assert!(ProofFile::from_json(&text).is_err());
+    }
+}
+
+proptest! {
+    // Each case checks Ed25519 signatures, which is slow without optimisation; fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// One byte of a valid proof file replaced: either refused, or (whitespace, say) the same
+    /// verdict as before, never something else and never a panic.
+    #[test]
+    fn a_mutated_proof_file_is_refused_or_means_the_same(
+        position in any::<Index>(),
+        byte in 0x20u8..0x7f,
+    ) {
+        let a = key(1);
+        let mut log = MemoryTree::new(Blake3);
+        let events: Vec<Digest> = (0..9u8).map(|i| Blake3.leaf(&[i])).collect();
+        for event in &events {
+            log.push(event.as_bytes()).unwrap();
+        }
+        let checkpoint = ledger_proof::Checkpoint::sign(
+            &a, 9, log.root(), ledger_proof::Timestamp::from_unix_seconds(1_740_000_000).unwrap()
+        );
+        let file = ProofFile::Inclusion(ledger_proof::InclusionProofFile::new(
+            4, events[4], log.inclusion_proof(4, 9).unwrap(), checkpoint, Vec::new()
+        ));
+        let text = serde_json::to_string_pretty(&file).unwrap();
+        let original = verify_proof_file_json(&text, &a.public_key()).unwrap();
+
+        let mut bytes = text.into_bytes();
+        let at = position.index(bytes.len());
+        bytes[at] = byte;
+        let mutated = String::from_utf8(bytes).unwrap();
+        if let Ok(verdict) = verify_proof_file_json(&mutated, &a.public_key()) {
+            prop_assert_eq!(verdict, original);
+        }
+    }
+}

@@ -6,9 +6,6 @@
 //! Verification hashes the stored bytes as they are; nothing is ever re-encoded to be checked, so
 //! a future change of encoder can never make an old ledger fail to verify.
 
-use std::fmt;
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -19,64 +16,7 @@ pub const EVENT_HASH_DOMAIN: &[u8] = b"research-ledger/event/v1";
 /// Length of a hash in bytes.
 pub const HASH_LEN: usize = 32;
 
-/// A 32-byte blake3 digest, shown as lower-case hex.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Digest(pub [u8; HASH_LEN]);
-
-impl Digest {
-    /// The all-zero digest: the `prev_hash` of the first event.
-    pub const ZERO: Digest = Digest([0; HASH_LEN]);
-
-    /// The raw bytes.
-    pub fn as_bytes(&self) -> &[u8; HASH_LEN] {
-        &self.0
-    }
-
-    /// Lower-case hex, 64 characters.
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
-
-impl fmt::Debug for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Digest({})", self.to_hex())
-    }
-}
-
-/// A hex string that is not a 32-byte digest.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a 64-digit hex digest: {0:?}")]
-pub struct ParseDigestError(pub String);
-
-impl FromStr for Digest {
-    type Err = ParseDigestError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut out = [0u8; HASH_LEN];
-        hex::decode_to_slice(s, &mut out).map_err(|_| ParseDigestError(s.to_owned()))?;
-        Ok(Digest(out))
-    }
-}
-
-impl Serialize for Digest {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.to_hex())
-    }
-}
-
-impl<'de> Deserialize<'de> for Digest {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub use ledger_proof::Digest;
 
 /// The chain hash of an event: `blake3(EVENT_HASH_DOMAIN ‖ prev_hash ‖ body)`.
 pub fn chain_hash(prev_hash: &Digest, body: &[u8]) -> Digest {
@@ -315,10 +255,4 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn digest_hex_round_trips() {
-        let d = Digest([0xab; 32]);
-        assert_eq!(d.to_hex().parse::<Digest>(), Ok(d));
-        assert!("zz".parse::<Digest>().is_err());
-    }
 }

@@ -254,5 +254,4 @@ mod tests {
             Err(DecodeError::TrailingBytes(1))
         ));
     }
-
 }

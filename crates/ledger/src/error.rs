@@ -81,3 +81,48 @@ pub enum SubscriptionError {
     #[error("the ledger is shut down")]
     Closed,
 }
+
+/// Why a checkpoint or key rotation could not be written.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SigningError {
+    /// No usable signing key: the key on disk is not the one the checkpoint log names, or none
+    /// could be made. An operator must restore the right key.
+    #[error("no signing key: {0}")]
+    NoKey(String),
+    /// The clock gave a time a checkpoint cannot carry.
+    #[error("no valid time for the checkpoint: {0}")]
+    Time(String),
+    /// The ledger refuses writes because its integrity is in doubt.
+    #[error("the ledger refuses writes: {0}")]
+    Poisoned(String),
+    /// Writing the checkpoint log failed.
+    #[error("the checkpoint log could not be written: {0}")]
+    Storage(Arc<StorageError>),
+    /// The ledger has been shut down.
+    #[error("the ledger is shut down")]
+    Closed,
+}
+
+/// Why a proof could not be given.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// No checkpoint covers the event yet: write one, then ask again.
+    #[error("no checkpoint covers seq {seq} yet (the latest covers {latest_size} events)")]
+    NotCovered {
+        /// The event asked about.
+        seq: u64,
+        /// Size of the latest checkpoint.
+        latest_size: u64,
+    },
+    /// Proofs are given only against checkpointed tree sizes.
+    #[error("no checkpoint has tree size {0}")]
+    NotCheckpointed(u64),
+    /// The request makes no sense for the tree (an index beyond the size, sizes out of order).
+    #[error("{0}")]
+    Invalid(String),
+    /// Reading the log or its tree failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}

@@ -9,22 +9,27 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use ledger_proof::{Blake3, Checkpoint, Frontier, KeyRotation, PublicKey, SigningKey, Timestamp};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::clock::{Clock, IdGenerator, SystemClock, idempotent_event_id};
 use crate::envelope::{Digest, Envelope, RecordedEvent, decode_stored};
-use crate::error::{AppendError, ReadError};
+use crate::error::{AppendError, ReadError, SigningError};
+use crate::keys::{KeyFiles, random_key};
 use crate::limits::Limits;
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
 use crate::storage::{
-    ChainHead, Commit, IdempotencyRecord, RawEvent, SealedEvent, Storage, StorageError,
+    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, SealedEvent, Storage,
+    StorageError,
 };
 use crate::subscribe::Subscription;
+use crate::tree::StoredNodes;
 use crate::verify::Verified;
 
 /// Which version the caller expects a stream to be at.
@@ -119,6 +124,13 @@ pub struct LedgerOptions {
     pub id_seed: Option<u64>,
     /// What the lock file says about the process holding the ledger open.
     pub lock_note: Option<String>,
+    /// Write a checkpoint when the tree has grown by this many events since the last one.
+    pub checkpoint_every_events: Option<u64>,
+    /// Write a checkpoint this often when the tree has grown since the last one.
+    pub checkpoint_interval: Option<Duration>,
+    /// The signing key of a ledger over storage that has no directory of its own (tests); a
+    /// ledger opened on a directory keeps its key there.
+    pub signing_key: Option<Arc<SigningKey>>,
 }
 
 impl Default for LedgerOptions {
@@ -128,6 +140,9 @@ impl Default for LedgerOptions {
             clock: Arc::new(SystemClock),
             id_seed: None,
             lock_note: None,
+            checkpoint_every_events: Some(10_000),
+            checkpoint_interval: Some(Duration::from_secs(60)),
+            signing_key: None,
         }
     }
 }
@@ -140,6 +155,8 @@ pub(crate) struct Core {
     poison: Mutex<Option<String>>,
     pub(crate) events: broadcast::Sender<Arc<RecordedEvent>>,
     pub(crate) verified: Mutex<Verified>,
+    /// The key that signs checkpoints now, and why signing is impossible if it is.
+    pub(crate) signer: RwLock<Result<PublicKey, String>>,
 }
 
 impl Core {
@@ -185,7 +202,24 @@ impl Core {
     }
 }
 
-struct Job {
+/// What the writer thread is asked to do.
+enum Job {
+    Append {
+        request: AppendRequest,
+        reply: oneshot::Sender<Result<Receipt, AppendError>>,
+    },
+    Checkpoint {
+        reply: oneshot::Sender<Result<Checkpoint, SigningError>>,
+    },
+    Rotate {
+        reply: oneshot::Sender<Result<KeyRotation, SigningError>>,
+    },
+    /// A checkpoint if the tree grew since the last one (the periodic timer).
+    Tick,
+}
+
+/// One queued append.
+struct AppendJob {
     request: AppendRequest,
     reply: oneshot::Sender<Result<Receipt, AppendError>>,
 }
@@ -201,6 +235,9 @@ struct Handle {
     core: Arc<Core>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Dropping it stops the periodic checkpoint timer.
+    timer_stop: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for Handle {
@@ -211,6 +248,13 @@ impl Drop for Handle {
 
 impl Handle {
     fn shutdown(&self) {
+        self.timer_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(timer) = self.timer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = timer.join();
+        }
         // Closing the queue lets the writer finish what is queued and stop.
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -224,9 +268,12 @@ impl Handle {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job")
-            .field("stream", &self.request.stream)
-            .finish_non_exhaustive()
+        match self {
+            Job::Append { request, .. } => write!(f, "Append({})", request.stream),
+            Job::Checkpoint { .. } => f.write_str("Checkpoint"),
+            Job::Rotate { .. } => f.write_str("Rotate"),
+            Job::Tick => f.write_str("Tick"),
+        }
     }
 }
 
@@ -244,11 +291,43 @@ impl Ledger {
         for note in storage.recoveries() {
             tracing::warn!(%note, "recovered on open");
         }
-        Ok(Ledger::with_storage(Arc::new(storage), options))
+        let files = KeyFiles::new(dir.join("keys"));
+        let key = files.load_or_create()?;
+        Ok(Ledger::start(Arc::new(storage), options, key, Some(files)))
     }
 
-    /// A ledger over any storage backend.
+    /// A ledger over any storage backend. Its signing key is `options.signing_key`, or a new
+    /// one kept only in memory.
     pub fn with_storage(storage: Arc<dyn Storage>, options: LedgerOptions) -> Ledger {
+        let key = match &options.signing_key {
+            Some(key) => Ok(SigningKey::from_secret_bytes(&key.to_secret_bytes())),
+            None => random_key(),
+        };
+        match key {
+            Ok(key) => Ledger::start(storage, options, key, None),
+            Err(e) => {
+                let ledger = Ledger::start(
+                    storage,
+                    options,
+                    SigningKey::from_secret_bytes(&[0; 32]),
+                    None,
+                );
+                *ledger
+                    .core()
+                    .signer
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner()) = Err(e.to_string());
+                ledger
+            }
+        }
+    }
+
+    fn start(
+        storage: Arc<dyn Storage>,
+        options: LedgerOptions,
+        key: SigningKey,
+        files: Option<KeyFiles>,
+    ) -> Ledger {
         let limits = options.limits.clone();
         let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
         let core = Arc::new(Core {
@@ -257,6 +336,7 @@ impl Ledger {
             poison: Mutex::new(None),
             events,
             verified: Mutex::new(Verified::default()),
+            signer: RwLock::new(Ok(key.public_key())),
         });
         if let Some(problem) = storage.problems().first() {
             core.poison(format!(
@@ -269,7 +349,7 @@ impl Ledger {
             ));
         }
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
-        let writer = Writer {
+        let mut writer = Writer {
             core: Arc::clone(&core),
             head: storage.head(),
             versions: HashMap::new(),
@@ -279,7 +359,18 @@ impl Ledger {
             },
             clock: Arc::clone(&options.clock),
             last_time: None,
+            frontier: Frontier::new(),
+            key: None,
+            files,
+            last_signed: None,
+            checkpoint_every_events: options.checkpoint_every_events,
         };
+        if let Err(e) = writer.catch_up_tree() {
+            core.poison(format!(
+                "the Merkle tree could not be brought up to date: {e}"
+            ));
+        }
+        writer.set_up_key(key);
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || writer.run(rx));
@@ -290,11 +381,32 @@ impl Ledger {
                 None
             }
         };
+        let (timer_stop, timer) = match options.checkpoint_interval {
+            Some(every) if !every.is_zero() => {
+                let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+                let ticks = tx.clone();
+                let timer = std::thread::Builder::new()
+                    .name("ledger-checkpoint-timer".into())
+                    .spawn(move || {
+                        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                            stop_rx.recv_timeout(every)
+                        {
+                            // A full queue means the writer is busy; the next tick will do.
+                            let _ = ticks.try_send(Job::Tick);
+                        }
+                    })
+                    .ok();
+                (Some(stop_tx), timer)
+            }
+            _ => (None, None),
+        };
         Ledger {
             handle: Arc::new(Handle {
                 core,
                 queue: Mutex::new(Some(tx)),
                 writer: Mutex::new(writer),
+                timer_stop: Mutex::new(timer_stop),
+                timer: Mutex::new(timer),
             }),
         }
     }
@@ -317,7 +429,7 @@ impl Ledger {
     pub fn append(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
         let (reply, rx) = oneshot::channel();
         self.sender()?
-            .blocking_send(Job { request, reply })
+            .blocking_send(Job::Append { request, reply })
             .map_err(|_| AppendError::Closed)?;
         rx.blocking_recv().map_err(|_| AppendError::Closed)?
     }
@@ -326,10 +438,42 @@ impl Ledger {
     pub async fn append_async(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
         let (reply, rx) = oneshot::channel();
         self.sender()?
-            .send(Job { request, reply })
+            .send(Job::Append { request, reply })
             .await
             .map_err(|_| AppendError::Closed)?;
         rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Writes a signed checkpoint of the tree as it stands now. Blocking; not for use inside
+    /// an async task (use [`Ledger::checkpoint_async`]).
+    pub fn checkpoint(&self) -> Result<Checkpoint, SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .blocking_send(Job::Checkpoint { reply })
+            .map_err(|_| SigningError::Closed)?;
+        rx.blocking_recv().map_err(|_| SigningError::Closed)?
+    }
+
+    /// Writes a signed checkpoint of the tree as it stands now.
+    pub async fn checkpoint_async(&self) -> Result<Checkpoint, SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .send(Job::Checkpoint { reply })
+            .await
+            .map_err(|_| SigningError::Closed)?;
+        rx.await.map_err(|_| SigningError::Closed)?
+    }
+
+    /// Replaces the signing key: a statement signed by the old key introduces the new one.
+    pub fn rotate_key(&self) -> Result<KeyRotation, SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .blocking_send(Job::Rotate { reply })
+            .map_err(|_| SigningError::Closed)?;
+        rx.blocking_recv().map_err(|_| SigningError::Closed)?
     }
 
     /// The head of the chain.
@@ -456,6 +600,14 @@ struct Writer {
     ids: IdGenerator,
     clock: Arc<dyn Clock>,
     last_time: Option<DateTime<Utc>>,
+    /// The right edge of the Merkle tree over every event written.
+    frontier: Frontier,
+    /// The key that signs checkpoints, when it is the one the checkpoint log names.
+    key: Option<SigningKey>,
+    files: Option<KeyFiles>,
+    /// Size and time of the last checkpoint or rotation.
+    last_signed: Option<(u64, Timestamp)>,
+    checkpoint_every_events: Option<u64>,
 }
 
 /// What becomes of one queued append within a group.
@@ -482,24 +634,299 @@ struct Group {
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Job>) {
         let limits = self.core.limits.clone();
-        while let Some(first) = rx.blocking_recv() {
-            let mut events = first.request.events.len();
-            let mut bytes = request_bytes(&first.request);
-            let mut jobs = vec![first];
-            // Take everything already waiting, up to one group's worth: this is the group
-            // commit. Appends that arrive during the sync below form the next group.
+        let mut next: Option<Job> = None;
+        loop {
+            let Some(job) = next.take().or_else(|| rx.blocking_recv()) else {
+                break;
+            };
+            let (request, reply) = match job {
+                Job::Append { request, reply } => (request, reply),
+                other => {
+                    self.run_other(other);
+                    continue;
+                }
+            };
+            let mut events = request.events.len();
+            let mut bytes = request_bytes(&request);
+            let mut jobs = vec![AppendJob { request, reply }];
+            // Take every append already waiting, up to one group's worth: this is the group
+            // commit. Appends that arrive during the sync below form the next group; any other
+            // job waits until this group is written.
             while events < limits.group_events_max && bytes < limits.group_bytes_max {
                 match rx.try_recv() {
-                    Ok(job) => {
-                        events += job.request.events.len();
-                        bytes += request_bytes(&job.request);
-                        jobs.push(job);
+                    Ok(Job::Append { request, reply }) => {
+                        events += request.events.len();
+                        bytes += request_bytes(&request);
+                        jobs.push(AppendJob { request, reply });
+                    }
+                    Ok(other) => {
+                        next = Some(other);
+                        break;
                     }
                     Err(_) => break,
                 }
             }
             self.process(jobs);
         }
+    }
+
+    fn run_other(&mut self, job: Job) {
+        match job {
+            Job::Append { .. } => {}
+            Job::Checkpoint { reply } => {
+                let _ = reply.send(self.write_checkpoint());
+            }
+            Job::Rotate { reply } => {
+                let _ = reply.send(self.rotate());
+            }
+            Job::Tick => {
+                if self
+                    .last_signed
+                    .is_none_or(|(size, _)| self.frontier.size() > size)
+                    && let Err(e) = self.write_checkpoint()
+                {
+                    tracing::warn!(error = %e, "the periodic checkpoint was not written");
+                }
+            }
+        }
+    }
+
+    /// Brings the stored Merkle tree up to the head of the log, from wherever the stored nodes
+    /// end; rebuilds it from the first event if they cannot be read.
+    fn catch_up_tree(&mut self) -> Result<(), String> {
+        let storage = Arc::clone(&self.core.storage);
+        let stored = storage.merkle_size().map_err(|e| e.to_string())?;
+        self.frontier = match Frontier::load(&StoredNodes(&*storage), stored) {
+            Ok(frontier) => frontier,
+            Err(e) => {
+                tracing::warn!(error = %e, "rebuilding the Merkle tree from the first event");
+                Frontier::new()
+            }
+        };
+        let head = self.head.size;
+        while self.frontier.size() < head {
+            let events = self
+                .core
+                .storage
+                .read_range(self.frontier.size(), 8192)
+                .map_err(|e| e.to_string())?;
+            if events.is_empty() {
+                return Err(format!(
+                    "the log ends at {} before its head",
+                    self.frontier.size()
+                ));
+            }
+            let hashes: Vec<Digest> = events
+                .iter()
+                .map(|raw| {
+                    crate::envelope::split_stored(&raw.bytes)
+                        .map(|(_, hash)| hash)
+                        .map_err(|e| format!("seq {}: {e}", raw.seq))
+                })
+                .collect::<Result<_, _>>()?;
+            self.grow_tree(&hashes).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Adds event hashes as leaves and stores the perfect subtrees they complete.
+    fn grow_tree(&mut self, hashes: &[Digest]) -> Result<(), StorageError> {
+        let mut nodes = Vec::with_capacity(hashes.len() * 2);
+        for hash in hashes {
+            let completed = self
+                .frontier
+                .push(&Blake3, hash.as_bytes())
+                .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
+            nodes.extend(completed);
+        }
+        self.core
+            .storage
+            .put_merkle_nodes(&nodes, self.frontier.size())
+    }
+
+    /// Makes sure `key` is the key the checkpoint log names as current (introducing it if the
+    /// log is empty, finishing a rotation a crash interrupted), or records why not.
+    fn set_up_key(&mut self, key: SigningKey) {
+        let outcome = self.adopt_key(key);
+        let mut signer = self.core.signer.write().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(key) => {
+                *signer = Ok(key.public_key());
+                self.key = Some(key);
+            }
+            Err(reason) => {
+                tracing::error!(%reason, "checkpoints cannot be signed");
+                *signer = Err(reason);
+            }
+        }
+    }
+
+    fn adopt_key(&mut self, key: SigningKey) -> Result<SigningKey, String> {
+        let entries = self
+            .core
+            .storage
+            .checkpoint_entries()
+            .map_err(|e| e.to_string())?;
+        let mut current: Option<PublicKey> = None;
+        for entry in &entries {
+            match entry {
+                CheckpointEntry::KeyIntroduced {
+                    public_key,
+                    tree_size,
+                    time,
+                    ..
+                } => {
+                    current = Some(*public_key);
+                    self.last_signed = Some((*tree_size, *time));
+                }
+                CheckpointEntry::Checkpoint(c) => self.last_signed = Some((c.tree_size, c.time)),
+                CheckpointEntry::Rotation(r) => {
+                    current = Some(r.new_public_key);
+                    self.last_signed = Some((r.tree_size, r.time));
+                }
+            }
+        }
+        let staged = match &self.files {
+            Some(files) => files.staged().map_err(|e| e.to_string())?,
+            None => None,
+        };
+        match current {
+            None => {
+                let time = self.signing_time()?;
+                let entry = CheckpointEntry::KeyIntroduced {
+                    public_key: key.public_key(),
+                    tree_size: self.frontier.size(),
+                    time,
+                    reason: "the ledger's first signing key".into(),
+                };
+                self.core
+                    .storage
+                    .append_checkpoint_entry(&entry)
+                    .map_err(|e| e.to_string())?;
+                self.last_signed = Some((self.frontier.size(), time));
+                Ok(key)
+            }
+            Some(current) if current == key.public_key() => {
+                if let Some(files) = &self.files {
+                    files.discard_staged().map_err(|e| e.to_string())?;
+                }
+                Ok(key)
+            }
+            Some(current) => match (staged, &self.files) {
+                (Some(staged), Some(files)) if staged.public_key() == current => {
+                    // A rotation was recorded but the crash came before the new key replaced
+                    // the old: finish it.
+                    files.commit_staged().map_err(|e| e.to_string())?;
+                    Ok(staged)
+                }
+                _ => Err(format!(
+                    "the signing key on disk ({}) is not the key the checkpoint log names ({})",
+                    key.fingerprint(),
+                    current.fingerprint()
+                )),
+            },
+        }
+    }
+
+    /// The time for a checkpoint or rotation: now, to the second, never before the last one.
+    fn signing_time(&self) -> Result<Timestamp, String> {
+        let now = Timestamp::from_datetime(self.clock.now()).map_err(|e| e.to_string())?;
+        Ok(match self.last_signed {
+            Some((_, last)) if last > now => last,
+            _ => now,
+        })
+    }
+
+    fn write_checkpoint(&mut self) -> Result<Checkpoint, SigningError> {
+        if let Some(reason) = self.core.poisoned() {
+            return Err(SigningError::Poisoned(reason));
+        }
+        let key = self.key.as_ref().ok_or_else(|| {
+            SigningError::NoKey(
+                self.core
+                    .signer
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                    .err()
+                    .unwrap_or_default(),
+            )
+        })?;
+        let time = self.signing_time().map_err(SigningError::Time)?;
+        let size = self.frontier.size();
+        let checkpoint = Checkpoint::sign(key, size, self.frontier.root(&Blake3), time);
+        if let Err(e) = self
+            .core
+            .storage
+            .append_checkpoint_entry(&CheckpointEntry::Checkpoint(checkpoint.clone()))
+        {
+            let e = Arc::new(e);
+            self.core
+                .poison(format!("a checkpoint could not be written: {e}"));
+            return Err(SigningError::Storage(e));
+        }
+        self.last_signed = Some((size, time));
+        Ok(checkpoint)
+    }
+
+    fn rotate(&mut self) -> Result<KeyRotation, SigningError> {
+        if let Some(reason) = self.core.poisoned() {
+            return Err(SigningError::Poisoned(reason));
+        }
+        let Some(old) = self.key.take() else {
+            return Err(SigningError::NoKey("there is no key to rotate from".into()));
+        };
+        let result = self.rotate_from(&old);
+        match result {
+            Ok((statement, new)) => {
+                *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Ok(new.public_key());
+                self.key = Some(new);
+                self.last_signed = Some((statement.tree_size, statement.time));
+                Ok(statement)
+            }
+            Err(e) => {
+                self.key = Some(old);
+                Err(e)
+            }
+        }
+    }
+
+    fn rotate_from(&mut self, old: &SigningKey) -> Result<(KeyRotation, SigningKey), SigningError> {
+        let new = random_key().map_err(|e| SigningError::Storage(Arc::new(e)))?;
+        if let Some(files) = &self.files {
+            files
+                .stage(&new)
+                .map_err(|e| SigningError::Storage(Arc::new(e)))?;
+        }
+        let time = self.signing_time().map_err(SigningError::Time)?;
+        let statement = KeyRotation::sign(
+            old,
+            new.public_key(),
+            self.frontier.size(),
+            self.frontier.root(&Blake3),
+            time,
+        );
+        if let Err(e) = self
+            .core
+            .storage
+            .append_checkpoint_entry(&CheckpointEntry::Rotation(statement.clone()))
+        {
+            let e = Arc::new(e);
+            self.core
+                .poison(format!("a key rotation could not be written: {e}"));
+            return Err(SigningError::Storage(e));
+        }
+        if let Some(files) = &self.files
+            && let Err(e) = files.commit_staged()
+        {
+            // The statement is durable; the next open finishes the rename. Until then,
+            // nothing signs.
+            let e = Arc::new(e);
+            self.core
+                .poison(format!("the rotated key could not be put in place: {e}"));
+            return Err(SigningError::Storage(e));
+        }
+        Ok((statement, new))
     }
 
     /// The time for a group: the clock, but never earlier than the previous group's, so
@@ -514,7 +941,7 @@ impl Writer {
         now
     }
 
-    fn process(&mut self, jobs: Vec<Job>) {
+    fn process(&mut self, jobs: Vec<AppendJob>) {
         if let Some(reason) = self.core.poisoned() {
             for job in jobs {
                 let _ = job.reply.send(Err(AppendError::Poisoned(reason.clone())));
@@ -562,6 +989,14 @@ impl Writer {
                         replayed: false,
                     })
                     .collect();
+                let hashes: Vec<Digest> = group.recorded.iter().flatten().map(|e| e.hash).collect();
+                // The stored tree covers every acknowledged event, so a proof or a verification
+                // that follows an acknowledgement finds its nodes. It is derived data: if it
+                // cannot be stored the events are still durable, but nothing more is written.
+                if let Err(e) = self.grow_tree(&hashes) {
+                    self.core
+                        .poison(format!("the Merkle tree could not be stored: {e}"));
+                }
                 for event in group.recorded.into_iter().flatten() {
                     // No subscriber is not an error.
                     let _ = self.core.events.send(Arc::new(event));
@@ -578,6 +1013,12 @@ impl Writer {
                         ),
                     };
                     let _ = reply.send(result);
+                }
+                if let Some(every) = self.checkpoint_every_events
+                    && self.frontier.size() - self.last_signed.map_or(0, |(size, _)| size) >= every
+                    && let Err(e) = self.write_checkpoint()
+                {
+                    tracing::warn!(error = %e, "the periodic checkpoint was not written");
                 }
             }
             Err(e) => {

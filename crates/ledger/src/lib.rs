@@ -12,21 +12,24 @@ mod chain;
 pub mod clock;
 pub mod envelope;
 pub mod error;
+mod keys;
 mod ledger;
 pub mod limits;
 pub mod storage;
 mod subscribe;
+mod tree;
 mod verify;
 
 pub use chain::ChainBreak;
 pub use clock::{Clock, IdGenerator, SteppingClock, SystemClock};
 pub use envelope::{Digest, Envelope, RecordedEvent};
-pub use error::{AppendError, ReadError, SubscriptionError};
+pub use error::{AppendError, ProofError, ReadError, SigningError, SubscriptionError};
 pub use ledger::{
     AppendRequest, Causation, ExpectedVersion, Idempotency, Ledger, LedgerOptions, NewEvent,
     Receipt, ReceiptEvent,
 };
+pub use ledger_proof;
 pub use limits::Limits;
-pub use storage::{ChainHead, RawEvent, Storage, StorageError};
+pub use storage::{ChainHead, CheckpointEntry, RawEvent, Storage, StorageError};
 pub use subscribe::Subscription;
 pub use verify::{VerifyFailure, VerifyReport};

@@ -30,8 +30,11 @@ use uuid::Uuid;
 use super::frame::{
     self, FRAME_HEADER_LEN, FrameBody, FrameCommit, FrameDefect, SEGMENT_HEADER_LEN,
 };
+use ledger_proof::PerfectNode;
+
 use super::{
-    ChainHead, Commit, IdempotencyRecord, RawEvent, Storage, StorageError, StorageProblem,
+    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
+    StorageProblem,
 };
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::{Digest, RecordedEvent, decode_stored};
@@ -127,6 +130,8 @@ impl Tail {
 }
 
 const META_TAIL: &[u8] = b"tail";
+const META_MERKLE_SIZE: &[u8] = b"merkle-size";
+const CHECKPOINT_LOG: &str = "checkpoints.jsonl";
 const INDEX_FORMAT: &[u8] = b"index-format";
 const INDEX_FORMAT_VERSION: &[u8] = b"1";
 
@@ -148,6 +153,8 @@ struct Index {
     keys: sled::Tree,
     /// resume point and format version
     meta: sled::Tree,
+    /// level ‖ index (BE) → perfect-subtree hash
+    merkle: sled::Tree,
 }
 
 fn index_err(e: sled::Error) -> StorageError {
@@ -171,6 +178,7 @@ impl Index {
             hashes: tree("hashes")?,
             keys: tree("idempotency")?,
             meta: tree("meta")?,
+            merkle: tree("merkle")?,
             db,
         })
     }
@@ -184,6 +192,7 @@ impl Index {
             &self.hashes,
             &self.keys,
             &self.meta,
+            &self.merkle,
         ] {
             tree.clear().map_err(index_err)?;
         }
@@ -307,6 +316,14 @@ pub struct EmbeddedStorage {
     problems: Vec<StorageProblem>,
     recoveries: Vec<String>,
     segment_bytes_max: u64,
+    checkpoints: Mutex<CheckpointLog>,
+}
+
+/// The checkpoint log: one JSON entry a line, each line synced before it counts.
+#[derive(Debug)]
+struct CheckpointLog {
+    path: PathBuf,
+    entries: Vec<CheckpointEntry>,
 }
 
 fn be_u64(bytes: &[u8]) -> u64 {
@@ -418,6 +435,7 @@ impl EmbeddedStorage {
         create_dir_durable(&log_dir)?;
         create_dir_durable(&recovered_dir)?;
         let index = Index::open(&dir.join("index"))?;
+        let checkpoint_path = dir.join(CHECKPOINT_LOG);
 
         let mut storage = EmbeddedStorage {
             log_dir,
@@ -435,10 +453,91 @@ impl EmbeddedStorage {
             problems: Vec::new(),
             recoveries: Vec::new(),
             segment_bytes_max: options.segment_bytes_max.max(SEGMENT_HEADER_LEN + 1024),
+            checkpoints: Mutex::new(CheckpointLog {
+                path: checkpoint_path,
+                entries: Vec::new(),
+            }),
         };
         storage.load_segments()?;
         storage.recover()?;
+        storage.load_checkpoints()?;
         Ok(storage)
+    }
+
+    /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
+    /// being written when the process stopped: it is cut and kept in `recovered/`. A bad line
+    /// before the last is damage.
+    fn load_checkpoints(&mut self) -> Result<(), StorageError> {
+        let path = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .path
+            .clone();
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StorageError::io("read", &path, e)),
+        };
+        let mut entries = Vec::new();
+        let mut at = 0usize;
+        let mut cut: Option<usize> = None;
+        while at < bytes.len() {
+            let end = bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i);
+            let line = &bytes[at..end.unwrap_or(bytes.len())];
+            let parsed = serde_json::from_slice::<CheckpointEntry>(line);
+            match (parsed, end) {
+                (Ok(entry), Some(end)) => {
+                    entries.push(entry);
+                    at = end + 1;
+                }
+                (_, None) => {
+                    cut = Some(at);
+                    break;
+                }
+                (Err(e), Some(end)) if end + 1 == bytes.len() => {
+                    tracing::warn!(error = %e, "the last checkpoint entry does not parse");
+                    cut = Some(at);
+                    break;
+                }
+                (Err(e), Some(_)) => {
+                    self.problems.push(StorageProblem {
+                        seq: None,
+                        detail: format!(
+                            "checkpoint log entry {} does not parse: {e}",
+                            entries.len() + 1
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(at) = cut {
+            let kept = self
+                .recovered_dir
+                .join(format!("{CHECKPOINT_LOG}.{at}.torn"));
+            fs::write(&kept, &bytes[at..])
+                .and_then(|()| File::open(&kept)?.sync_all())
+                .map_err(|e| StorageError::io("write", &kept, e))?;
+            sync_dir(&self.recovered_dir)?;
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| StorageError::io("open", &path, e))?;
+            file.set_len(at as u64)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| StorageError::io("truncate", &path, e))?;
+            self.recoveries.push(format!(
+                "cut a torn checkpoint entry of {} bytes; kept in {}",
+                bytes.len() - at,
+                kept.display()
+            ));
+        }
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries = entries;
+        Ok(())
     }
 
     /// What recovery did when the backend opened (torn tails cut), for the operator's log.
@@ -1326,6 +1425,78 @@ impl Storage for EmbeddedStorage {
 
     fn checkpoint_index(&self) -> Result<(), StorageError> {
         self.index.db.flush().map(|_| ()).map_err(index_err)
+    }
+
+    fn merkle_size(&self) -> Result<u64, StorageError> {
+        let stored = self
+            .index
+            .meta
+            .get(META_MERKLE_SIZE)
+            .map_err(index_err)?
+            .map(|v| be_u64(&v))
+            .unwrap_or(0);
+        Ok(stored.min(self.head().size))
+    }
+
+    fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for node in nodes {
+            let mut key = [0u8; 9];
+            key[0] = node.level;
+            key[1..].copy_from_slice(&node.index.to_be_bytes());
+            batch.insert(&key[..], &node.hash.0[..]);
+        }
+        self.index.merkle.apply_batch(batch).map_err(index_err)?;
+        self.index
+            .meta
+            .insert(META_MERKLE_SIZE, &size.to_be_bytes()[..])
+            .map_err(index_err)?;
+        Ok(())
+    }
+
+    fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        let mut key = [0u8; 9];
+        key[0] = level;
+        key[1..].copy_from_slice(&index.to_be_bytes());
+        match self.index.merkle.get(key).map_err(index_err)? {
+            None => Ok(None),
+            Some(v) if v.len() == 32 => {
+                let mut hash = [0u8; 32];
+                hash.copy_from_slice(&v);
+                Ok(Some(Digest(hash)))
+            }
+            Some(_) => Err(StorageError::Index("Merkle node of the wrong size".into())),
+        }
+    }
+
+    fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
+        let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        let mut line = serde_json::to_vec(entry)
+            .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
+        line.push(b'\n');
+        let created = !log.path.exists();
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log.path)
+            .map_err(|e| StorageError::io("open", &log.path, e))?;
+        file.write_all(&line)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| StorageError::io("write checkpoint", &log.path, e))?;
+        if created && let Some(dir) = log.path.parent() {
+            sync_dir(dir)?;
+        }
+        log.entries.push(entry.clone());
+        Ok(())
+    }
+
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
+        Ok(self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .clone())
     }
 }
 

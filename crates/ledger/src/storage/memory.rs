@@ -5,12 +5,15 @@
 //! made any prefix of its group durable, and [`MemoryStorage::crash`] keeps exactly the durable
 //! prefix, as a power cut would.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
+use ledger_proof::PerfectNode;
 use uuid::Uuid;
 
 use super::{
-    ChainHead, Commit, IdempotencyRecord, RawEvent, Storage, StorageError, StorageProblem,
+    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
+    StorageProblem,
 };
 use crate::envelope::Digest;
 
@@ -59,6 +62,11 @@ struct State {
     faults: Faults,
     rng: SplitMix64,
     failed: Option<&'static str>,
+    /// Derived: lost on a crash, rebuilt by the ledger.
+    merkle: HashMap<(u8, u64), Digest>,
+    merkle_size: u64,
+    /// Written durably at once.
+    checkpoints: Vec<CheckpointEntry>,
 }
 
 /// The in-memory fake. See the module documentation.
@@ -77,6 +85,9 @@ impl MemoryStorage {
                 faults,
                 rng: SplitMix64::new(seed),
                 failed: None,
+                merkle: HashMap::new(),
+                merkle_size: 0,
+                checkpoints: Vec::new(),
             }),
         }
     }
@@ -96,6 +107,9 @@ impl MemoryStorage {
                 faults: state.faults,
                 rng: state.rng.clone(),
                 failed: None,
+                merkle: HashMap::new(),
+                merkle_size: 0,
+                checkpoints: state.checkpoints.clone(),
             }),
         }
     }
@@ -233,5 +247,32 @@ impl Storage for MemoryStorage {
 
     fn checkpoint_index(&self) -> Result<(), StorageError> {
         Ok(())
+    }
+
+    fn merkle_size(&self) -> Result<u64, StorageError> {
+        let size = self.head().size;
+        Ok(self.state().merkle_size.min(size))
+    }
+
+    fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
+        let mut state = self.state();
+        for node in nodes {
+            state.merkle.insert((node.level, node.index), node.hash);
+        }
+        state.merkle_size = size;
+        Ok(())
+    }
+
+    fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        Ok(self.state().merkle.get(&(level, index)).copied())
+    }
+
+    fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
+        self.state().checkpoints.push(entry.clone());
+        Ok(())
+    }
+
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
+        Ok(self.state().checkpoints.clone())
     }
 }

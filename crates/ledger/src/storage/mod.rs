@@ -25,10 +25,34 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use ledger_proof::{Checkpoint, KeyRotation, PerfectNode, PublicKey, Timestamp};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::envelope::Digest;
+
+/// One entry of the checkpoint log, which is kept apart from the events so that writing a
+/// checkpoint never changes a seq.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "snake_case")]
+pub enum CheckpointEntry {
+    /// A signing key that starts a chain of keys: the ledger's first key, or a key started
+    /// after an import without the previous key, which breaks the chain (and says so).
+    KeyIntroduced {
+        /// The key.
+        public_key: PublicKey,
+        /// The tree size when it was introduced.
+        tree_size: u64,
+        /// When.
+        time: Timestamp,
+        /// Why: the first key, or the reason the chain breaks here.
+        reason: String,
+    },
+    /// A signed checkpoint.
+    Checkpoint(Checkpoint),
+    /// A key rotation, signed by the old key.
+    Rotation(KeyRotation),
+}
 
 /// The head of the global chain: how many events there are and the hash of the last one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -201,4 +225,20 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Persists derived state (indexes) so that the next open has less to rebuild. Acknowledged
     /// events are durable without it.
     fn checkpoint_index(&self) -> Result<(), StorageError>;
+
+    /// How many leaves the stored Merkle nodes cover (never more than the log holds).
+    fn merkle_size(&self) -> Result<u64, StorageError>;
+
+    /// Stores perfect-subtree hashes of the Merkle tree, which now covers `size` leaves. They
+    /// are derived from the event hashes and may be rebuilt from them.
+    fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError>;
+
+    /// The stored hash of perfect subtree `(level, index)`.
+    fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError>;
+
+    /// Appends an entry to the checkpoint log, durably.
+    fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError>;
+
+    /// Every entry of the checkpoint log, in order.
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError>;
 }

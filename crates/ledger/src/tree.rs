@@ -1,0 +1,189 @@
+//! The Merkle tree as the ledger serves it: checkpoints, key chain, and proofs against
+//! checkpointed tree sizes, assembled from the perfect-subtree hashes storage keeps.
+
+use ledger_proof::{
+    Blake3, Checkpoint, ConsistencyProofFile, Digest, InclusionProofFile, KeyRotation, NodeSource,
+    PublicKey,
+};
+
+use crate::error::{ProofError, ReadError};
+use crate::ledger::Ledger;
+use crate::storage::{CheckpointEntry, Storage, StorageError};
+
+/// Stored perfect-subtree hashes, as the proof algorithms read them.
+pub(crate) struct StoredNodes<'a>(pub(crate) &'a dyn Storage);
+
+impl NodeSource for StoredNodes<'_> {
+    type Error = StorageError;
+
+    fn perfect_node(&self, level: u8, index: u64) -> Result<Digest, StorageError> {
+        self.0.merkle_node(level, index)?.ok_or_else(|| {
+            StorageError::Index(format!("Merkle node ({level}, {index}) is missing"))
+        })
+    }
+}
+
+fn tree_error(e: ledger_proof::ProveError<StorageError>) -> ProofError {
+    match e {
+        ledger_proof::ProveError::Source(e) => ProofError::Read(ReadError::Storage(e)),
+        other => ProofError::Invalid(other.to_string()),
+    }
+}
+
+impl Ledger {
+    /// Every entry of the checkpoint log: keys introduced, checkpoints, rotations.
+    pub fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, ReadError> {
+        Ok(self.core().storage.checkpoint_entries()?)
+    }
+
+    /// Every signed checkpoint, oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, ReadError> {
+        Ok(self
+            .checkpoint_entries()?
+            .into_iter()
+            .filter_map(|e| match e {
+                CheckpointEntry::Checkpoint(c) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The latest signed checkpoint.
+    pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, ReadError> {
+        Ok(self.checkpoints()?.pop())
+    }
+
+    /// The rotation statements since the current chain of keys began.
+    pub fn key_rotations(&self) -> Result<Vec<KeyRotation>, ReadError> {
+        let mut out = Vec::new();
+        for entry in self.checkpoint_entries()? {
+            match entry {
+                CheckpointEntry::KeyIntroduced { .. } => out.clear(),
+                CheckpointEntry::Rotation(r) => out.push(r),
+                CheckpointEntry::Checkpoint(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The key that signs checkpoints now, or why none can.
+    pub fn public_key(&self) -> Result<PublicKey, String> {
+        self.core()
+            .signer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The root of the tree of the first `size` events, from the stored nodes.
+    pub fn root_at(&self, size: u64) -> Result<Digest, ProofError> {
+        ledger_proof::root(&Blake3, &StoredNodes(&*self.core().storage), size).map_err(tree_error)
+    }
+
+    fn checkpoint_of_size(&self, size: u64) -> Result<Checkpoint, ProofError> {
+        self.checkpoints()?
+            .into_iter()
+            .rev()
+            .find(|c| c.tree_size == size)
+            .ok_or(ProofError::NotCheckpointed(size))
+    }
+
+    /// A proof that the event at `seq` is in the tree of a checkpoint: the one of `tree_size`,
+    /// or else the latest.
+    pub fn inclusion_proof(
+        &self,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> Result<InclusionProofFile, ProofError> {
+        let checkpoint = match tree_size {
+            Some(size) => self.checkpoint_of_size(size)?,
+            None => {
+                let latest = self.latest_checkpoint()?;
+                match latest {
+                    Some(c) if c.tree_size > seq => c,
+                    other => {
+                        return Err(ProofError::NotCovered {
+                            seq,
+                            latest_size: other.map_or(0, |c| c.tree_size),
+                        });
+                    }
+                }
+            }
+        };
+        if seq >= checkpoint.tree_size {
+            return Err(ProofError::Invalid(format!(
+                "seq {seq} is not in a tree of {} events",
+                checkpoint.tree_size
+            )));
+        }
+        let event = self
+            .get(seq)?
+            .ok_or_else(|| ProofError::Invalid(format!("there is no event at seq {seq}")))?;
+        let path = ledger_proof::inclusion_proof(
+            &Blake3,
+            &StoredNodes(&*self.core().storage),
+            seq,
+            checkpoint.tree_size,
+        )
+        .map_err(tree_error)?;
+        Ok(InclusionProofFile::new(
+            seq,
+            event.hash,
+            path,
+            checkpoint,
+            self.key_rotations()?,
+        ))
+    }
+
+    /// A proof that the tree of the checkpoint of size `second` extends the one of size
+    /// `first`.
+    pub fn consistency_proof(
+        &self,
+        first: u64,
+        second: u64,
+    ) -> Result<ConsistencyProofFile, ProofError> {
+        let first = self.checkpoint_of_size(first)?;
+        let second = self.checkpoint_of_size(second)?;
+        self.consistency_between(first, second)
+    }
+
+    /// A proof that the latest checkpoint extends `saved`, a checkpoint an auditor kept.
+    pub fn consistency_since(&self, saved: Checkpoint) -> Result<ConsistencyProofFile, ProofError> {
+        let latest = self.latest_checkpoint()?.ok_or(ProofError::NotCovered {
+            seq: saved.tree_size,
+            latest_size: 0,
+        })?;
+        self.consistency_between(saved, latest)
+    }
+
+    fn consistency_between(
+        &self,
+        first: Checkpoint,
+        second: Checkpoint,
+    ) -> Result<ConsistencyProofFile, ProofError> {
+        if first.tree_size > second.tree_size {
+            return Err(ProofError::Invalid(format!(
+                "the first tree ({}) is larger than the second ({})",
+                first.tree_size, second.tree_size
+            )));
+        }
+        if first.tree_size == 0 {
+            return Err(ProofError::Invalid(
+                "an empty tree is consistent with every tree; there is nothing to prove".into(),
+            ));
+        }
+        let path = ledger_proof::consistency_proof(
+            &Blake3,
+            &StoredNodes(&*self.core().storage),
+            first.tree_size,
+            second.tree_size,
+        )
+        .map_err(tree_error)?;
+        Ok(ConsistencyProofFile::new(
+            path,
+            first,
+            second,
+            self.key_rotations()?,
+        ))
+    }
+}

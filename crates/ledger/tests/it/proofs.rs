@@ -1,0 +1,361 @@
+//! Checkpoints, proofs, key rotation and what verification makes of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ledger::ledger_proof::{
+    self, ConsistencyProofFile, ProofFile, PublicKey, Verified, verify_proof_file,
+};
+use ledger::storage::memory::{Faults, MemoryStorage};
+use ledger::{CheckpointEntry, ExpectedVersion, Ledger, LedgerOptions, ProofError, SigningError};
+
+use super::{open, options, request};
+
+fn fill(ledger: &Ledger, n: u32) {
+    for i in 0..n {
+        ledger
+            .append(request(
+                &format!("t{}", i % 4),
+                ExpectedVersion::Any,
+                &[&i.to_le_bytes()],
+            ))
+            .unwrap();
+    }
+}
+
+fn first_key(ledger: &Ledger) -> PublicKey {
+    match ledger.checkpoint_entries().unwrap().first() {
+        Some(CheckpointEntry::KeyIntroduced { public_key, .. }) => *public_key,
+        other => panic!("the checkpoint log starts with {other:?}"),
+    }
+}
+
+#[test]
+fn every_event_is_provably_in_every_checkpoint_that_covers_it() {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 1)),
+        options(1),
+    );
+    let key = ledger.public_key().unwrap();
+    let mut sizes = Vec::new();
+    for i in 0..40u32 {
+        fill(&ledger, 1);
+        if i % 3 == 0 || i == 39 {
+            let c = ledger.checkpoint().unwrap();
+            assert_eq!(c.tree_size, u64::from(i) + 1);
+            assert_eq!(c.root, ledger.root_at(c.tree_size).unwrap());
+            c.verify(&key).unwrap();
+            sizes.push(c.tree_size);
+        }
+    }
+    for &size in &sizes {
+        for seq in 0..size {
+            let proof = ledger.inclusion_proof(seq, Some(size)).unwrap();
+            let verified = verify_proof_file(&ProofFile::Inclusion(proof.clone()), &key).unwrap();
+            assert!(
+                matches!(verified, Verified::Inclusion { leaf_index, .. } if leaf_index == seq)
+            );
+            if size == 1 {
+                continue;
+            }
+            // A proof for one event does not prove another.
+            let mut doctored = proof;
+            doctored.event_hash = ledger.get((seq + 1) % size).unwrap().unwrap().hash;
+            assert!(verify_proof_file(&ProofFile::Inclusion(doctored), &key).is_err());
+        }
+    }
+    for (i, &first) in sizes.iter().enumerate() {
+        for &second in &sizes[i..] {
+            let proof = ledger.consistency_proof(first, second).unwrap();
+            verify_proof_file(&ProofFile::Consistency(proof), &key).unwrap();
+        }
+    }
+    // Only checkpointed sizes are proved against.
+    assert!(matches!(
+        ledger.inclusion_proof(0, Some(5)),
+        Err(ProofError::NotCheckpointed(5))
+    ));
+    assert!(matches!(
+        ledger.consistency_proof(2, 5),
+        Err(ProofError::NotCheckpointed(2))
+    ));
+}
+
+#[test]
+fn an_event_after_the_latest_checkpoint_is_not_yet_provable() {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 2)),
+        options(2),
+    );
+    fill(&ledger, 5);
+    ledger.checkpoint().unwrap();
+    fill(&ledger, 1);
+    assert!(matches!(
+        ledger.inclusion_proof(5, None),
+        Err(ProofError::NotCovered {
+            seq: 5,
+            latest_size: 5
+        })
+    ));
+    assert!(ledger.inclusion_proof(4, None).is_ok());
+}
+
+#[test]
+fn a_saved_checkpoint_proves_the_log_only_grew() {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 3)),
+        options(3),
+    );
+    let key = ledger.public_key().unwrap();
+    fill(&ledger, 7);
+    let saved = ledger.checkpoint().unwrap();
+    let text = serde_json::to_string(&saved).unwrap();
+    fill(&ledger, 30);
+    ledger.checkpoint().unwrap();
+    let saved = serde_json::from_str(&text).unwrap();
+    let proof = ledger.consistency_since(saved).unwrap();
+    assert_eq!((proof.first_size, proof.second_size), (7, 37));
+    verify_proof_file(&ProofFile::Consistency(proof.clone()), &key).unwrap();
+    // A checkpoint the auditor did not get from this ledger proves nothing.
+    let mut forged: ConsistencyProofFile = proof;
+    forged.first_checkpoint.root = ledger.root_at(6).unwrap();
+    assert!(verify_proof_file(&ProofFile::Consistency(forged), &key).is_err());
+}
+
+#[test]
+fn rotation_hands_over_and_old_proofs_still_verify_from_the_first_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = {
+        let ledger = open(dir.path());
+        fill(&ledger, 10);
+        let before = ledger.checkpoint().unwrap();
+        let first = first_key(&ledger);
+        assert_eq!(ledger.public_key().unwrap(), first);
+        let statement = ledger.rotate_key().unwrap();
+        assert_eq!(statement.tree_size, 10);
+        let second = ledger.public_key().unwrap();
+        assert_ne!(first, second);
+        assert_eq!(statement.new_public_key, second);
+        fill(&ledger, 5);
+        let after = ledger.checkpoint().unwrap();
+        assert_eq!(after.key_fingerprint, second.fingerprint());
+        // Both checkpoints verify for an auditor who trusts only the first key.
+        for (seq, size) in [
+            (3, before.tree_size),
+            (12, after.tree_size),
+            (3, after.tree_size),
+        ] {
+            let proof = ledger.inclusion_proof(seq, Some(size)).unwrap();
+            verify_proof_file(&ProofFile::Inclusion(proof), &first).unwrap();
+        }
+        let proof = ledger.consistency_proof(10, 15).unwrap();
+        verify_proof_file(&ProofFile::Consistency(proof), &first).unwrap();
+        assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+        first
+    };
+    // The new key is the one on disk; the old secret is gone.
+    let ledger = open(dir.path());
+    let current = ledger.public_key().unwrap();
+    assert_ne!(current, first);
+    let c = ledger.checkpoint().unwrap();
+    assert_eq!(c.key_fingerprint, current.fingerprint());
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.checkpoints_checked, 3);
+}
+
+#[test]
+fn a_rotation_interrupted_before_the_key_was_replaced_is_finished_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let old_secret = {
+        let ledger = open(dir.path());
+        fill(&ledger, 3);
+        std::fs::read(keys.join("signing.key")).unwrap()
+    };
+    let new_key = {
+        let ledger = open(dir.path());
+        ledger.rotate_key().unwrap();
+        ledger.public_key().unwrap()
+    };
+    // Put the disk back as a crash between recording the statement and renaming would leave it.
+    std::fs::rename(keys.join("signing.key"), keys.join("signing.key.new")).unwrap();
+    std::fs::write(keys.join("signing.key"), old_secret).unwrap();
+    let ledger = open(dir.path());
+    assert_eq!(ledger.public_key().unwrap(), new_key);
+    assert!(!keys.join("signing.key.new").exists());
+    ledger.checkpoint().unwrap();
+}
+
+#[test]
+fn a_foreign_key_on_disk_signs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(dir.path());
+        fill(&ledger, 3);
+    }
+    std::fs::write(
+        dir.path().join("keys/signing.key"),
+        format!("{}\n", "11".repeat(32)),
+    )
+    .unwrap();
+    let ledger = open(dir.path());
+    assert!(ledger.public_key().is_err());
+    assert!(matches!(ledger.checkpoint(), Err(SigningError::NoKey(_))));
+    // Events still go in; only signing waits for the right key.
+    fill(&ledger, 1);
+}
+
+#[test]
+fn periodic_checkpoints_follow_growth_only() {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 4)),
+        LedgerOptions {
+            checkpoint_every_events: Some(10),
+            checkpoint_interval: Some(Duration::from_millis(40)),
+            ..options(4)
+        },
+    );
+    fill(&ledger, 25);
+    let sizes: Vec<u64> = ledger
+        .checkpoints()
+        .unwrap()
+        .iter()
+        .map(|c| c.tree_size)
+        .collect();
+    assert!(sizes.starts_with(&[10, 20]), "{sizes:?}");
+    // The timer covers the last five within a few ticks...
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ledger.latest_checkpoint().unwrap().unwrap().tree_size < 25 {
+        assert!(std::time::Instant::now() < deadline, "no timed checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // ...and writes nothing more while the tree does not grow.
+    let count = ledger.checkpoints().unwrap().len();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ledger.checkpoints().unwrap().len(), count);
+}
+
+#[test]
+fn verification_checks_roots_and_signatures_of_the_checkpoint_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(dir.path());
+        fill(&ledger, 20);
+        ledger.checkpoint().unwrap();
+        fill(&ledger, 5);
+        ledger.checkpoint().unwrap();
+    }
+    let log = dir.path().join("checkpoints.jsonl");
+    let original = std::fs::read_to_string(&log).unwrap();
+
+    // A root doctored in the log: the signature no longer holds.
+    let lines: Vec<&str> = original.lines().collect();
+    let mut entry: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    entry["root"] = serde_json::Value::String("00".repeat(32));
+    let doctored = [lines[0], &entry.to_string(), lines[2]].join("\n") + "\n";
+    std::fs::write(&log, doctored).unwrap();
+    let report = open(dir.path()).verify_from_scratch(&mut |_, _| {});
+    let failure = report
+        .failure
+        .expect("a doctored checkpoint fails verification");
+    assert!(failure.problem.contains("entry 2"), "{failure:?}");
+    std::fs::write(&log, &original).unwrap();
+    assert!(
+        open(dir.path())
+            .verify_from_scratch(&mut |_, _| {})
+            .is_intact()
+    );
+
+    // The log cut short and its index lost: only the checkpoints remember the end.
+    let ledger_dir = dir.path();
+    let all = open(ledger_dir).read_raw_range(0, 100).unwrap();
+    std::fs::remove_dir_all(ledger_dir.join("index")).unwrap();
+    let segment = ledger_dir.join("log/00000000000000000000.seg");
+    let bytes = std::fs::read(&segment).unwrap();
+    let last = &all[24].bytes;
+    let at = bytes
+        .windows(last.len())
+        .position(|w| w == &last[..])
+        .unwrap();
+    // Cut at the start of the last frame (its 16-byte header precedes the body).
+    let frame_start = (0..at)
+        .rev()
+        .find(|&i| &bytes[i..i + 4] == b"RLFR")
+        .unwrap();
+    std::fs::write(&segment, &bytes[..frame_start]).unwrap();
+    let report = open(ledger_dir).verify_from_scratch(&mut |_, _| {});
+    let failure = report
+        .failure
+        .expect("a log shorter than its checkpoints fails");
+    assert_eq!(failure.seq, 24, "{failure:?}");
+    assert!(failure.problem.contains("removed"), "{failure:?}");
+}
+
+#[test]
+fn a_rewritten_event_is_named_by_the_tree_that_recorded_it() {
+    // An attacker rewrites event 6 and recomputes its hash; event 7 still links to the
+    // original. The chain breaks at 7; the stored Merkle leaf shows that 6 changed.
+    let dir = tempfile::tempdir().unwrap();
+    let events = {
+        let ledger = open(dir.path());
+        fill(&ledger, 12);
+        ledger.read_range(0, 100).unwrap()
+    };
+    let original = &events[6];
+    let mut forged = original.envelope.clone();
+    forged.payload = b"rewritten".to_vec();
+    // Same length as the original payload, so the frame layout does not move.
+    forged.payload.truncate(original.payload.len());
+    while forged.payload.len() < original.payload.len() {
+        forged.payload.push(b'!');
+    }
+    let (forged_bytes, _) = forged.seal();
+    let (original_bytes, _) = original.envelope.seal();
+    assert_eq!(forged_bytes.len(), original_bytes.len());
+    let segment = dir.path().join("log/00000000000000000000.seg");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes
+        .windows(original_bytes.len())
+        .position(|w| w == &original_bytes[..])
+        .unwrap();
+    bytes[at..at + forged_bytes.len()].copy_from_slice(&forged_bytes);
+    // Fix the frame checksum too, as a careful attacker would.
+    let frame_start = (0..at)
+        .rev()
+        .find(|&i| &bytes[i..i + 4] == b"RLFR")
+        .unwrap();
+    let body_len =
+        u32::from_le_bytes(bytes[frame_start + 4..frame_start + 8].try_into().unwrap()) as usize;
+    let body = &bytes[frame_start + 16..frame_start + 16 + body_len];
+    let crc = crc32fast::hash(body).to_le_bytes();
+    bytes[frame_start + 8..frame_start + 12].copy_from_slice(&crc);
+    let header_crc = crc32fast::hash(&bytes[frame_start..frame_start + 12]).to_le_bytes();
+    bytes[frame_start + 12..frame_start + 16].copy_from_slice(&header_crc);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let report = open(dir.path()).verify_from_scratch(&mut |_, _| {});
+    let failure = report.failure.expect("rewritten");
+    assert_eq!(failure.seq, 6, "{failure:?}");
+    assert!(failure.problem.contains("rewritten"), "{failure:?}");
+    let _ = ledger_proof::Blake3;
+}
+
+#[test]
+fn a_torn_checkpoint_entry_is_cut_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(dir.path());
+        fill(&ledger, 4);
+        ledger.checkpoint().unwrap();
+    }
+    let log = dir.path().join("checkpoints.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("{\"entry\":\"checkpoint\",\"tree_si");
+    std::fs::write(&log, text).unwrap();
+    let ledger = open(dir.path());
+    assert_eq!(ledger.checkpoints().unwrap().len(), 1);
+    assert!(ledger.poisoned().is_none());
+    ledger.checkpoint().unwrap();
+    assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}

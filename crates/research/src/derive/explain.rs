@@ -45,6 +45,16 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `1 item`, `2 items`.
+fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn quote(text: &str) -> String {
     shorten(&one_line(text), QUOTE_CHARS_MAX)
 }
@@ -145,18 +155,20 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
     tree.add(
         Some(confidence),
         format!(
-            "Relevance {}: mean relevance of the {used} items used",
-            c.relevance
+            "Relevance {}: mean relevance over {} used",
+            c.relevance,
+            count(used as u64, "item")
         ),
         vec![at],
     );
     tree.add(
         Some(confidence),
         format!(
-            "Consistency {}: {} of the {sided} items that take a side are on the larger side \
+            "Consistency {}: {} of {} taking a side on the larger side \
              ({} support, {} oppose, {} neutral)",
             c.consistency,
             issued.counts.supports.max(issued.counts.opposes),
+            count(sided, "item"),
             issued.counts.supports,
             issued.counts.opposes,
             issued.counts.neutral
@@ -166,16 +178,20 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
     tree.add(
         Some(confidence),
         format!(
-            "Recency {}: mean of 0.5^(age_days / {}) over the {used} items used",
-            c.recency, rules.half_life_days
+            "Recency {}: mean of 0.5^(age_days / {}) over {} used",
+            c.recency,
+            rules.half_life_days,
+            count(used as u64, "item")
         ),
         vec![at],
     );
     tree.add(
         Some(confidence),
         format!(
-            "Diversity {}: {} distinct sources, full at {}",
-            c.diversity, issued.distinct_sources, th.diversity_sources
+            "Diversity {}: {}, full at {}",
+            c.diversity,
+            count(issued.distinct_sources, "distinct source"),
+            th.diversity_sources
         ),
         vec![at],
     );

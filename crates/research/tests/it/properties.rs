@@ -1,0 +1,1 @@
+//! placeholder-free module filled below.

@@ -329,6 +329,11 @@ fn open_task(
 ) -> Result<Vec<NewEvent>, Refusal> {
     let limits = &ctx.limits;
     if let Some(task) = state.task() {
+        if state.is_closed() {
+            return Err(Refusal::TaskClosed {
+                task_id: task.task_id.clone(),
+            });
+        }
         return Err(Refusal::invalid(
             "task_id",
             format!("task `{}` is already open", task.task_id),

@@ -2,7 +2,8 @@
 //!
 //! Each variant is one of the structured error codes of the public contract (SPEC §10), so a
 //! front end maps a refusal to its wire form in exactly one place ([`Refusal::to_json`]).
-//! Session conflicts and idempotency are decided before the domain is asked and are not here.
+//! Stale expected versions (`session_conflict`) and idempotency keys are checked by the ledger
+//! before the domain is asked, so they have no variant here.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

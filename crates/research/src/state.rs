@@ -891,6 +891,21 @@ impl TaskState {
         &self.matrices
     }
 
+    /// The latest decision matrix.
+    pub fn latest_matrix(&self) -> Option<&Recorded<DecisionMatrixBuilt>> {
+        self.matrices.last()
+    }
+
+    /// The latest synthesis.
+    pub fn latest_synthesis(&self) -> Option<&Recorded<SynthesisRecorded>> {
+        self.syntheses.last()
+    }
+
+    /// The explanation of the current conclusion, if it was explained.
+    pub fn current_explanation(&self) -> Option<&Recorded<ExplanationRecorded>> {
+        self.explanation_of(&self.current_conclusion()?.issued.conclusion_id)
+    }
+
     /// Every synthesis, oldest first.
     pub fn syntheses(&self) -> &[Recorded<SynthesisRecorded>] {
         &self.syntheses

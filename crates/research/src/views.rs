@@ -522,7 +522,7 @@ impl TaskSummary {
     pub fn text(&self) -> String {
         let e = &self.evidence;
         let mut out = format!(
-            "Task {} ({}, {}, v{}): {}\nEvidence: {} candidate, {} adopted, {} overruled, {} rejected, {} retracted; {} sub-questions\n",
+            "Task {} ({}, {}, v{}): {}\nEvidence: {} candidate, {} adopted, {} overruled, {} rejected, {} retracted; sub-questions: {}\n",
             self.task_id,
             self.status.name(),
             self.mode.name(),

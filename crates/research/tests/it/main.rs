@@ -1,7 +1,7 @@
 //! Tests of the research domain through its public API: given events, when a command, then the
 //! events it decides or the refusal it gives.
 
-// Helpers outside `#[test]` functions unwrap too: in a test a panic is the failure report.
+// Functions outside `#[test]` functions unwrap too: in a test a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod codec;

@@ -10,7 +10,7 @@ use research::{Command, Event, TaskState, decode, encode, evolve, recheck};
 
 use crate::support::*;
 
-/// One step of a random session: a selector and some raw material the driver turns into a
+/// One step of a random run: a selector and some raw material the driver turns into a
 /// command against the current state.
 type Step = (u8, u8, u8, u16, f64);
 
@@ -242,7 +242,7 @@ fn check_conclusion(issued: &ConclusionIssued) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Drives a session; returns the task and the state before each recorded event.
+/// Drives a random run; returns the task and the state before each recorded event.
 fn drive(agent_led: bool, steps: &[Step]) -> Result<(Task, Vec<TaskState>), TestCaseError> {
     let mode = if agent_led {
         Mode::AgentLed

@@ -610,6 +610,7 @@ fn a_closed_task_takes_no_writes() {
         Command::RunConflictResolution,
         Command::GenerateConclusion,
         close(),
+        open(),
         Command::RecordExternalToolCall(RecordExternalToolCall {
             tool: "t".into(),
             contract_version: "1".into(),

@@ -1,4 +1,4 @@
-//! The harness: fixtures, fabricated ledger metadata, and the given/when/then helpers.
+//! The harness: fixtures, fabricated ledger metadata, and the given/when/then steps.
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use research::command::{

@@ -94,7 +94,7 @@ fn the_summary_fits_a_context_window() {
     let summary = task.state.summary().unwrap();
     expect![[r#"
         Task lithium-2025 (concluded, tool_constrained, v15): Does lithium demand grow faster than supply?
-        Evidence: 0 candidate, 2 adopted, 1 overruled, 1 rejected, 0 retracted; 1 sub-questions
+        Evidence: 0 candidate, 2 adopted, 1 overruled, 1 rejected, 0 retracted; sub-questions: 1
         Conclusion cl-1: supportive (confidence 0.8077)
     "#]]
     .assert_eq(&summary.text());
@@ -145,7 +145,7 @@ fn next_actions_walk_the_workflow() {
     task.ok(Command::ExplainReasoning);
     assert!(tools(&task).is_empty());
 
-    let mut agent = Task::from_commands(vec![
+    let mut led = Task::from_commands(vec![
         open_with(Mode::AgentLed, None),
         add(vec![item(
             "a.org",
@@ -155,15 +155,15 @@ fn next_actions_walk_the_workflow() {
         )]),
     ]);
     assert_eq!(
-        tools(&agent),
+        tools(&led),
         vec![
             Tool::SynthesisScreenEvidence,
             Tool::EvaluationGenerateConclusion
         ]
     );
-    agent.ok(Command::GenerateConclusion);
+    led.ok(Command::GenerateConclusion);
     assert_eq!(
-        tools(&agent),
+        tools(&led),
         vec![
             Tool::SynthesisScreenEvidence,
             Tool::EvaluationExplainReasoning

@@ -75,7 +75,8 @@ fn decide_events(
     }
     let limits = &ctx.limits;
     match command {
-        Command::OpenTask(_) => Ok(Vec::new()),
+        // Refused: the task exists (and is open, as checked above).
+        Command::OpenTask(open) => open_task(state, open, ctx),
         Command::ExpandSubQuestions(c) => expand(state, c, limits),
         Command::RecordSearch(c) => record_search(state, task, c, ctx),
         Command::AddEvidence(c) => add_evidence(state, task, c, ctx),

@@ -320,7 +320,11 @@ fn doctor(event: &Event) -> Option<Event> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    // 96 cases by default keep the suite quick on a small machine; PROPTEST_CASES raises it.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn whatever_decide_accepts_folds_rechecks_and_round_trips(agent_led in any::<bool>(), steps in steps()) {

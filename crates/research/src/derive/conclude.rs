@@ -1,0 +1,111 @@
+//! The conclusion formula of `v1` over E, the adopted items that are neither overruled nor
+//! retracted.
+
+use std::collections::BTreeSet;
+
+use crate::derive::mean;
+use crate::event::{
+    ConclusionIssued, EvidenceStatus, ORIGIN_CLIENT, StanceCounts, UsedAdjudication, UsedEvidence,
+};
+use crate::ids::ConclusionId;
+use crate::rules::{self, Components, RuleSet, Stance};
+use crate::state::{EvidenceRecord, TaskState};
+
+/// E: the items a conclusion uses, in the order they were added. An adopted item without a
+/// stance (only in a damaged log) cannot be counted on any side and is left out.
+pub(crate) fn used(state: &TaskState) -> Vec<(&EvidenceRecord, Stance)> {
+    state
+        .evidence_with_status()
+        .into_iter()
+        .filter(|(_, status)| *status == EvidenceStatus::Adopted)
+        .filter_map(|(item, _)| item.stance().map(|stance| (item, stance)))
+        .collect()
+}
+
+/// The conclusion the rules give for the state as it is.
+pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
+    let rules = state
+        .task()
+        .map(|t| t.rules.clone())
+        .unwrap_or_else(RuleSet::v1);
+    let used = used(state);
+
+    let mut counts = StanceCounts::default();
+    for (_, stance) in &used {
+        match stance {
+            Stance::Supports => counts.supports += 1,
+            Stance::Opposes => counts.opposes += 1,
+            Stance::Neutral => counts.neutral += 1,
+        }
+    }
+    let distinct_sources = used
+        .iter()
+        .map(|(item, _)| item.added.source.as_str())
+        .collect::<BTreeSet<_>>()
+        .len();
+    let supports = counts.supports as usize;
+    let opposes = counts.opposes as usize;
+    let components = Components {
+        relevance: mean(used.iter().map(|(item, _)| item.added.relevance)),
+        consistency: rules::consistency(supports, opposes),
+        recency: mean(used.iter().map(|(item, _)| item.added.recency)),
+        diversity: rules::diversity(distinct_sources, rules.thresholds.diversity_sources),
+    };
+    let confidence = if used.is_empty() {
+        0.0
+    } else {
+        rules::confidence(&rules.weights, &components)
+    };
+    let pending = state.current_conflicts().any(|c| c.is_pending());
+    let rule = rules::verdict_rule(
+        &rules.thresholds,
+        supports,
+        opposes,
+        components.consistency,
+        confidence,
+        pending,
+    );
+    let from_clients = used
+        .iter()
+        .filter(|(item, _)| item.added.origin == ORIGIN_CLIENT)
+        .count();
+    let client_share = if used.is_empty() {
+        0.0
+    } else {
+        from_clients as f64 / used.len() as f64
+    };
+
+    ConclusionIssued {
+        conclusion_id: ConclusionId::nth(state.conclusions().len() + 1),
+        stance: rule.verdict(),
+        rule,
+        confidence,
+        components,
+        counts,
+        distinct_sources: distinct_sources as u64,
+        evidence: used
+            .iter()
+            .map(|(item, stance)| UsedEvidence {
+                evidence_id: item.id().clone(),
+                content_hash: item.added.content_hash,
+                stance: *stance,
+                source: item.added.source.clone(),
+                origin: item.added.origin.clone(),
+            })
+            .collect(),
+        adjudications: state
+            .current_conflicts()
+            .map(|c| UsedAdjudication {
+                conflict_id: c.id().clone(),
+                tier: c.tier(),
+                winner: c.winner(),
+                resolution: c.resolution(),
+            })
+            .collect(),
+        rules,
+        client_share,
+        supersedes: state
+            .current_conclusion()
+            .map(|c| c.issued.conclusion_id.clone()),
+    }
+}

@@ -1,0 +1,526 @@
+//! The explanation of a conclusion: a tree of lines, each citing the events it rests on.
+//!
+//! It explains the conclusion as it was issued: the components it recorded, the items it used,
+//! and for every item it left out the reason in force at that moment, found in each item's
+//! history. A conclusion that went stale says what changed since. The event keeps the tree; the
+//! markdown is rendered from it by a fixed function ([`crate::event::ExplanationRecorded::markdown`]),
+//! which keeps the event within the ledger's size bound for large tasks.
+
+use crate::event::{
+    ExplanationNode, ExplanationRecorded, HumanOutcome, ScreeningDecision, Tier, UsedAdjudication,
+};
+use crate::ids::{Cite, ExplanationId};
+use crate::rules::VerdictRule;
+use crate::state::{ConclusionRecord, EvidenceRecord, TaskState};
+use crate::text::shorten;
+
+/// The longest a reason or constraint runs in an explanation line (characters); the full text
+/// stays in its own event.
+const QUOTE_CHARS_MAX: usize = 200;
+
+struct Tree {
+    nodes: Vec<ExplanationNode>,
+}
+
+impl Tree {
+    fn add(&mut self, parent: Option<u32>, text: String, cites: Vec<Cite>) -> u32 {
+        let index = self.nodes.len() as u32;
+        let mut unique: Vec<Cite> = Vec::with_capacity(cites.len());
+        for cite in cites {
+            if !unique.contains(&cite) {
+                unique.push(cite);
+            }
+        }
+        self.nodes.push(ExplanationNode {
+            parent,
+            text: one_line(&text),
+            cites: unique,
+        });
+        index
+    }
+}
+
+/// Newlines in user text would break the one-line-one-citation shape.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `1 item`, `2 items`.
+fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+fn quote(text: &str) -> String {
+    shorten(&one_line(text), QUOTE_CHARS_MAX)
+}
+
+fn scope_name(scope: &Option<crate::ids::SubQuestionId>) -> String {
+    match scope {
+        Some(id) => format!("sub-question {id}"),
+        None => "the main question".to_string(),
+    }
+}
+
+fn winner_name(winner: Option<crate::event::Side>, resolution: Option<HumanOutcome>) -> String {
+    match (winner, resolution) {
+        (Some(side), _) => format!("{} wins", side.name()),
+        (None, Some(HumanOutcome::BothStand)) => "both sides stand".to_string(),
+        (None, _) => "no winner yet".to_string(),
+    }
+}
+
+/// The explanation of the task's current conclusion; none before there is one.
+pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
+    let conclusion = state.current_conclusion()?;
+    let task = state.task()?;
+    let issued = &conclusion.issued;
+    let at = conclusion.provenance.cite;
+    let before = at.version;
+    let mut tree = Tree { nodes: Vec::new() };
+
+    let root = tree.add(
+        None,
+        format!(
+            "Conclusion {}: {} (confidence {})",
+            issued.conclusion_id,
+            issued.stance.name(),
+            issued.confidence
+        ),
+        vec![at],
+    );
+
+    let opened = task.opened.cite;
+    let question = tree.add(
+        Some(root),
+        format!("Question: {}", one_line(&task.question)),
+        vec![opened],
+    );
+    for constraint in &task.constraints {
+        tree.add(
+            Some(question),
+            format!("Constraint: {}", quote(constraint)),
+            vec![opened],
+        );
+    }
+    tree.add(
+        Some(question),
+        format!(
+            "Research date {}; mode {}",
+            task.research_date,
+            task.mode.name()
+        ),
+        vec![opened],
+    );
+
+    let rules = &issued.rules;
+    let w = &rules.weights;
+    let th = &rules.thresholds;
+    tree.add(
+        Some(root),
+        format!(
+            "Rule set {}: weights relevance {}, consistency {}, recency {}, diversity {}; \
+             half-life {} days; authority gap {}, recency gap {} days, consistency {}, \
+             confidence floor {}, full diversity at {} sources",
+            rules.id,
+            w.relevance,
+            w.consistency,
+            w.recency,
+            w.diversity,
+            rules.half_life_days,
+            th.authority_gap,
+            th.recency_gap_days,
+            th.consistency,
+            th.confidence_floor,
+            th.diversity_sources
+        ),
+        vec![opened, at],
+    );
+
+    let c = &issued.components;
+    let used = issued.evidence.len();
+    let sided = issued.counts.supports + issued.counts.opposes;
+    let confidence = tree.add(
+        Some(root),
+        format!(
+            "Confidence {} = {}·relevance + {}·consistency + {}·recency + {}·diversity",
+            issued.confidence, w.relevance, w.consistency, w.recency, w.diversity
+        ),
+        vec![at],
+    );
+    tree.add(
+        Some(confidence),
+        format!(
+            "Relevance {}: mean relevance over {} used",
+            c.relevance,
+            count(used as u64, "item")
+        ),
+        vec![at],
+    );
+    tree.add(
+        Some(confidence),
+        format!(
+            "Consistency {}: {} of {} taking a side on the larger side \
+             ({} support, {} oppose, {} neutral)",
+            c.consistency,
+            issued.counts.supports.max(issued.counts.opposes),
+            count(sided, "item"),
+            issued.counts.supports,
+            issued.counts.opposes,
+            issued.counts.neutral
+        ),
+        vec![at],
+    );
+    tree.add(
+        Some(confidence),
+        format!(
+            "Recency {}: mean of 0.5^(age_days / {}) over {} used",
+            c.recency,
+            rules.half_life_days,
+            count(used as u64, "item")
+        ),
+        vec![at],
+    );
+    tree.add(
+        Some(confidence),
+        format!(
+            "Diversity {}: {}, full at {}",
+            c.diversity,
+            count(issued.distinct_sources, "distinct source"),
+            th.diversity_sources
+        ),
+        vec![at],
+    );
+
+    tree.add(
+        Some(root),
+        format!(
+            "Verdict {}: {}",
+            issued.stance.name(),
+            rule_text(issued.rule, issued)
+        ),
+        vec![at],
+    );
+
+    if !issued.evidence.is_empty() {
+        let section = tree.add(Some(root), format!("Evidence used ({used})"), vec![at]);
+        for entry in &issued.evidence {
+            let Some(item) = state.evidence_item(&entry.evidence_id) else {
+                continue;
+            };
+            let mut cites = vec![item.provenance.cite];
+            if let Some(screening) = item.screening_before(before) {
+                cites.push(screening.provenance.cite);
+            }
+            tree.add(
+                Some(section),
+                item_line(item, entry.stance.name(), &entry.origin),
+                cites,
+            );
+        }
+    }
+
+    if !issued.adjudications.is_empty() {
+        let section = tree.add(
+            Some(root),
+            format!("Adjudications in force ({})", issued.adjudications.len()),
+            vec![at],
+        );
+        for used in &issued.adjudications {
+            adjudication_lines(&mut tree, state, section, used, before);
+        }
+    }
+
+    let left_out: Vec<&EvidenceRecord> = state
+        .evidence()
+        .iter()
+        .filter(|item| item.provenance.cite.version < before)
+        .filter(|item| !issued.evidence.iter().any(|e| &e.evidence_id == item.id()))
+        .collect();
+    if !left_out.is_empty() {
+        let section = tree.add(
+            Some(root),
+            format!("Evidence left out ({})", left_out.len()),
+            vec![at],
+        );
+        for item in left_out {
+            let (text, cites) = left_out_line(state, conclusion, item);
+            tree.add(Some(section), text, cites);
+        }
+    }
+
+    if let Some(previous) = &issued.supersedes
+        && let Some(record) = state.conclusion(previous)
+    {
+        tree.add(
+            Some(root),
+            format!(
+                "Supersedes {previous} ({}, confidence {})",
+                record.issued.stance.name(),
+                record.issued.confidence
+            ),
+            vec![record.provenance.cite, at],
+        );
+    }
+    if let Some(stale) = &conclusion.stale_since {
+        tree.add(
+            Some(root),
+            format!(
+                "Stale: {} ({}) changed its inputs after it was issued",
+                stale.kind, stale.subject
+            ),
+            vec![stale.provenance.cite],
+        );
+    }
+
+    Some(ExplanationRecorded {
+        explanation_id: ExplanationId::nth(state.explanations().len() + 1),
+        conclusion_id: issued.conclusion_id.clone(),
+        nodes: tree.nodes,
+    })
+}
+
+fn item_line(item: &EvidenceRecord, stance: &str, origin: &str) -> String {
+    let added = &item.added;
+    format!(
+        "{} {stance}: {} ({}, published {}{}), relevance {}, recency {}, authority {}; from {origin}",
+        added.evidence_id,
+        added.source,
+        added.source_type.name(),
+        added.publish_date,
+        if added.publish_date_defaulted {
+            " by default"
+        } else {
+            ""
+        },
+        added.relevance,
+        added.recency,
+        added.authority
+    )
+}
+
+fn rule_text(rule: VerdictRule, issued: &crate::event::ConclusionIssued) -> String {
+    let th = &issued.rules.thresholds;
+    match rule {
+        VerdictRule::NoSideTaken => {
+            "no item used takes a side, so the evidence is insufficient".to_string()
+        }
+        VerdictRule::BelowConfidenceFloor => format!(
+            "confidence {} does not reach the floor {} (tolerance 1e-9)",
+            issued.confidence, th.confidence_floor
+        ),
+        VerdictRule::PendingConflict => {
+            "a conflict awaits a human decision, so the verdict is uncertain".to_string()
+        }
+        VerdictRule::SupportsPrevail => format!(
+            "more items support ({} to {}) and consistency {} reaches {}",
+            issued.counts.supports,
+            issued.counts.opposes,
+            issued.components.consistency,
+            th.consistency
+        ),
+        VerdictRule::OpposesPrevail => format!(
+            "more items oppose ({} to {}) and consistency {} reaches {}",
+            issued.counts.opposes,
+            issued.counts.supports,
+            issued.components.consistency,
+            th.consistency
+        ),
+        VerdictRule::Divided => format!(
+            "neither side prevails clearly ({} support, {} oppose, consistency {} against {})",
+            issued.counts.supports,
+            issued.counts.opposes,
+            issued.components.consistency,
+            th.consistency
+        ),
+    }
+}
+
+fn adjudication_lines(
+    tree: &mut Tree,
+    state: &TaskState,
+    section: u32,
+    used: &UsedAdjudication,
+    before: u64,
+) {
+    let Some(record) = state.conflict(&used.conflict_id) else {
+        return;
+    };
+    let a = &record.adjudication;
+    let human = record
+        .human
+        .iter()
+        .rev()
+        .find(|h| h.provenance.cite.version < before);
+    let mut cites = vec![record.provenance.cite];
+    if let Some(h) = human {
+        cites.push(h.provenance.cite);
+    }
+    let line = tree.add(
+        Some(section),
+        format!(
+            "{} in {}: {} tier, {}",
+            a.conflict_id,
+            scope_name(&a.scope),
+            used.tier.name(),
+            winner_name(used.winner, used.resolution)
+        ),
+        cites,
+    );
+    let compared = &a.compared;
+    tree.add(
+        Some(line),
+        format!(
+            "Compared authority {} (supports) against {} (opposes), gap {}; latest dates {} against {}, gap {} days",
+            compared.supports_authority,
+            compared.opposes_authority,
+            compared.authority_gap,
+            compared.supports_latest,
+            compared.opposes_latest,
+            compared.recency_gap_days
+        ),
+        vec![record.provenance.cite],
+    );
+    if let Some(h) = human {
+        let automatic = match a.winner {
+            Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),
+            None => format!(
+                "{}: neither gap reached its threshold",
+                Tier::Pending.name()
+            ),
+        };
+        tree.add(
+            Some(line),
+            format!("Automatic adjudication: {automatic}"),
+            vec![record.provenance.cite],
+        );
+        let kind = match h.kind {
+            crate::state::HumanDecisionKind::Resolution => "Resolved",
+            crate::state::HumanDecisionKind::Appeal => "Appealed",
+        };
+        tree.add(
+            Some(line),
+            format!(
+                "{kind} by {}: {}; reason: {}",
+                h.provenance.actor,
+                h.outcome.name(),
+                quote(&h.reason)
+            ),
+            vec![h.provenance.cite],
+        );
+    }
+}
+
+fn left_out_line(
+    state: &TaskState,
+    conclusion: &ConclusionRecord,
+    item: &EvidenceRecord,
+) -> (String, Vec<Cite>) {
+    let before = conclusion.provenance.cite.version;
+    let id = item.id();
+    if let Some(retraction) = item
+        .retraction
+        .as_ref()
+        .filter(|r| r.provenance.cite.version < before)
+    {
+        return (
+            format!("{id} retracted: {}", quote(&retraction.reason)),
+            vec![retraction.provenance.cite],
+        );
+    }
+    let Some(screening) = item.screening_before(before) else {
+        return (
+            format!("{id} was not screened ({})", item.added.source),
+            vec![item.provenance.cite],
+        );
+    };
+    match screening.decision {
+        ScreeningDecision::Reject => (
+            format!("{id} rejected: {}", quote(&screening.reason)),
+            vec![screening.provenance.cite],
+        ),
+        ScreeningDecision::Adopt => {
+            for used in &conclusion.issued.adjudications {
+                let Some(winner) = used.winner else {
+                    continue;
+                };
+                let Some(record) = state.conflict(&used.conflict_id) else {
+                    continue;
+                };
+                let loses = record
+                    .adjudication
+                    .participants
+                    .iter()
+                    .any(|p| p.evidence_id == *id && p.side != winner);
+                if loses {
+                    let mut cites = vec![screening.provenance.cite, record.provenance.cite];
+                    if let Some(h) = record
+                        .human
+                        .iter()
+                        .rev()
+                        .find(|h| h.provenance.cite.version < before)
+                    {
+                        cites.push(h.provenance.cite);
+                    }
+                    return (
+                        format!(
+                            "{id} overruled by {} ({} wins by {} tier)",
+                            used.conflict_id,
+                            winner.name(),
+                            used.tier.name()
+                        ),
+                        cites,
+                    );
+                }
+            }
+            (
+                format!("{id} adopted without a stance, so it could not be counted"),
+                vec![screening.provenance.cite],
+            )
+        }
+    }
+}
+
+/// Renders explanation lines as markdown: the root as a heading, the rest as a nested list,
+/// each line followed by the events it cites (`#seq hash-prefix`).
+pub(crate) fn render_markdown(nodes: &[ExplanationNode]) -> String {
+    let mut out = String::new();
+    let mut depths: Vec<usize> = Vec::with_capacity(nodes.len());
+    for (index, node) in nodes.iter().enumerate() {
+        // Parents come first; a parent index that does not (only in a damaged log) is a root.
+        let depth = match node.parent {
+            Some(parent) if (parent as usize) < index => {
+                depths.get(parent as usize).copied().unwrap_or(0) + 1
+            }
+            _ => 0,
+        };
+        depths.push(depth);
+        let cites = node
+            .cites
+            .iter()
+            .map(Cite::short)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let prefix = if depth == 0 {
+            "# ".to_string()
+        } else {
+            format!("{}- ", "  ".repeat(depth - 1))
+        };
+        out.push_str(&prefix);
+        out.push_str(&node.text);
+        if !cites.is_empty() {
+            out.push_str(" (");
+            out.push_str(&cites);
+            out.push(')');
+        }
+        out.push('\n');
+        if depth == 0 {
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! The stored form and the JSON view of events: round trips, a pinned wire format, and refusal
+//! of damaged bytes.
+
+use expect_test::expect;
+use research::event::{EVENT_KINDS, EvidenceScreened, ScreeningDecision, TaskClosed};
+use research::ids::EvidenceId;
+use research::rules::Stance;
+use research::{Command, DecodeError, Event, decode, encode};
+
+use crate::support::*;
+
+/// One of every event kind, from a real run.
+fn every_kind() -> Vec<Event> {
+    let mut task = Task::from_commands(vec![
+        open(),
+        sub_questions(&["Demand growth?"]),
+        search(
+            &["corpus"],
+            vec![candidate(
+                "doc-1",
+                "corpus",
+                item("a.gov", "government", "2025-01-01", Some(Stance::Supports)),
+            )],
+        ),
+        add(vec![item(
+            "b.org",
+            "blog",
+            "2025-06-01",
+            Some(Stance::Opposes),
+        )]),
+        screen(vec![adopt("ev-1"), adopt("ev-2")]),
+        Command::RecordSynthesis,
+        Command::RunConflictResolution,
+        resolve("cf-1", research::event::HumanOutcome::Opposes, "newer data"),
+        Command::BuildDecisionMatrix,
+        Command::GenerateConclusion,
+        Command::ExplainReasoning,
+        add(vec![item("c.org", "blog", "2025-06-01", None)]),
+        retract("ev-3", "duplicate"),
+        Command::RecordExternalToolCall(research::command::RecordExternalToolCall {
+            tool: "prices".into(),
+            contract_version: "1".into(),
+            arguments_hash: hash_of("a"),
+            reply_hash: None,
+            error: Some("timed out after 30 s".into()),
+        }),
+    ]);
+    task.ok(close());
+    let mut kinds: Vec<&str> = task.events.iter().map(Event::kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut expected: Vec<&str> = EVENT_KINDS
+        .iter()
+        .copied()
+        .filter(|k| *k != "conflict_resolved")
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(
+        kinds, expected,
+        "the run covers every kind but conflict_resolved (an appeal here)"
+    );
+    task.events
+}
+
+#[test]
+fn every_event_round_trips_through_both_encodings() {
+    for event in every_kind() {
+        let bytes = encode(&event);
+        assert_eq!(decode(event.kind(), &bytes).as_ref(), Ok(&event));
+        let json = serde_json::to_string(&event).unwrap();
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event, "{json}");
+        assert!(json.starts_with(&format!("{{\"type\":\"{}\"", event.kind())));
+    }
+}
+
+#[test]
+fn the_wire_format_is_pinned() {
+    let screened = Event::EvidenceScreened(EvidenceScreened {
+        evidence_id: EvidenceId::nth(3),
+        decision: ScreeningDecision::Adopt,
+        stance: Some(Stance::Opposes),
+        reason: "ok".into(),
+    });
+    expect![[r#"[1, 0, 4, 101, 118, 45, 51, 0, 1, 1, 2, 111, 107]"#]]
+        .assert_eq(&format!("{:?}", encode(&screened)));
+    let closed = Event::TaskClosed(TaskClosed { reason: None });
+    expect![[r#"[1, 0, 0]"#]].assert_eq(&format!("{:?}", encode(&closed)));
+}
+
+#[test]
+fn every_truncation_and_a_wrong_kind_are_refused() {
+    for event in every_kind() {
+        let bytes = encode(&event);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(event.kind(), &bytes[..cut]).is_err(),
+                "{} cut at {cut}",
+                event.kind()
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(
+            decode(event.kind(), &longer),
+            Err(DecodeError::TrailingBytes { count: 1, .. })
+        ));
+        let mut newer = bytes.clone();
+        newer[0] = 2;
+        assert_eq!(
+            decode(event.kind(), &newer),
+            Err(DecodeError::UnknownSchemaVersion { version: 2 })
+        );
+    }
+    assert!(matches!(
+        decode(
+            "evidence_added",
+            &encode(&Event::TaskClosed(TaskClosed { reason: None }))
+        ),
+        Err(DecodeError::Malformed {
+            kind: "evidence_added",
+            ..
+        })
+    ));
+}

@@ -1,0 +1,13 @@
+//! Tests of the research domain through its public API: given events, when a command, then the
+//! events it decides or the refusal it gives.
+
+// Functions outside `#[test]` functions unwrap too: in a test a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod codec;
+mod commands;
+mod golden;
+mod properties;
+mod refusals;
+mod support;
+mod views;

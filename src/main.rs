@@ -30,8 +30,18 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Verify the whole ledger from its first event: every hash, every link, every seq.
+    /// Verify the whole ledger from its first event: every hash, every link, every seq, the
+    /// Merkle tree against every signed checkpoint, and every signature.
     Verify(commands::verify::Args),
+    /// Write a signed checkpoint of the ledger as it stands and print it (JSON).
+    Checkpoint(commands::checkpoint::Args),
+    /// Print a proof that an event is in a checkpoint, or that one checkpoint extends another.
+    Prove(commands::prove::ProveArgs),
+    /// Check a proof file offline against a trusted public key, or prove that the ledger only
+    /// grew since a saved checkpoint. Exit 0 only for a valid proof.
+    VerifyProof(commands::prove::VerifyArgs),
+    /// Show or rotate the key that signs checkpoints.
+    Key(commands::key::Args),
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -52,6 +62,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
+        Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
+        Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
+        Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),
+        Command::Key(args) => commands::key::run(&cli.data_dir, args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

@@ -1,5 +1,8 @@
 //! One module per command. Each maps the library's typed errors to messages exactly once.
 
+pub(crate) mod checkpoint;
+pub(crate) mod key;
+pub(crate) mod prove;
 pub(crate) mod verify;
 
 use std::path::Path;

@@ -20,14 +20,17 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         bar.set_position(done);
     });
     bar.finish_and_clear();
+    for note in &report.key_chain_breaks {
+        eprintln!("WARNING: the chain of signing keys breaks: {note}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         match &report.failure {
             None => {
                 println!(
-                    "intact: {} events verified; head hash {}",
-                    report.size, report.head_hash
+                    "intact: {} events verified; {} signed checkpoints checked; head hash {}; root {}",
+                    report.size, report.checkpoints_checked, report.head_hash, report.root
                 );
             }
             Some(failure) => {

@@ -5,8 +5,13 @@ use ledger::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, NewEvent};
 use super::{run, stderr, stdout};
 
 fn populate(data: &std::path::Path, events: u32) {
+    populate_range(data, 0, events);
+}
+
+/// Appends events `from..to` to the ledger of a data directory, through the library.
+pub(crate) fn populate_range(data: &std::path::Path, from: u32, to: u32) {
     let ledger = Ledger::open(&data.join("ledger"), LedgerOptions::default()).unwrap();
-    for i in 0..events {
+    for i in from..to {
         ledger
             .append(AppendRequest {
                 stream: format!("task-{}", i % 3),

@@ -1,0 +1,70 @@
+//! `research-ledger key`: show the signing key's public half, or rotate it.
+
+use std::path::Path;
+
+use anyhow::Context;
+use ledger::CheckpointEntry;
+
+use crate::Outcome;
+
+/// Arguments of `key`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Print the public key that signs checkpoints (hex), its fingerprint, and the chain of
+    /// keys before it.
+    Show,
+    /// Replace the signing key: the old key signs a statement that introduces the new one.
+    Rotate,
+}
+
+pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
+    let ledger = super::open_ledger(data_dir)?;
+    match args.action {
+        Action::Show => {
+            let key = ledger
+                .public_key()
+                .map_err(|reason| anyhow::anyhow!("no usable signing key: {reason}"))?;
+            println!("{key}");
+            eprintln!("fingerprint {}", key.fingerprint());
+            for (i, entry) in ledger.checkpoint_entries()?.iter().enumerate() {
+                match entry {
+                    CheckpointEntry::KeyIntroduced {
+                        public_key,
+                        tree_size,
+                        reason,
+                        ..
+                    } => eprintln!(
+                        "entry {}: key {} introduced at tree size {tree_size} ({reason})",
+                        i + 1,
+                        public_key.fingerprint()
+                    ),
+                    CheckpointEntry::Rotation(r) => eprintln!(
+                        "entry {}: key {} handed over to {} at tree size {}",
+                        i + 1,
+                        r.old_key_fingerprint,
+                        r.new_public_key.fingerprint(),
+                        r.tree_size
+                    ),
+                    CheckpointEntry::Checkpoint(_) => {}
+                }
+            }
+        }
+        Action::Rotate => {
+            let statement = ledger.rotate_key().context("cannot rotate the key")?;
+            println!("{}", serde_json::to_string_pretty(&statement)?);
+            eprintln!(
+                "key {} handed over to {} at tree size {}",
+                statement.old_key_fingerprint,
+                statement.new_public_key.fingerprint(),
+                statement.tree_size
+            );
+        }
+    }
+    Ok(Outcome::Passed)
+}

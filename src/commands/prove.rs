@@ -1,0 +1,159 @@
+//! `research-ledger prove` and `research-ledger verify-proof`: proofs for auditors.
+//!
+//! `prove SEQ` proves that one event is in the tree a signed checkpoint covers; `prove
+//! --consistency A B` that the tree of checkpoint size B extends that of size A. Both print a
+//! proof file (JSON) that `verify-proof` checks offline, with no data directory, against a
+//! public key the auditor trusts. `verify-proof --since SAVED` proves, in one step, that the
+//! ledger today only grew from a checkpoint the auditor saved.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use ledger::ledger_proof::{
+    Checkpoint, ProofFile, PublicKey, Verified, verify_proof_file, verify_proof_file_json,
+};
+use ledger::{Ledger, ProofError};
+
+use crate::Outcome;
+
+/// Arguments of `prove`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProveArgs {
+    /// The seq of the event to prove.
+    #[arg(required_unless_present = "consistency")]
+    seq: Option<u64>,
+    /// The tree size of the checkpoint to prove against (default: the latest; one is written
+    /// first if none covers the event).
+    #[arg(long, conflicts_with = "consistency")]
+    tree_size: Option<u64>,
+    /// Prove that the checkpoint of tree size B extends the one of tree size A.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "seq")]
+    consistency: Option<Vec<u64>>,
+    /// Write the proof to this file instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Arguments of `verify-proof`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyArgs {
+    /// A proof file written by `prove`.
+    #[arg(required_unless_present = "since")]
+    file: Option<PathBuf>,
+    /// A checkpoint saved earlier: prove from the data directory that the ledger only grew
+    /// since.
+    #[arg(long, conflicts_with = "file")]
+    since: Option<PathBuf>,
+    /// The public key the auditor trusts (64 hex digits): the ledger's first key or any key
+    /// of its chain.
+    #[arg(long)]
+    public_key: String,
+}
+
+fn write_out(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
+    match out {
+        Some(path) => std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("cannot write {}", path.display())),
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+pub(crate) fn prove(data_dir: &Path, args: &ProveArgs) -> anyhow::Result<Outcome> {
+    let ledger = super::open_ledger(data_dir)?;
+    let file = match (&args.consistency, args.seq) {
+        (Some(sizes), _) => {
+            let [first, second] = sizes[..] else {
+                bail!("--consistency takes two tree sizes");
+            };
+            ProofFile::Consistency(ledger.consistency_proof(first, second)?)
+        }
+        (None, Some(seq)) => ProofFile::Inclusion(inclusion(&ledger, seq, args.tree_size)?),
+        (None, None) => bail!("give a seq or --consistency A B"),
+    };
+    write_out(&serde_json::to_string_pretty(&file)?, args.out.as_deref())?;
+    Ok(Outcome::Passed)
+}
+
+fn inclusion(
+    ledger: &Ledger,
+    seq: u64,
+    tree_size: Option<u64>,
+) -> anyhow::Result<ledger::ledger_proof::InclusionProofFile> {
+    match ledger.inclusion_proof(seq, tree_size) {
+        Err(ProofError::NotCovered { .. }) if tree_size.is_none() && seq < ledger.head().size => {
+            let checkpoint = ledger
+                .checkpoint()
+                .context("no checkpoint covers the event, and none could be written")?;
+            eprintln!(
+                "wrote a checkpoint of {} events to cover seq {seq}",
+                checkpoint.tree_size
+            );
+            Ok(ledger.inclusion_proof(seq, Some(checkpoint.tree_size))?)
+        }
+        other => Ok(other?),
+    }
+}
+
+fn trusted_key(hex: &str) -> anyhow::Result<PublicKey> {
+    hex.parse()
+        .map_err(|e| anyhow::anyhow!("--public-key is not a public key: {e}"))
+}
+
+pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outcome> {
+    let key = trusted_key(&args.public_key)?;
+    let verdict = match (&args.file, &args.since) {
+        (Some(file), _) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            verify_proof_file_json(&text, &key)
+        }
+        (None, Some(saved)) => {
+            let text = std::fs::read_to_string(saved)
+                .with_context(|| format!("cannot read {}", saved.display()))?;
+            let saved: Checkpoint = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a checkpoint", saved.display()))?;
+            let ledger = super::open_ledger(data_dir)?;
+            let latest = ledger.latest_checkpoint()?.map_or(0, |c| c.tree_size);
+            if latest < ledger.head().size {
+                let c = ledger
+                    .checkpoint()
+                    .context("cannot write today's checkpoint")?;
+                eprintln!("wrote today's checkpoint of {} events", c.tree_size);
+            }
+            let proof = ledger.consistency_since(saved)?;
+            verify_proof_file(&ProofFile::Consistency(proof), &key)
+        }
+        (None, None) => bail!("give a proof file or --since SAVED_CHECKPOINT"),
+    };
+    match verdict {
+        Ok(Verified::Inclusion {
+            leaf_index,
+            event_hash,
+            checkpoint,
+        }) => {
+            println!(
+                "valid: event {event_hash} is seq {leaf_index} of the {} events signed at {} by key {}",
+                checkpoint.tree_size, checkpoint.time, checkpoint.key_fingerprint
+            );
+            Ok(Outcome::Passed)
+        }
+        Ok(Verified::Consistency { first, second }) => {
+            println!(
+                "valid: the {} events signed at {} are the first {} of the {} signed at {}; the ledger only grew",
+                first.tree_size, first.time, first.tree_size, second.tree_size, second.time
+            );
+            Ok(Outcome::Passed)
+        }
+        Ok(other) => {
+            println!("valid: {other:?}");
+            Ok(Outcome::Passed)
+        }
+        Err(e) => {
+            println!("INVALID: {e}");
+            Ok(Outcome::Failed)
+        }
+    }
+}

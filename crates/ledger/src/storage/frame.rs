@@ -12,19 +12,19 @@
 use crate::envelope::{Digest, HASH_LEN};
 
 /// Bytes at the start of every segment file.
-pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"RLLOGSEG";
+pub const SEGMENT_MAGIC: &[u8; 8] = b"RLLOGSEG";
 /// Segment format version.
-pub(crate) const SEGMENT_VERSION: u32 = 1;
+pub const SEGMENT_VERSION: u32 = 1;
 /// Length of a segment header.
-pub(crate) const SEGMENT_HEADER_LEN: u64 = 32;
+pub const SEGMENT_HEADER_LEN: u64 = 32;
 /// Bytes at the start of every frame.
-pub(crate) const FRAME_MAGIC: &[u8; 4] = b"RLFR";
+pub const FRAME_MAGIC: &[u8; 4] = b"RLFR";
 /// Length of a frame header.
-pub(crate) const FRAME_HEADER_LEN: u64 = 16;
+pub const FRAME_HEADER_LEN: u64 = 16;
 
 /// Encodes a segment header:
 /// `magic[8] | version u32 | reserved u32 = 0 | first_seq u64 | crc32(bytes 0..24) u32 | reserved u32 = 0`.
-pub(crate) fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN as usize] {
+pub fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN as usize] {
     let mut out = [0u8; SEGMENT_HEADER_LEN as usize];
     out[0..8].copy_from_slice(SEGMENT_MAGIC);
     out[8..12].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
@@ -35,7 +35,7 @@ pub(crate) fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN a
 }
 
 /// Decodes a segment header, giving the segment's first seq.
-pub(crate) fn decode_segment_header(bytes: &[u8]) -> Result<u64, String> {
+pub fn decode_segment_header(bytes: &[u8]) -> Result<u64, String> {
     if bytes.len() < SEGMENT_HEADER_LEN as usize {
         return Err(format!(
             "segment header is {} bytes, expected 32",
@@ -58,16 +58,16 @@ pub(crate) fn decode_segment_header(bytes: &[u8]) -> Result<u64, String> {
 
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FrameHeader {
+pub struct FrameHeader {
     /// Length of the body that follows the header.
-    pub(crate) body_len: u32,
+    pub body_len: u32,
     /// crc32 of the body.
-    pub(crate) body_crc: u32,
+    pub body_crc: u32,
 }
 
 /// Why a frame header or body is not valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FrameDefect {
+pub enum FrameDefect {
     /// The header is all zero bytes: space the file system allocated but nobody wrote.
     Zeroed,
     /// The header's magic or checksum is wrong.
@@ -80,7 +80,7 @@ pub(crate) enum FrameDefect {
 }
 
 /// Encodes a frame header: `magic[4] | body_len u32 | body_crc u32 | crc32(bytes 0..12) u32`.
-pub(crate) fn encode_frame_header(body: &[u8]) -> Result<[u8; FRAME_HEADER_LEN as usize], String> {
+pub fn encode_frame_header(body: &[u8]) -> Result<[u8; FRAME_HEADER_LEN as usize], String> {
     let body_len = u32::try_from(body.len()).map_err(|_| "frame body over 4 GiB".to_owned())?;
     let mut out = [0u8; FRAME_HEADER_LEN as usize];
     out[0..4].copy_from_slice(FRAME_MAGIC);
@@ -92,7 +92,7 @@ pub(crate) fn encode_frame_header(body: &[u8]) -> Result<[u8; FRAME_HEADER_LEN a
 }
 
 /// Decodes a frame header.
-pub(crate) fn decode_frame_header(
+pub fn decode_frame_header(
     bytes: &[u8; FRAME_HEADER_LEN as usize],
 ) -> Result<FrameHeader, FrameDefect> {
     if bytes.iter().all(|b| *b == 0) {
@@ -109,22 +109,22 @@ pub(crate) fn decode_frame_header(
 
 /// One commit inside a frame, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FrameCommit {
+pub struct FrameCommit {
     /// How many of the frame's events belong to this commit.
-    pub(crate) event_count: u32,
+    pub event_count: u32,
     /// The idempotency key and command fingerprint, when the command carried a key.
-    pub(crate) idempotency: Option<(String, Digest)>,
+    pub idempotency: Option<(String, Digest)>,
 }
 
 /// A decoded frame body: its commits and where each event's bytes lie within the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FrameBody {
+pub struct FrameBody {
     /// Seq of the first event in the frame.
-    pub(crate) first_seq: u64,
+    pub first_seq: u64,
     /// The commits, in order; their event counts sum to `events.len()`.
-    pub(crate) commits: Vec<FrameCommit>,
+    pub commits: Vec<FrameCommit>,
     /// `(offset within the body, length)` of each event's stored bytes.
-    pub(crate) events: Vec<(usize, usize)>,
+    pub events: Vec<(usize, usize)>,
 }
 
 /// Encodes a frame body:
@@ -136,7 +136,7 @@ pub(crate) struct FrameBody {
 /// ```
 ///
 /// Returns the body and the offset within it of each event's stored bytes.
-pub(crate) fn encode_frame_body(
+pub fn encode_frame_body(
     first_seq: u64,
     commits: &[FrameCommit],
     events: &[&[u8]],
@@ -171,7 +171,7 @@ pub(crate) fn encode_frame_body(
 }
 
 /// Decodes a frame body whose checksum has already been checked.
-pub(crate) fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
+pub fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
     let mut r = Reader {
         bytes: body,
         pos: 0,

@@ -15,7 +15,7 @@
 //!   optimisation on top, never the only way to learn of new events.
 
 pub mod embedded;
-pub(crate) mod frame;
+pub mod frame;
 pub mod memory;
 #[cfg(test)]
 mod tamper_tests;

@@ -4,6 +4,7 @@
 mod append;
 mod concurrency;
 mod crash;
+mod fuzz_regressions;
 mod proofs;
 mod sim;
 mod subscribe;

@@ -6,6 +6,7 @@
 
 mod codec;
 mod commands;
+mod fuzz_regressions;
 mod golden;
 mod properties;
 mod refusals;

@@ -9,6 +9,7 @@
 //! - [`checkpoint`], [`keys`], [`time`]: signed checkpoints, Ed25519 keys and the canonical time.
 //! - [`rotation`]: key rotation statements and the [`KeyChain`] that says which key signs when.
 //! - [`proof_file`]: proof files and [`verify_proof_file`], the one check an auditor runs.
+//! - [`manifest`]: the signed list of what an export bundle holds.
 //!
 //! This crate does no I/O, reads no clock and draws no randomness: times, keys' random bytes
 //! and stored nodes all come from the caller.
@@ -22,6 +23,7 @@ pub mod frontier;
 pub mod hasher;
 mod hex_text;
 pub mod keys;
+pub mod manifest;
 pub mod memory;
 pub mod proof_file;
 pub mod rotation;
@@ -35,6 +37,7 @@ pub use frontier::{Frontier, FrontierError};
 pub use hasher::{Blake3, MerkleHasher};
 pub use hex_text::HexError;
 pub use keys::{BadSignature, Fingerprint, KeyError, PublicKey, Signature, SigningKey};
+pub use manifest::{Manifest, ManifestError, SignedManifest};
 pub use memory::{MemoryTree, MissingNode};
 pub use proof_file::{
     ConsistencyProofFile, InclusionProofFile, PROOF_FILE_BYTES_MAX, ProofFile, ProofFileError,

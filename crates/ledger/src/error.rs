@@ -96,6 +96,9 @@ pub enum SigningError {
     /// The ledger refuses writes because its integrity is in doubt.
     #[error("the ledger refuses writes: {0}")]
     Poisoned(String),
+    /// A manifest names something that cannot be written into its signed text.
+    #[error("the manifest cannot be signed: {0}")]
+    Manifest(String),
     /// Writing the checkpoint log failed.
     #[error("the checkpoint log could not be written: {0}")]
     Storage(Arc<StorageError>),

@@ -63,6 +63,11 @@ impl KeyFiles {
         }
     }
 
+    /// Keeps `key` as the current key of a ledger that has none yet.
+    pub(crate) fn write_new(&self, key: &SigningKey) -> Result<(), StorageError> {
+        self.write(&self.path(), key)
+    }
+
     /// The staged key of an unfinished rotation, if any.
     pub(crate) fn staged(&self) -> Result<Option<SigningKey>, StorageError> {
         self.read(&self.new_path())

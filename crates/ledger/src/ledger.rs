@@ -14,7 +14,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ledger_proof::{Blake3, Checkpoint, Frontier, KeyRotation, PublicKey, SigningKey, Timestamp};
+use ledger_proof::{
+    Blake3, Checkpoint, Frontier, KeyRotation, Manifest, PublicKey, SignedManifest, SigningKey,
+    Timestamp,
+};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
@@ -214,6 +217,10 @@ enum Job {
     Rotate {
         reply: oneshot::Sender<Result<KeyRotation, SigningError>>,
     },
+    SignManifest {
+        manifest: Box<Manifest>,
+        reply: oneshot::Sender<Result<SignedManifest, SigningError>>,
+    },
     /// A checkpoint if the tree grew since the last one (the periodic timer).
     Tick,
 }
@@ -272,6 +279,7 @@ impl std::fmt::Debug for Job {
             Job::Append { request, .. } => write!(f, "Append({})", request.stream),
             Job::Checkpoint { .. } => f.write_str("Checkpoint"),
             Job::Rotate { .. } => f.write_str("Rotate"),
+            Job::SignManifest { .. } => f.write_str("SignManifest"),
             Job::Tick => f.write_str("Tick"),
         }
     }
@@ -322,7 +330,7 @@ impl Ledger {
         }
     }
 
-    fn start(
+    pub(crate) fn start(
         storage: Arc<dyn Storage>,
         options: LedgerOptions,
         key: SigningKey,
@@ -464,6 +472,24 @@ impl Ledger {
             .await
             .map_err(|_| SigningError::Closed)?;
         rx.await.map_err(|_| SigningError::Closed)?
+    }
+
+    /// Signs an export bundle's manifest with the current key.
+    pub fn sign_manifest(&self, manifest: Manifest) -> Result<SignedManifest, SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .blocking_send(Job::SignManifest {
+                manifest: Box::new(manifest),
+                reply,
+            })
+            .map_err(|_| SigningError::Closed)?;
+        rx.blocking_recv().map_err(|_| SigningError::Closed)?
+    }
+
+    /// Every idempotency record, ordered by the seq of the commit it names.
+    pub fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, ReadError> {
+        Ok(self.core().storage.idempotency_records()?)
     }
 
     /// Replaces the signing key: a statement signed by the old key introduces the new one.
@@ -678,6 +704,15 @@ impl Writer {
             }
             Job::Rotate { reply } => {
                 let _ = reply.send(self.rotate());
+            }
+            Job::SignManifest { manifest, reply } => {
+                let signed = match &self.key {
+                    None => Err(SigningError::NoKey("no usable signing key".into())),
+                    Some(key) => (*manifest)
+                        .sign(key)
+                        .map_err(|e| SigningError::Manifest(e.to_string())),
+                };
+                let _ = reply.send(signed);
             }
             Job::Tick => {
                 if self

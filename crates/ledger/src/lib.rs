@@ -8,6 +8,7 @@
 //! This crate knows nothing of research: payloads are bytes and kinds are strings, given by
 //! the layer above.
 
+pub mod bundle;
 mod chain;
 pub mod clock;
 pub mod envelope;
@@ -15,6 +16,7 @@ pub mod error;
 mod keys;
 mod ledger;
 pub mod limits;
+mod restore;
 pub mod storage;
 mod subscribe;
 mod tree;
@@ -30,6 +32,7 @@ pub use ledger::{
 };
 pub use ledger_proof;
 pub use limits::Limits;
+pub use restore::{RestoreError, RestoreReport};
 pub use storage::{ChainHead, CheckpointEntry, RawEvent, Storage, StorageError};
 pub use subscribe::Subscription;
 pub use verify::{VerifyFailure, VerifyReport};

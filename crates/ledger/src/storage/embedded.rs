@@ -1419,6 +1419,20 @@ impl Storage for EmbeddedStorage {
         }
     }
 
+    fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
+        let mut out = Vec::new();
+        for entry in self.index.keys.iter() {
+            let (_, value) = entry.map_err(index_err)?;
+            let record: IdempotencyRecord = postcard::from_bytes(&value)
+                .map_err(|e| StorageError::Index(format!("idempotency record: {e}")))?;
+            if record.first_seq < self.head().size {
+                out.push(record);
+            }
+        }
+        out.sort_by_key(|r| r.first_seq);
+        Ok(out)
+    }
+
     fn problems(&self) -> Vec<StorageProblem> {
         self.problems.clone()
     }

@@ -241,6 +241,15 @@ impl Storage for MemoryStorage {
             .cloned())
     }
 
+    fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
+        let state = self.state();
+        Ok(state
+            .log
+            .iter()
+            .filter_map(|c| c.idempotency.clone())
+            .collect())
+    }
+
     fn problems(&self) -> Vec<StorageProblem> {
         Vec::new()
     }

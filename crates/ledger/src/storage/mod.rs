@@ -219,6 +219,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// What an idempotency key committed, if it was used.
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError>;
 
+    /// Every idempotency record, ordered by the seq of the commit it names (for export).
+    fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError>;
+
     /// Problems found when the backend opened. The ledger refuses appends while any exist.
     fn problems(&self) -> Vec<StorageProblem>;
 

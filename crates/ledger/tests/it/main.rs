@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod append;
+mod bundle;
 mod concurrency;
 mod crash;
 mod fuzz_regressions;

@@ -1,0 +1,798 @@
+//! Export bundles: a self-contained JSON file of some tasks or the whole ledger, and the offline
+//! check of one.
+//!
+//! A bundle holds each event's stored bytes (base64) with a decoded view for people, an
+//! inclusion proof of each event against one checkpoint that covers them all, the whole
+//! checkpoint log (keys, rotations, checkpoints) from the first key to the current one, the
+//! content blobs the events cite, and a manifest signed by the ledger's key that lists exactly
+//! which events, task heads, blobs and idempotency keys it holds. `docs/bundle-format.md` gives
+//! the format; [`verify_bundle`] checks everything in it with no data directory, and says where
+//! the first problem is.
+//!
+//! The ledger knows nothing of research, so the caller supplies the decoded view of a payload
+//! and the content hashes an event cites; verification asks the same functions again and
+//! compares, which is how a doctored view is caught.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use base64::Engine as _;
+use ledger_proof::{
+    Blake3, Checkpoint, KeyChain, KeyRotation, Manifest, MerkleHasher, PublicKey, SignedManifest,
+    Timestamp,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::envelope::{Digest, RecordedEvent, decode_stored};
+use crate::error::{ProofError, ReadError, SigningError};
+use crate::ledger::Ledger;
+use crate::storage::{CheckpointEntry, IdempotencyRecord, RawEvent};
+use crate::tree::StoredNodes;
+
+/// The format name every bundle carries.
+pub const BUNDLE_FORMAT: &str = "research-ledger/bundle/v1";
+
+/// Which events a bundle holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Every event of the ledger up to the covering checkpoint.
+    All,
+    /// Every event of these tasks (streams) up to the covering checkpoint.
+    Tasks(Vec<String>),
+}
+
+impl Scope {
+    fn manifest_text(&self, without_content: bool) -> String {
+        let base = match self {
+            Scope::All => "all".to_owned(),
+            Scope::Tasks(tasks) => format!("tasks:{}", tasks.join(",")),
+        };
+        if without_content {
+            format!("{base}+no-content")
+        } else {
+            base
+        }
+    }
+}
+
+/// Bytes written as standard base64 in JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base64(pub Vec<u8>);
+
+impl Serialize for Base64 {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base64 {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map(Base64)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One event in a bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleEvent {
+    /// Its seq.
+    pub seq: u64,
+    /// Its hash.
+    pub hash: Digest,
+    /// Its stored bytes, exactly as the log holds them.
+    pub stored: Base64,
+    /// The same event decoded, for people. Checked against `stored`.
+    pub decoded: Value,
+    /// Its inclusion proof (audit path) against the bundle's checkpoint.
+    pub proof: Vec<Digest>,
+}
+
+/// A content blob an event cites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentBlob {
+    /// blake3 of the bytes.
+    pub hash: Digest,
+    /// The bytes.
+    pub bytes: Base64,
+}
+
+/// An export bundle. See the module documentation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bundle {
+    /// [`BUNDLE_FORMAT`].
+    pub format: String,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// Which events it holds.
+    pub scope: Scope,
+    /// True when the content blobs were left out on purpose.
+    pub without_content: bool,
+    /// The whole checkpoint log, in order: keys introduced, rotations, checkpoints.
+    pub checkpoint_log: Vec<CheckpointEntry>,
+    /// The checkpoint every event's proof stands on.
+    pub checkpoint: Checkpoint,
+    /// The events, in seq order.
+    pub events: Vec<BundleEvent>,
+    /// The content blobs the events cite.
+    pub content: Vec<ContentBlob>,
+    /// The idempotency keys of the commits in the bundle (whole-ledger bundles), so that a
+    /// restored ledger still answers a retried command with its original receipt.
+    pub idempotency: Vec<IdempotencyRecord>,
+    /// The signed list of all of the above.
+    pub manifest: SignedManifest,
+}
+
+/// What the caller supplies that the ledger cannot know.
+pub struct ExportSpec<'a> {
+    /// Which events.
+    pub scope: Scope,
+    /// Leave the content blobs out.
+    pub without_content: bool,
+    /// The decoded view of an event's payload.
+    pub payload_view: &'a dyn Fn(&RecordedEvent) -> Result<Value, String>,
+    /// The content hashes an event cites.
+    pub cited_content: &'a dyn Fn(&RecordedEvent) -> Vec<Digest>,
+    /// The bytes of a content blob.
+    pub content: &'a dyn Fn(&Digest) -> Result<Vec<u8>, String>,
+}
+
+impl std::fmt::Debug for ExportSpec<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportSpec")
+            .field("scope", &self.scope)
+            .field("without_content", &self.without_content)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// A task asked for has no events.
+    #[error("there is no task {0}")]
+    UnknownTask(String),
+    /// No covering checkpoint could be written.
+    #[error("cannot write the checkpoint the bundle stands on: {0}")]
+    Signing(#[from] SigningError),
+    /// Reading the log failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A proof could not be made.
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    /// The decoded view of an event could not be made.
+    #[error("seq {seq}: {detail}")]
+    View {
+        /// Where.
+        seq: u64,
+        /// What.
+        detail: String,
+    },
+    /// A cited content blob could not be read.
+    #[error("content {hash}: {detail}")]
+    Content {
+        /// Which.
+        hash: Digest,
+        /// What.
+        detail: String,
+    },
+}
+
+/// The decoded view of an event: its envelope, and the payload as the caller decodes it.
+pub fn event_view(event: &RecordedEvent, payload: Value) -> Value {
+    serde_json::json!({
+        "seq": event.seq,
+        "stream": event.stream,
+        "stream_version": event.stream_version,
+        "event_id": event.event_id.to_string(),
+        "kind": event.kind,
+        "recorded_at": event.recorded_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "actor": event.actor,
+        "causation": event.causation.iter().map(|d| d.to_hex()).collect::<Vec<_>>(),
+        "prev_hash": event.prev_hash.to_hex(),
+        "hash": event.hash.to_hex(),
+        "payload": payload,
+    })
+}
+
+impl Ledger {
+    /// Makes an export bundle. It stands on the latest checkpoint when that covers every event
+    /// it holds, and on a new one otherwise.
+    pub fn export(&self, spec: &ExportSpec<'_>) -> Result<Bundle, ExportError> {
+        let head = self.head().size;
+        let latest = self.latest_checkpoint()?;
+        let checkpoint = match latest {
+            Some(c) if c.tree_size >= head => c,
+            _ => self.checkpoint()?,
+        };
+        let size = checkpoint.tree_size;
+        // The events, in seq order, below the checkpoint's size, with their stored bytes.
+        let core = self.core();
+        let mut raw: Vec<RawEvent> = Vec::new();
+        match &spec.scope {
+            Scope::All => {
+                let mut next = 0;
+                while next < size {
+                    let chunk = core
+                        .storage
+                        .read_range(next, 4096)
+                        .map_err(ReadError::from)?;
+                    let Some(last) = chunk.last() else { break };
+                    next = last.seq + 1;
+                    raw.extend(chunk.into_iter().filter(|r| r.seq < size));
+                }
+            }
+            Scope::Tasks(tasks) => {
+                for task in tasks {
+                    let mut from = 1;
+                    let before = raw.len();
+                    loop {
+                        let chunk = core
+                            .storage
+                            .read_stream(task, from, 4096)
+                            .map_err(ReadError::from)?;
+                        if chunk.is_empty() {
+                            break;
+                        }
+                        from += chunk.len() as u64;
+                        raw.extend(chunk.into_iter().filter(|r| r.seq < size));
+                    }
+                    if raw.len() == before && self.stream_version(task)? == 0 {
+                        return Err(ExportError::UnknownTask(task.clone()));
+                    }
+                }
+                raw.sort_by_key(|r| r.seq);
+                raw.dedup_by_key(|r| r.seq);
+            }
+        }
+
+        let nodes = StoredNodes(&*core.storage);
+        let mut bundle_events = Vec::with_capacity(raw.len());
+        let mut heads: BTreeMap<String, (u64, Digest)> = BTreeMap::new();
+        let mut cited: Vec<Digest> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for stored in &raw {
+            let event = core.decode(stored)?;
+            let payload = (spec.payload_view)(&event).map_err(|detail| ExportError::View {
+                seq: event.seq,
+                detail,
+            })?;
+            let path =
+                ledger_proof::inclusion_proof(&Blake3, &nodes, event.seq, size).map_err(|e| {
+                    ExportError::View {
+                        seq: event.seq,
+                        detail: format!("no inclusion proof: {e}"),
+                    }
+                })?;
+            heads.insert(event.stream.clone(), (event.stream_version, event.hash));
+            for hash in (spec.cited_content)(&event) {
+                if seen.insert(hash) {
+                    cited.push(hash);
+                }
+            }
+            bundle_events.push(BundleEvent {
+                seq: event.seq,
+                hash: event.hash,
+                stored: Base64(stored.bytes.to_vec()),
+                decoded: event_view(&event, payload),
+                proof: path,
+            });
+        }
+        let mut content = Vec::new();
+        if !spec.without_content {
+            for hash in &cited {
+                let bytes = (spec.content)(hash).map_err(|detail| ExportError::Content {
+                    hash: *hash,
+                    detail,
+                })?;
+                content.push(ContentBlob {
+                    hash: *hash,
+                    bytes: Base64(bytes),
+                });
+            }
+        }
+        let idempotency = match spec.scope {
+            Scope::All => self
+                .idempotency_records()?
+                .into_iter()
+                .filter(|r| r.first_seq + u64::from(r.event_count) <= size)
+                .collect(),
+            Scope::Tasks(_) => Vec::new(),
+        };
+        let created_at = Timestamp::from_datetime(chrono::Utc::now())
+            .map_err(|e| SigningError::Time(e.to_string()))?;
+        let manifest = Manifest {
+            scope: spec.scope.manifest_text(spec.without_content),
+            created_at,
+            tree_size: size,
+            root: checkpoint.root,
+            events: bundle_events.iter().map(|e| (e.seq, e.hash)).collect(),
+            tasks: heads
+                .iter()
+                .map(|(task, (version, hash))| (task.clone(), *version, *hash))
+                .collect(),
+            content: content.iter().map(|c| c.hash).collect(),
+            idempotency: idempotency.iter().map(idempotency_line).collect(),
+        };
+        let manifest = self.sign_manifest(manifest)?;
+        Ok(Bundle {
+            format: BUNDLE_FORMAT.into(),
+            created_at,
+            scope: spec.scope.clone(),
+            without_content: spec.without_content,
+            checkpoint_log: self.checkpoint_entries()?,
+            checkpoint,
+            events: bundle_events,
+            content,
+            idempotency,
+            manifest,
+        })
+    }
+}
+
+fn idempotency_line(r: &IdempotencyRecord) -> (Digest, Digest, u64, u32) {
+    (
+        Digest(*blake3::hash(r.key.as_bytes()).as_bytes()),
+        r.fingerprint,
+        r.first_seq,
+        r.event_count,
+    )
+}
+
+/// What the checker of a bundle supplies: the same decoding the exporter used.
+pub struct BundleCheck<'a> {
+    /// The key the auditor trusts; `None` trusts the first key inside the bundle (and says so).
+    pub trusted_key: Option<PublicKey>,
+    /// The decoded view of an event's payload.
+    pub payload_view: &'a dyn Fn(&RecordedEvent) -> Result<Value, String>,
+    /// The content hashes an event cites.
+    pub cited_content: &'a dyn Fn(&RecordedEvent) -> Vec<Digest>,
+}
+
+impl std::fmt::Debug for BundleCheck<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BundleCheck")
+            .field("trusted_key", &self.trusted_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a bundle was found to hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BundleReport {
+    /// The key trust started from.
+    pub trusted_key: PublicKey,
+    /// True when that key was taken from the bundle itself rather than given.
+    pub trusted_key_from_bundle: bool,
+    /// Size of the checkpoint the bundle stands on.
+    pub tree_size: u64,
+    /// Events checked.
+    pub events: u64,
+    /// Task heads checked.
+    pub tasks: Vec<(String, u64)>,
+    /// Content blobs checked.
+    pub content: u64,
+    /// Checkpoints whose signatures were checked.
+    pub checkpoints: u64,
+    /// Breaks in the chain of signing keys, stated so nobody misses them.
+    pub key_chain_breaks: Vec<String>,
+}
+
+/// The first problem found in a bundle, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{location}: {problem}")]
+pub struct BundleFailure {
+    /// Where: "event #3 (seq 17)", "manifest", "checkpoint log entry 2", …
+    pub location: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+fn fail<T>(location: impl Into<String>, problem: impl Into<String>) -> Result<T, BundleFailure> {
+    Err(BundleFailure {
+        location: location.into(),
+        problem: problem.into(),
+    })
+}
+
+/// Parses and checks a bundle. Largest accepted text: `bytes_max`.
+pub fn verify_bundle_text(
+    text: &str,
+    bytes_max: usize,
+    check: &BundleCheck<'_>,
+) -> Result<(Bundle, BundleReport), BundleFailure> {
+    if text.len() > bytes_max {
+        return fail(
+            "the bundle",
+            format!("{} bytes is over the limit of {bytes_max}", text.len()),
+        );
+    }
+    let bundle: Bundle = serde_json::from_str(text).map_err(|e| BundleFailure {
+        location: format!("the bundle, line {} column {}", e.line(), e.column()),
+        problem: format!("not a bundle: {e}"),
+    })?;
+    let report = verify_bundle(&bundle, check)?;
+    Ok((bundle, report))
+}
+
+/// The chain of keys of the segment of the checkpoint log that holds `trusted`, and the breaks.
+fn key_chain(
+    log: &[CheckpointEntry],
+    trusted: Option<PublicKey>,
+) -> Result<(KeyChain, PublicKey, bool, usize, Vec<String>), BundleFailure> {
+    let Some(CheckpointEntry::KeyIntroduced {
+        public_key: first, ..
+    }) = log.first()
+    else {
+        return fail(
+            "checkpoint log entry 1",
+            "the log does not start with a signing key",
+        );
+    };
+    // Segments: each starts at a key introduced.
+    let mut segments: Vec<(usize, PublicKey, Vec<KeyRotation>)> = Vec::new();
+    let mut breaks = Vec::new();
+    for (i, entry) in log.iter().enumerate() {
+        match entry {
+            CheckpointEntry::KeyIntroduced {
+                public_key,
+                tree_size,
+                reason,
+                ..
+            } => {
+                if i > 0 {
+                    breaks.push(format!(
+                        "checkpoint log entry {}: key {} starts a new chain at tree size {tree_size}: {reason}",
+                        i + 1,
+                        public_key.fingerprint()
+                    ));
+                }
+                segments.push((i, *public_key, Vec::new()));
+            }
+            CheckpointEntry::Rotation(r) => {
+                if let Some(last) = segments.last_mut() {
+                    last.2.push(r.clone());
+                }
+            }
+            CheckpointEntry::Checkpoint(_) => {}
+        }
+    }
+    let (trusted, from_bundle) = match trusted {
+        Some(key) => (key, false),
+        None => (*first, true),
+    };
+    let holds = |(_, start, rotations): &(usize, PublicKey, Vec<KeyRotation>)| {
+        *start == trusted || rotations.iter().any(|r| r.new_public_key == trusted)
+    };
+    let Some(segment) = segments.iter().rposition(holds) else {
+        return fail(
+            "checkpoint log",
+            format!(
+                "the trusted key {} is not in the bundle's chain of keys",
+                trusted.fingerprint()
+            ),
+        );
+    };
+    let (start, _, rotations) = &segments[segment];
+    if segment + 1 < segments.len() {
+        let (next, key, _) = &segments[segment + 1];
+        return fail(
+            format!("checkpoint log entry {}", next + 1),
+            format!(
+                "the chain of keys breaks here (key {} is not introduced by the trusted key); verify from that key with --public-key if you trust it",
+                key.fingerprint()
+            ),
+        );
+    }
+    let chain = KeyChain::from_rotations(trusted, rotations).map_err(|e| BundleFailure {
+        location: "checkpoint log".into(),
+        problem: e.to_string(),
+    })?;
+    Ok((chain, trusted, from_bundle, *start, breaks))
+}
+
+/// Checks a bundle; see the module documentation for what, and [`BundleFailure`] for how the
+/// first problem is reported.
+pub fn verify_bundle(
+    bundle: &Bundle,
+    check: &BundleCheck<'_>,
+) -> Result<BundleReport, BundleFailure> {
+    if bundle.format != BUNDLE_FORMAT {
+        return fail(
+            "the bundle",
+            format!("format {:?} is not {BUNDLE_FORMAT}", bundle.format),
+        );
+    }
+    let (chain, trusted, from_bundle, segment_start, breaks) =
+        key_chain(&bundle.checkpoint_log, check.trusted_key)?;
+
+    // Every checkpoint of the trusted stretch of the log, and the one the bundle stands on.
+    let mut checkpoints = 0u64;
+    let mut previous: Option<&Checkpoint> = None;
+    let mut covering_listed = false;
+    for (i, entry) in bundle.checkpoint_log.iter().enumerate().skip(segment_start) {
+        if let CheckpointEntry::Checkpoint(c) = entry {
+            let at = format!("checkpoint log entry {}", i + 1);
+            if let Err(e) = chain.verify_checkpoint(c) {
+                return fail(at, e.to_string());
+            }
+            if let Some(p) = previous
+                && (c.tree_size < p.tree_size || c.time < p.time)
+            {
+                return fail(at, "a checkpoint older than the one before it");
+            }
+            if c == &bundle.checkpoint {
+                covering_listed = true;
+            }
+            previous = Some(c);
+            checkpoints += 1;
+        }
+    }
+    if !covering_listed {
+        return fail(
+            "checkpoint",
+            "the checkpoint the bundle stands on is not in its checkpoint log",
+        );
+    }
+    let size = bundle.checkpoint.tree_size;
+    let root = bundle.checkpoint.root;
+
+    // The manifest: signed by a key of the chain, and about this bundle.
+    let manifest = &bundle.manifest;
+    let Some(epoch) = chain
+        .epochs()
+        .find(|e| e.fingerprint() == manifest.key_fingerprint)
+    else {
+        return fail(
+            "manifest",
+            format!(
+                "signed by key {}, which is not in the chain",
+                manifest.key_fingerprint
+            ),
+        );
+    };
+    if let Err(e) = manifest.verify(epoch.key()) {
+        return fail("manifest", e.to_string());
+    }
+    let m = &manifest.manifest;
+    if m.tree_size != size || m.root != root {
+        return fail(
+            "manifest",
+            "it names another checkpoint than the one the bundle stands on",
+        );
+    }
+    if m.scope != bundle.scope.manifest_text(bundle.without_content) {
+        return fail(
+            "manifest",
+            format!("its scope {:?} is not the bundle's", m.scope),
+        );
+    }
+    if m.created_at != bundle.created_at {
+        return fail("manifest", "its time is not the bundle's");
+    }
+
+    // Exactly the events the manifest lists, in its order.
+    for (i, expected) in m.events.iter().enumerate() {
+        match bundle.events.get(i) {
+            None => {
+                return fail(
+                    format!("event #{i}"),
+                    format!(
+                        "the manifest lists seq {} ({}) here, but the bundle holds only {} events: it was removed",
+                        expected.0,
+                        expected.1,
+                        bundle.events.len()
+                    ),
+                );
+            }
+            Some(found) if (found.seq, found.hash) != *expected => {
+                return fail(
+                    format!("event #{i}"),
+                    format!(
+                        "the manifest lists seq {} ({}) here, the bundle holds seq {} ({}): an event was removed, inserted, reordered or altered",
+                        expected.0, expected.1, found.seq, found.hash
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    if bundle.events.len() > m.events.len() {
+        let extra = &bundle.events[m.events.len()];
+        return fail(
+            format!("event #{} (seq {})", m.events.len(), extra.seq),
+            "the bundle holds an event the manifest does not list: it was added",
+        );
+    }
+
+    // Each event: its bytes, its hash, its place in the signed tree, its decoded view.
+    let mut decoded_events = Vec::with_capacity(bundle.events.len());
+    let mut last_seq: Option<u64> = None;
+    for (i, e) in bundle.events.iter().enumerate() {
+        let at = format!("event #{i} (seq {})", e.seq);
+        let event = match decode_stored(&e.stored.0) {
+            Ok(event) => event,
+            Err(err) => return fail(at, format!("the stored bytes do not check out: {err}")),
+        };
+        if event.hash != e.hash || event.seq != e.seq {
+            return fail(at, "the stored bytes are another event than the one listed");
+        }
+        if last_seq.is_some_and(|s| s >= e.seq) {
+            return fail(at, "events are not in increasing seq order");
+        }
+        last_seq = Some(e.seq);
+        if e.seq >= size {
+            return fail(at, format!("beyond the checkpoint's {size} events"));
+        }
+        let leaf = Blake3.leaf(e.hash.as_bytes());
+        if let Err(err) =
+            ledger_proof::verify_inclusion(&Blake3, e.seq, size, &leaf, &e.proof, &root)
+        {
+            return fail(at, format!("not in the signed tree: {err}"));
+        }
+        let payload = (check.payload_view)(&event).map_err(|problem| BundleFailure {
+            location: at.clone(),
+            problem: format!("the payload does not decode: {problem}"),
+        })?;
+        if event_view(&event, payload) != e.decoded {
+            return fail(at, "the decoded view does not match the stored bytes");
+        }
+        decoded_events.push(event);
+    }
+
+    // A whole-ledger bundle is the whole chain.
+    if bundle.scope == Scope::All {
+        if bundle.events.len() as u64 != size {
+            return fail(
+                "events",
+                format!(
+                    "a whole-ledger bundle of {size} events holds {}",
+                    bundle.events.len()
+                ),
+            );
+        }
+        let mut prev = Digest::ZERO;
+        for (i, event) in decoded_events.iter().enumerate() {
+            if event.seq != i as u64 || event.prev_hash != prev {
+                return fail(
+                    format!("event #{i} (seq {})", event.seq),
+                    "does not link to the event before it",
+                );
+            }
+            prev = event.hash;
+        }
+    }
+
+    // Task heads: each task's events are versions 1..=head, ending at the listed hash.
+    let mut versions: HashMap<&str, (u64, Digest)> = HashMap::new();
+    for (i, event) in decoded_events.iter().enumerate() {
+        let entry = versions
+            .entry(event.stream.as_str())
+            .or_insert((0, Digest::ZERO));
+        if event.stream_version != entry.0 + 1 {
+            return fail(
+                format!("event #{i} (seq {})", event.seq),
+                format!(
+                    "task {} version {} follows version {}: an event of the task is missing",
+                    event.stream, event.stream_version, entry.0
+                ),
+            );
+        }
+        *entry = (event.stream_version, event.hash);
+    }
+    let listed: BTreeMap<&str, (u64, Digest)> = m
+        .tasks
+        .iter()
+        .map(|(task, version, hash)| (task.as_str(), (*version, *hash)))
+        .collect();
+    for (task, head) in &versions {
+        match listed.get(task) {
+            Some(l) if l == head => {}
+            Some(l) => {
+                return fail(
+                    format!("task {task}"),
+                    format!(
+                        "the manifest says version {} ({}), the events end at version {} ({})",
+                        l.0, l.1, head.0, head.1
+                    ),
+                );
+            }
+            None => return fail(format!("task {task}"), "not listed in the manifest"),
+        }
+    }
+    if let Some((task, _)) = listed.iter().find(|(t, _)| !versions.contains_key(*t)) {
+        return fail(
+            format!("task {task}"),
+            "listed in the manifest but holds no event",
+        );
+    }
+    if let Scope::Tasks(tasks) = &bundle.scope {
+        let asked: BTreeSet<&str> = tasks.iter().map(String::as_str).collect();
+        let held: BTreeSet<&str> = versions.keys().copied().collect();
+        if asked != held {
+            return fail(
+                "scope",
+                "the tasks held are not the tasks the bundle says it holds",
+            );
+        }
+    }
+
+    // Content: each blob is what its hash says, the list is the signed list, nothing cited is
+    // missing unless the bundle says content was left out.
+    let hashes: Vec<Digest> = bundle.content.iter().map(|c| c.hash).collect();
+    if hashes != m.content {
+        return fail(
+            "content",
+            "the blobs held are not the blobs the manifest lists",
+        );
+    }
+    for (i, blob) in bundle.content.iter().enumerate() {
+        if Digest(*blake3::hash(&blob.bytes.0).as_bytes()) != blob.hash {
+            return fail(
+                format!("content #{i} ({})", blob.hash),
+                "the bytes do not have this hash",
+            );
+        }
+    }
+    if !bundle.without_content {
+        let held: BTreeSet<Digest> = hashes.iter().copied().collect();
+        for (i, event) in decoded_events.iter().enumerate() {
+            for cited in (check.cited_content)(event) {
+                if !held.contains(&cited) {
+                    return fail(
+                        format!("event #{i} (seq {})", event.seq),
+                        format!("cites content {cited}, which the bundle does not hold"),
+                    );
+                }
+            }
+        }
+    }
+
+    // Idempotency keys: the signed list, each naming a commit of its stream inside the bundle.
+    let lines: Vec<_> = bundle.idempotency.iter().map(idempotency_line).collect();
+    if lines != m.idempotency {
+        return fail(
+            "idempotency",
+            "the keys held are not the keys the manifest lists",
+        );
+    }
+    for record in &bundle.idempotency {
+        let first = record.first_seq;
+        let count = u64::from(record.event_count);
+        let inside = decoded_events
+            .iter()
+            .filter(|e| e.seq >= first && e.seq < first + count)
+            .all(|e| e.stream == record.stream);
+        if count == 0 || first + count > size || !inside {
+            return fail(
+                "idempotency",
+                format!(
+                    "a key names seqs {first}..{} that are not one commit",
+                    first + count
+                ),
+            );
+        }
+    }
+
+    Ok(BundleReport {
+        trusted_key: trusted,
+        trusted_key_from_bundle: from_bundle,
+        tree_size: size,
+        events: bundle.events.len() as u64,
+        tasks: listed
+            .iter()
+            .map(|(t, (v, _))| ((*t).to_owned(), *v))
+            .collect(),
+        content: bundle.content.len() as u64,
+        checkpoints,
+        key_chain_breaks: breaks,
+    })
+}

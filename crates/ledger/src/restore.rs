@@ -1,0 +1,224 @@
+//! Restoring a ledger from a whole-ledger export bundle.
+//!
+//! The events are written back with the very bytes they were exported with, so every hash, the
+//! tree and every checkpoint hold again; the idempotency keys come back with them. The signing
+//! key is not in a bundle: given the key that signed last, the restored ledger goes on signing
+//! with it; without it, a new key starts, and the checkpoint log says plainly that the chain of
+//! keys breaks there.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ledger_proof::{SigningKey, Timestamp};
+
+use crate::bundle::{Bundle, Scope};
+use crate::envelope::decode_stored;
+use crate::keys::{KeyFiles, random_key};
+use crate::ledger::{Ledger, LedgerOptions};
+use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
+use crate::storage::{CheckpointEntry, Commit, SealedEvent, Storage, StorageError};
+
+/// Why a restore was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// Only a bundle of the whole ledger can be restored.
+    #[error("only a whole-ledger bundle (export --all) can be restored")]
+    NotWholeLedger,
+    /// The target already holds a ledger.
+    #[error("{0} already holds a ledger; restore into an empty data directory")]
+    NotEmpty(String),
+    /// The bundle's events are not a whole chain (it should have been verified first).
+    #[error("the bundle's events are not a whole chain: {0}")]
+    Broken(String),
+    /// The key given is not the key the bundle's checkpoint log names as current.
+    #[error("the key given ({given}) is not the ledger's current signing key ({current})")]
+    WrongKey {
+        /// Fingerprint of the key given.
+        given: String,
+        /// Fingerprint of the current key.
+        current: String,
+    },
+    /// Writing failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Events written.
+    pub events: u64,
+    /// Idempotency keys restored.
+    pub idempotency_keys: u64,
+    /// Entries of the checkpoint log restored.
+    pub checkpoint_entries: u64,
+    /// Set when no key was given: the chain of keys breaks at the restored ledger.
+    pub key_chain_break: Option<String>,
+}
+
+impl Ledger {
+    /// Restores the ledger of `bundle` (which the caller has verified) into `dir`, which must
+    /// not hold a ledger yet. `key` is the signing key backed up with the old ledger, if any.
+    pub fn restore(
+        dir: &Path,
+        bundle: &Bundle,
+        key: Option<SigningKey>,
+        options: LedgerOptions,
+    ) -> Result<(Ledger, RestoreReport), RestoreError> {
+        if bundle.scope != Scope::All {
+            return Err(RestoreError::NotWholeLedger);
+        }
+        let files = KeyFiles::new(dir.join("keys"));
+        if dir.join("keys").exists() {
+            return Err(RestoreError::NotEmpty(dir.display().to_string()));
+        }
+        let storage = EmbeddedStorage::open(
+            dir,
+            EmbeddedOptions {
+                segment_bytes_max: options.limits.segment_bytes_max,
+                lock_note: options
+                    .lock_note
+                    .clone()
+                    .unwrap_or_else(|| EmbeddedOptions::default().lock_note),
+            },
+        )?;
+        if storage.head().size > 0 || !storage.checkpoint_entries()?.is_empty() {
+            return Err(RestoreError::NotEmpty(dir.display().to_string()));
+        }
+
+        // The current key by the bundle's checkpoint log.
+        let mut current = None;
+        for entry in &bundle.checkpoint_log {
+            match entry {
+                CheckpointEntry::KeyIntroduced { public_key, .. } => current = Some(*public_key),
+                CheckpointEntry::Rotation(r) => current = Some(r.new_public_key),
+                CheckpointEntry::Checkpoint(_) => {}
+            }
+        }
+        if let (Some(key), Some(current)) = (&key, current)
+            && key.public_key() != current
+        {
+            return Err(RestoreError::WrongKey {
+                given: key.fingerprint().to_string(),
+                current: current.fingerprint().to_string(),
+            });
+        }
+
+        // The events, as commits: a keyed commit exactly as its record says, every other event
+        // on its own.
+        let mut keyed = std::collections::BTreeMap::new();
+        for record in &bundle.idempotency {
+            keyed.insert(record.first_seq, record.clone());
+        }
+        let mut versions = std::collections::HashMap::<String, u64>::new();
+        let mut commits: Vec<Commit> = Vec::new();
+        let mut events = bundle.events.iter().peekable();
+        let mut expected_seq = 0u64;
+        let mut prev = crate::envelope::Digest::ZERO;
+        let mut written = 0u64;
+        while let Some(first) = events.next() {
+            let record = keyed.remove(&first.seq);
+            let count = record.as_ref().map_or(1, |r| r.event_count.max(1) as usize);
+            let mut group = vec![first];
+            for _ in 1..count {
+                match events.next() {
+                    Some(e) => group.push(e),
+                    None => return Err(RestoreError::Broken("a keyed commit is cut short".into())),
+                }
+            }
+            let mut sealed = Vec::with_capacity(group.len());
+            let mut stream = None;
+            let mut base = 0;
+            for e in group {
+                let event = decode_stored(&e.stored.0)
+                    .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", e.seq)))?;
+                if event.seq != expected_seq || event.prev_hash != prev {
+                    return Err(RestoreError::Broken(format!(
+                        "seq {} does not follow seq {}",
+                        event.seq,
+                        expected_seq.wrapping_sub(1)
+                    )));
+                }
+                let version = versions.entry(event.stream.clone()).or_insert(0);
+                if stream.is_none() {
+                    base = *version;
+                    stream = Some(event.stream.clone());
+                } else if stream.as_deref() != Some(event.stream.as_str()) {
+                    return Err(RestoreError::Broken(format!(
+                        "seq {}: a commit spans two streams",
+                        event.seq
+                    )));
+                }
+                *version += 1;
+                sealed.push(SealedEvent {
+                    seq: event.seq,
+                    stream_version: event.stream_version,
+                    event_id: event.event_id,
+                    prev_hash: event.prev_hash,
+                    hash: event.hash,
+                    bytes: Arc::from(e.stored.0.clone()),
+                });
+                prev = event.hash;
+                expected_seq += 1;
+            }
+            commits.push(Commit {
+                stream: stream.unwrap_or_default(),
+                base_version: base,
+                events: sealed,
+                idempotency: record,
+            });
+            if commits.len() >= 1024 {
+                written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
+                storage.append(&commits)?;
+                commits.clear();
+            }
+        }
+        if !commits.is_empty() {
+            written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
+            storage.append(&commits)?;
+        }
+
+        for entry in &bundle.checkpoint_log {
+            storage.append_checkpoint_entry(entry)?;
+        }
+        let (key, key_chain_break) = match key {
+            Some(key) => (key, None),
+            None => {
+                let key = random_key()?;
+                let reason = format!(
+                    "restored from a bundle made at {} without the previous signing key: the chain of keys breaks here",
+                    bundle.created_at
+                );
+                let time = Timestamp::from_datetime(chrono::Utc::now())
+                    .map_err(|e| StorageError::Failed(e.to_string()))?;
+                let time = bundle
+                    .checkpoint_log
+                    .iter()
+                    .map(|e| match e {
+                        CheckpointEntry::Checkpoint(c) => c.time,
+                        CheckpointEntry::Rotation(r) => r.time,
+                        CheckpointEntry::KeyIntroduced { time, .. } => *time,
+                    })
+                    .max()
+                    .map_or(time, |last| last.max(time));
+                storage.append_checkpoint_entry(&CheckpointEntry::KeyIntroduced {
+                    public_key: key.public_key(),
+                    tree_size: written,
+                    time,
+                    reason: reason.clone(),
+                })?;
+                (key, Some(reason))
+            }
+        };
+        files.write_new(&key)?;
+        let report = RestoreReport {
+            events: written,
+            idempotency_keys: bundle.idempotency.len() as u64,
+            checkpoint_entries: bundle.checkpoint_log.len() as u64,
+            key_chain_break,
+        };
+        let ledger = Ledger::start(Arc::new(storage), options, key, Some(files));
+        Ok((ledger, report))
+    }
+}

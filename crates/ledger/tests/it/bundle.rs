@@ -1,0 +1,310 @@
+//! Export bundles: every kind of tampering is caught and located, and a whole-ledger bundle
+//! restores a ledger that verifies, hash for hash.
+
+use std::sync::Arc;
+
+use ledger::bundle::{Bundle, BundleCheck, ExportSpec, Scope, verify_bundle};
+use ledger::storage::memory::{Faults, MemoryStorage};
+use ledger::{Digest, ExpectedVersion, Ledger, LedgerOptions, RecordedEvent};
+use serde_json::Value;
+
+use super::{keyed, options, request};
+
+/// Payloads that start with `cite:` cite the content named by the 64 hex digits after it.
+fn cited(event: &RecordedEvent) -> Vec<Digest> {
+    std::str::from_utf8(&event.payload)
+        .ok()
+        .and_then(|p| p.strip_prefix("cite:"))
+        .and_then(|hex| hex.get(..64))
+        .and_then(|hex| hex.parse().ok())
+        .into_iter()
+        .collect()
+}
+
+fn view(event: &RecordedEvent) -> Result<Value, String> {
+    Ok(Value::String(
+        String::from_utf8_lossy(&event.payload).into_owned(),
+    ))
+}
+
+fn blob(n: u8) -> (Digest, Vec<u8>) {
+    let bytes = vec![n; 100];
+    (Digest(*blake3::hash(&bytes).as_bytes()), bytes)
+}
+
+fn content(hash: &Digest) -> Result<Vec<u8>, String> {
+    (0..10u8)
+        .map(blob)
+        .find(|(h, _)| h == hash)
+        .map(|(_, b)| b)
+        .ok_or_else(|| "no such blob".to_owned())
+}
+
+fn ledger_with_tasks() -> Ledger {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 7)),
+        options(7),
+    );
+    for i in 0..12u8 {
+        let task = format!("task-{}", i % 3);
+        let payload = if i % 4 == 0 {
+            format!("cite:{}", blob(i / 4).0)
+        } else {
+            format!("note {i}")
+        };
+        let req = request(&task, ExpectedVersion::Any, &[payload.as_bytes()]);
+        let req = if i % 5 == 0 {
+            keyed(req, &format!("key-{i}"))
+        } else {
+            req
+        };
+        ledger.append(req).unwrap();
+    }
+    ledger
+}
+
+fn export(ledger: &Ledger, scope: Scope) -> Bundle {
+    ledger
+        .export(&ExportSpec {
+            scope,
+            without_content: false,
+            payload_view: &view,
+            cited_content: &cited,
+            content: &content,
+        })
+        .unwrap()
+}
+
+fn check(bundle: &Bundle) -> Result<ledger::bundle::BundleReport, ledger::bundle::BundleFailure> {
+    verify_bundle(
+        bundle,
+        &BundleCheck {
+            trusted_key: None,
+            payload_view: &view,
+            cited_content: &cited,
+        },
+    )
+}
+
+fn location(bundle: &Bundle) -> String {
+    check(bundle)
+        .expect_err("tampering must be caught")
+        .location
+}
+
+#[test]
+fn a_whole_ledger_bundle_verifies() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::All);
+    let report = check(&bundle).unwrap();
+    assert_eq!(report.events, 12);
+    assert_eq!(report.tasks.len(), 3);
+    assert_eq!(report.content, 3);
+    assert!(report.trusted_key_from_bundle);
+    assert_eq!(bundle.idempotency.len(), 3);
+    // Through JSON and back.
+    let text = serde_json::to_string(&bundle).unwrap();
+    let (_, again) = ledger::bundle::verify_bundle_text(
+        &text,
+        usize::MAX,
+        &BundleCheck {
+            trusted_key: None,
+            payload_view: &view,
+            cited_content: &cited,
+        },
+    )
+    .unwrap();
+    assert_eq!(again, report);
+}
+
+#[test]
+fn any_altered_byte_of_any_event_is_caught_at_that_event() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::All);
+    for i in 0..bundle.events.len() {
+        for at in [
+            0,
+            bundle.events[i].stored.0.len() / 2,
+            bundle.events[i].stored.0.len() - 1,
+        ] {
+            let mut doctored = bundle.clone();
+            doctored.events[i].stored.0[at] ^= 0x04;
+            let loc = location(&doctored);
+            assert!(
+                loc.starts_with(&format!("event #{i} ")),
+                "byte {at} of event {i}: {loc}"
+            );
+        }
+    }
+}
+
+#[test]
+fn removed_reordered_duplicated_or_inserted_events_are_caught_where_they_are() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::All);
+    let n = bundle.events.len();
+    for (what, index) in [("first", 0), ("middle", n / 2), ("last", n - 1)] {
+        let mut doctored = bundle.clone();
+        doctored.events.remove(index);
+        assert!(
+            location(&doctored).starts_with(&format!("event #{index}")),
+            "removed {what}"
+        );
+    }
+    let mut reordered = bundle.clone();
+    reordered.events.swap(3, 4);
+    assert!(location(&reordered).starts_with("event #3"));
+    let mut duplicated = bundle.clone();
+    let copy = duplicated.events[5].clone();
+    duplicated.events.insert(6, copy);
+    assert!(location(&duplicated).starts_with("event #6"));
+    let mut inserted = bundle.clone();
+    let mut forged = inserted.events[2].clone();
+    forged.seq = 99;
+    inserted.events.push(forged);
+    assert!(location(&inserted).starts_with(&format!("event #{n}")));
+}
+
+#[test]
+fn a_doctored_view_root_or_signature_is_caught() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::All);
+
+    let mut view_doctored = bundle.clone();
+    view_doctored.events[4].decoded["payload"] = Value::String("something else".into());
+    assert!(location(&view_doctored).starts_with("event #4"));
+
+    let mut actor_doctored = bundle.clone();
+    actor_doctored.events[1].decoded["actor"] = Value::String("mallory".into());
+    assert!(location(&actor_doctored).starts_with("event #1"));
+
+    let mut root_doctored = bundle.clone();
+    root_doctored.checkpoint.root = Digest([9; 32]);
+    assert_eq!(location(&root_doctored), "checkpoint");
+
+    let mut signature_doctored = bundle.clone();
+    signature_doctored.manifest.signature.0[0] ^= 1;
+    assert_eq!(location(&signature_doctored), "manifest");
+
+    let mut proof_doctored = bundle.clone();
+    proof_doctored.events[7].proof[0] = Digest([1; 32]);
+    assert!(location(&proof_doctored).starts_with("event #7"));
+
+    let mut blob_doctored = bundle.clone();
+    blob_doctored.content[1].bytes.0[0] ^= 1;
+    assert!(location(&blob_doctored).starts_with("content #1"));
+
+    let mut blob_removed = bundle.clone();
+    blob_removed.content.remove(0);
+    assert_eq!(location(&blob_removed), "content");
+}
+
+#[test]
+fn a_task_bundle_misses_nothing_of_its_tasks() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::Tasks(vec!["task-1".into()]));
+    let report = check(&bundle).unwrap();
+    assert_eq!(report.events, 4);
+    assert_eq!(report.tasks, vec![("task-1".to_owned(), 4)]);
+    for index in [0, 1, 3] {
+        let mut doctored = bundle.clone();
+        doctored.events.remove(index);
+        assert!(
+            check(&doctored).is_err(),
+            "removed event {index} of the task"
+        );
+    }
+    // Another task's event slipped in.
+    let all = export(&ledger, Scope::All);
+    let mut doctored = bundle.clone();
+    doctored.events.insert(0, all.events[0].clone());
+    assert!(check(&doctored).is_err());
+}
+
+#[test]
+fn a_bundle_checked_against_another_key_fails() {
+    let ledger = ledger_with_tasks();
+    let bundle = export(&ledger, Scope::All);
+    let stranger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 8)),
+        options(8),
+    );
+    let failure = verify_bundle(
+        &bundle,
+        &BundleCheck {
+            trusted_key: Some(stranger.public_key().unwrap()),
+            payload_view: &view,
+            cited_content: &cited,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(failure.location, "checkpoint log");
+    let good = verify_bundle(
+        &bundle,
+        &BundleCheck {
+            trusted_key: Some(ledger.public_key().unwrap()),
+            payload_view: &view,
+            cited_content: &cited,
+        },
+    )
+    .unwrap();
+    assert!(!good.trusted_key_from_bundle);
+}
+
+#[test]
+fn a_restored_ledger_is_the_same_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Ledger::open(&dir.path().join("old"), options(1)).unwrap();
+    for i in 0..20u32 {
+        let req = request(
+            &format!("t{}", i % 3),
+            ExpectedVersion::Any,
+            &[&i.to_le_bytes()],
+        );
+        source.append(keyed(req, &format!("k{i}"))).unwrap();
+        if i == 9 {
+            source.rotate_key().unwrap();
+        }
+    }
+    let bundle = export(&source, Scope::All);
+    let old_root = source.root_at(20).unwrap();
+    let old_secret = std::fs::read_to_string(dir.path().join("old/keys/signing.key")).unwrap();
+    drop(source);
+
+    // With the key: signing goes on, no break.
+    let mut secret = [0u8; 32];
+    hex::decode_to_slice(old_secret.trim(), &mut secret).unwrap();
+    let key = ledger::ledger_proof::SigningKey::from_secret_bytes(&secret);
+    let (restored, report) =
+        Ledger::restore(&dir.path().join("new"), &bundle, Some(key), options(2)).unwrap();
+    assert_eq!(report.events, 20);
+    assert_eq!(report.idempotency_keys, 20);
+    assert!(report.key_chain_break.is_none());
+    assert_eq!(restored.root_at(20).unwrap(), old_root);
+    let verified = restored.verify_from_scratch(&mut |_, _| {});
+    assert!(verified.is_intact(), "{verified:?}");
+    assert!(verified.key_chain_breaks.is_empty());
+    // A retried command is answered with its original receipt.
+    let retry = restored
+        .append(keyed(
+            request("t1", ExpectedVersion::Any, &[&4u32.to_le_bytes()]),
+            "k4",
+        ))
+        .unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.events[0].hash, bundle.events[4].hash);
+    restored.checkpoint().unwrap();
+    drop(restored);
+
+    // Without it: a new key, and the break is said.
+    let (restored, report) =
+        Ledger::restore(&dir.path().join("newer"), &bundle, None, options(3)).unwrap();
+    assert!(report.key_chain_break.is_some());
+    let verified = restored.verify_from_scratch(&mut |_, _| {});
+    assert!(verified.is_intact(), "{verified:?}");
+    assert_eq!(verified.key_chain_breaks.len(), 1);
+
+    // Never over an existing ledger.
+    assert!(Ledger::restore(&dir.path().join("newer"), &bundle, None, options(4)).is_err());
+    let _ = LedgerOptions::default();
+}

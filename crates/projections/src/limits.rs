@@ -31,6 +31,9 @@ pub struct Limits {
     /// Snapshots kept per task; the oldest go first. More of them make time travel to old
     /// versions cheaper, at the cost of disk.
     pub snapshots_per_task_max: usize,
+    /// Memory the snapshot database may use to cache pages. Snapshots are written far more
+    /// often than read, so a small cache costs little; sled's own default is 1 GiB.
+    pub snapshot_cache_bytes_max: u64,
 }
 
 impl Default for Limits {
@@ -45,6 +48,7 @@ impl Default for Limits {
             catch_up_batch_events: 512,
             snapshot_every_events: 10_000,
             snapshots_per_task_max: 4,
+            snapshot_cache_bytes_max: 16 * 1024 * 1024,
         }
     }
 }

@@ -209,7 +209,7 @@ impl Projector {
         let store = match &snapshot_dir {
             None => None,
             Some(dir) => {
-                let (store, wiped) = SnapshotStore::open(dir)?;
+                let (store, wiped) = SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?;
                 if let Some(reason) = wiped {
                     discarded.push(Discarded {
                         task_id: None,

@@ -184,8 +184,16 @@ fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Strin
 impl SnapshotStore {
     /// Opens (creating if needed) the database in `dir`, which must be the projector's own. A
     /// database sled reports as corrupt is derived data: it is removed and started afresh.
-    pub(crate) fn open(dir: &Path) -> Result<(SnapshotStore, Option<String>), SnapshotError> {
-        let open = || sled::Config::new().path(dir).open();
+    pub(crate) fn open(
+        dir: &Path,
+        cache_bytes: u64,
+    ) -> Result<(SnapshotStore, Option<String>), SnapshotError> {
+        let open = || {
+            sled::Config::new()
+                .path(dir)
+                .cache_capacity(cache_bytes)
+                .open()
+        };
         let (db, wiped) = match open() {
             Ok(db) => (db, None),
             Err(sled::Error::Corruption { .. }) => {
@@ -489,7 +497,136 @@ fn check(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use ledger::storage::memory::{Faults, MemoryStorage};
+    use ledger::{AppendRequest, ExpectedVersion, LedgerOptions, NewEvent, RecordedEvent};
+    use research::event::{TaskClosed, TaskOpened};
+    use research::rules::{Mode, RuleSet};
+
     use super::*;
+    use crate::model::meta;
+
+    /// A ledger holding one task of two events, the task's state, and its events.
+    fn one_task() -> (Ledger, TaskState, Vec<RecordedEvent>) {
+        let ledger = Ledger::with_storage(
+            Arc::new(MemoryStorage::new(Faults::default(), 1)),
+            LedgerOptions {
+                checkpoint_interval: None,
+                ..LedgerOptions::default()
+            },
+        );
+        let opened = research::Event::TaskOpened(TaskOpened {
+            task_id: "t".into(),
+            question: "Q?".into(),
+            constraints: vec![],
+            research_date: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
+            mode: Mode::AgentLed,
+            rules: RuleSet::v1(),
+        });
+        let closed = research::Event::TaskClosed(TaskClosed { reason: None });
+        let events = [opened, closed]
+            .iter()
+            .map(|e| NewEvent {
+                kind: e.kind().into(),
+                payload: research::encode(e),
+                causation: vec![],
+            })
+            .collect();
+        ledger
+            .append(AppendRequest {
+                stream: "t".into(),
+                expected: ExpectedVersion::Exact(0),
+                actor: "alice".into(),
+                events,
+                idempotency: None,
+            })
+            .unwrap();
+        let recorded = ledger.read_range(0, 2).unwrap();
+        let mut state = TaskState::new();
+        for e in &recorded {
+            research::evolve(
+                &mut state,
+                &research::decode(&e.kind, &e.payload).unwrap(),
+                &meta(e),
+            );
+        }
+        (ledger, state, recorded)
+    }
+
+    fn pending(state: &TaskState, last_seq: u64, last_hash: Digest) -> Pending {
+        Pending {
+            task_id: "t".into(),
+            version: state.version(),
+            last_seq,
+            last_hash,
+            state: Arc::new(state.clone()),
+        }
+    }
+
+    fn manifest(events: &[RecordedEvent]) -> Manifest {
+        Manifest {
+            next_seq: events.len() as u64,
+            last_hash: events[events.len() - 1].hash.0,
+            tasks: 1,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_the_ledger_confirms_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ledger, state, events) = one_task();
+        let (store, wiped) = SnapshotStore::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(wiped, None);
+        store
+            .write(manifest(&events), &[pending(&state, 1, events[1].hash)], 2)
+            .unwrap();
+        let found = store.at_or_below(&ledger, "t", 2).unwrap().unwrap();
+        assert_eq!(found.version, 2);
+        assert_eq!(found.state.canonical_bytes(), state.canonical_bytes());
+        assert!(store.at_or_below(&ledger, "t", 1).unwrap().is_none());
+        assert!(matches!(
+            store.load(&ledger).unwrap(),
+            Loaded::Snapshots { tasks, discarded, .. } if tasks.len() == 1 && tasks[0].1.is_some() && discarded.is_empty()
+        ));
+    }
+
+    #[test]
+    fn a_snapshot_the_ledger_does_not_confirm_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ledger, state, events) = one_task();
+        let (store, _) = SnapshotStore::open(dir.path(), 1 << 20).unwrap();
+        // The recorded last hash is not the ledger's event at that seq.
+        store
+            .write(manifest(&events), &[pending(&state, 1, Digest([9; 32]))], 2)
+            .unwrap();
+        assert!(store.at_or_below(&ledger, "t", 2).unwrap().is_none());
+        let loaded = store.load(&ledger).unwrap();
+        let Loaded::Snapshots {
+            tasks, discarded, ..
+        } = loaded
+        else {
+            panic!("{loaded:?}");
+        };
+        assert_eq!(tasks.len(), 1);
+        assert!(tasks[0].1.is_none());
+        assert_eq!(discarded.len(), 1);
+        assert!(discarded[0].reason.contains("hash"), "{:?}", discarded[0]);
+        // Discarded means removed: a second load finds no snapshot of the task at all.
+        assert!(matches!(
+            store.load(&ledger).unwrap(),
+            Loaded::Snapshots { tasks, discarded, .. } if tasks.is_empty() && discarded.is_empty()
+        ));
+
+        // The right hash at the wrong seq is no better.
+        store
+            .write(manifest(&events), &[pending(&state, 0, events[1].hash)], 2)
+            .unwrap();
+        let Loaded::Snapshots { discarded, .. } = store.load(&ledger).unwrap() else {
+            panic!("the manifest is intact");
+        };
+        assert_eq!(discarded.len(), 1);
+    }
 
     #[test]
     fn keys_round_trip_and_sort_by_task_then_version() {

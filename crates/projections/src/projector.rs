@@ -29,7 +29,7 @@ use crate::hash::{ProjectionHash, ProjectionHasher};
 use crate::index::{self, TaskPage, TaskQuery};
 use crate::limits::Limits;
 use crate::model::{self, Model, TaskEntry};
-use crate::snapshot::{Discarded, Loaded, Manifest, Pending, SnapshotReport, SnapshotStore, Valid};
+use crate::snapshot::{Discarded, Found, Manifest, Pending, SnapshotReport, SnapshotStore, Valid};
 use crate::why::{self, WhyGraph};
 
 /// How to open a projector.
@@ -202,65 +202,27 @@ impl Projector {
             limits,
             snapshot_dir,
         } = options;
-        let mut discarded = Vec::new();
-        let mut repaired = Vec::new();
-        let mut model = Model::new();
-        let mut write_snapshot = false;
         let store = match &snapshot_dir {
             None => None,
-            Some(dir) => {
-                let (store, wiped) = SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?;
-                if let Some(reason) = wiped {
-                    discarded.push(Discarded {
-                        task_id: None,
-                        version: None,
-                        reason,
-                    });
-                }
-                Some(store)
-            }
+            Some(dir) => Some(SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?),
         };
-        let start = match &store {
-            None => OpenStart::NoSnapshots,
-            Some(store) => match store.load(&ledger)? {
-                Loaded::Empty => {
-                    write_snapshot = true;
-                    OpenStart::Empty
-                }
-                Loaded::Unusable(reason) => {
-                    tracing::warn!(dir = %store.dir().display(), %reason, "snapshots unusable; folding the whole ledger");
-                    store.clear()?;
-                    write_snapshot = true;
-                    OpenStart::FullRebuild { reason }
-                }
-                Loaded::Snapshots {
-                    manifest,
-                    tasks,
-                    discarded: found,
-                } => {
-                    write_snapshot = !found.is_empty();
-                    discarded.extend(found);
-                    match restore(&ledger, &manifest, tasks, &limits) {
-                        Ok((restored, fixed)) => {
-                            write_snapshot |= !fixed.is_empty();
-                            repaired = fixed;
-                            model = restored;
-                            OpenStart::Snapshots {
-                                next_seq: manifest.next_seq,
-                                tasks: manifest.tasks,
-                            }
-                        }
-                        Err(RestoreFailure::Read(e)) => return Err(OpenError::Read(e)),
-                        Err(RestoreFailure::Rebuild(reason)) => {
-                            tracing::warn!(%reason, "snapshots unusable; folding the whole ledger");
-                            store.clear()?;
-                            write_snapshot = true;
-                            OpenStart::FullRebuild { reason }
-                        }
-                    }
-                }
+        let Loaded {
+            model,
+            start,
+            discarded,
+            repaired,
+            write_snapshot,
+        } = match &store {
+            None => Loaded {
+                model: Model::new(),
+                start: OpenStart::NoSnapshots,
+                discarded: Vec::new(),
+                repaired: Vec::new(),
+                write_snapshot: false,
             },
+            Some((store, wiped)) => load(store, wiped.clone(), &ledger, &limits)?,
         };
+        let store = store.map(|(store, _)| store);
         let (progress, _) = watch::channel(Progress {
             next_seq: model.next_seq,
             stall: None,
@@ -865,6 +827,75 @@ fn fold_stream_to(
         }
     }
     Ok(folded)
+}
+
+/// What the snapshot directory gave an opening projector.
+struct Loaded {
+    model: Model,
+    start: OpenStart,
+    discarded: Vec<Discarded>,
+    repaired: Vec<String>,
+    /// Whether the directory needs writing at once: it was empty, unusable or repaired.
+    write_snapshot: bool,
+}
+
+/// Loads and checks the snapshots; falls back to an empty model (a full fold) when they cannot
+/// describe the ledger.
+fn load(
+    store: &SnapshotStore,
+    wiped: Option<String>,
+    ledger: &Ledger,
+    limits: &Limits,
+) -> Result<Loaded, OpenError> {
+    let mut discarded: Vec<Discarded> = wiped
+        .into_iter()
+        .map(|reason| Discarded {
+            task_id: None,
+            version: None,
+            reason,
+        })
+        .collect();
+    let full_fold = |start, discarded| Loaded {
+        model: Model::new(),
+        start,
+        discarded,
+        repaired: Vec::new(),
+        write_snapshot: true,
+    };
+    let (manifest, tasks) = match store.load(ledger)? {
+        Found::Empty => return Ok(full_fold(OpenStart::Empty, discarded)),
+        Found::Unusable(reason) => {
+            tracing::warn!(dir = %store.dir().display(), %reason, "snapshots unusable; folding the whole ledger");
+            store.clear()?;
+            return Ok(full_fold(OpenStart::FullRebuild { reason }, discarded));
+        }
+        Found::Snapshots {
+            manifest,
+            tasks,
+            discarded: found,
+        } => {
+            discarded.extend(found);
+            (manifest, tasks)
+        }
+    };
+    match restore(ledger, &manifest, tasks, limits) {
+        Ok((model, repaired)) => Ok(Loaded {
+            model,
+            start: OpenStart::Snapshots {
+                next_seq: manifest.next_seq,
+                tasks: manifest.tasks,
+            },
+            write_snapshot: !discarded.is_empty() || !repaired.is_empty(),
+            discarded,
+            repaired,
+        }),
+        Err(RestoreFailure::Read(e)) => Err(OpenError::Read(e)),
+        Err(RestoreFailure::Rebuild(reason)) => {
+            tracing::warn!(%reason, "snapshots unusable; folding the whole ledger");
+            store.clear()?;
+            Ok(full_fold(OpenStart::FullRebuild { reason }, discarded))
+        }
+    }
 }
 
 /// Builds the model the snapshots describe: each task from its newest valid snapshot, folded

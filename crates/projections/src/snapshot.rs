@@ -110,7 +110,7 @@ pub struct SnapshotReport {
 
 /// What the directory held when it was opened.
 #[derive(Debug)]
-pub(crate) enum Loaded {
+pub(crate) enum Found {
     /// Nothing: a new directory.
     Empty,
     /// Nothing usable; the reason says why.
@@ -222,31 +222,31 @@ impl SnapshotStore {
     }
 
     /// Reads and checks what the directory holds. Unusable snapshots are removed.
-    pub(crate) fn load(&self, ledger: &Ledger) -> Result<Loaded, SnapshotError> {
+    pub(crate) fn load(&self, ledger: &Ledger) -> Result<Found, SnapshotError> {
         let format = self.db.get(FORMAT_KEY).map_err(store_error("read"))?;
         let Some(format) = format else {
             return Ok(if self.db.is_empty() {
-                Loaded::Empty
+                Found::Empty
             } else {
-                Loaded::Unusable("the directory holds no format mark".into())
+                Found::Unusable("the directory holds no format mark".into())
             });
         };
         if *format != *format_mark() {
-            return Ok(Loaded::Unusable(format!(
+            return Ok(Found::Unusable(format!(
                 "the snapshots are of format {:?}; this build reads {:?}",
                 String::from_utf8_lossy(&format),
                 String::from_utf8_lossy(&format_mark())
             )));
         }
         let manifest = match self.db.get(MANIFEST_KEY).map_err(store_error("read"))? {
-            None => return Ok(Loaded::Unusable("the manifest is missing".into())),
+            None => return Ok(Found::Unusable("the manifest is missing".into())),
             Some(bytes) => match decode_exact::<Manifest>(&bytes) {
                 Ok(manifest) => manifest,
-                Err(e) => return Ok(Loaded::Unusable(format!("the manifest is damaged: {e}"))),
+                Err(e) => return Ok(Found::Unusable(format!("the manifest is damaged: {e}"))),
             },
         };
         if let Some(reason) = manifest_mismatch(ledger, &manifest)? {
-            return Ok(Loaded::Unusable(reason));
+            return Ok(Found::Unusable(reason));
         }
 
         let mut tasks: Vec<(String, Option<Valid>)> = Vec::new();
@@ -306,7 +306,7 @@ impl SnapshotStore {
             self.db.apply_batch(batch).map_err(store_error("remove"))?;
         }
         tasks.reverse();
-        Ok(Loaded::Snapshots {
+        Ok(Found::Snapshots {
             manifest,
             tasks,
             discarded,
@@ -587,7 +587,7 @@ mod tests {
         assert!(store.at_or_below(&ledger, "t", 1).unwrap().is_none());
         assert!(matches!(
             store.load(&ledger).unwrap(),
-            Loaded::Snapshots { tasks, discarded, .. } if tasks.len() == 1 && tasks[0].1.is_some() && discarded.is_empty()
+            Found::Snapshots { tasks, discarded, .. } if tasks.len() == 1 && tasks[0].1.is_some() && discarded.is_empty()
         ));
     }
 
@@ -602,7 +602,7 @@ mod tests {
             .unwrap();
         assert!(store.at_or_below(&ledger, "t", 2).unwrap().is_none());
         let loaded = store.load(&ledger).unwrap();
-        let Loaded::Snapshots {
+        let Found::Snapshots {
             tasks, discarded, ..
         } = loaded
         else {
@@ -615,14 +615,14 @@ mod tests {
         // Discarded means removed: a second load finds no snapshot of the task at all.
         assert!(matches!(
             store.load(&ledger).unwrap(),
-            Loaded::Snapshots { tasks, discarded, .. } if tasks.is_empty() && discarded.is_empty()
+            Found::Snapshots { tasks, discarded, .. } if tasks.is_empty() && discarded.is_empty()
         ));
 
         // The right hash at the wrong seq is no better.
         store
             .write(manifest(&events), &[pending(&state, 0, events[1].hash)], 2)
             .unwrap();
-        let Loaded::Snapshots { discarded, .. } = store.load(&ledger).unwrap() else {
+        let Found::Snapshots { discarded, .. } = store.load(&ledger).unwrap() else {
             panic!("the manifest is intact");
         };
         assert_eq!(discarded.len(), 1);

@@ -237,3 +237,45 @@ fn unknown_tasks_and_future_versions_are_typed_errors() {
     ));
     assert_eq!(projector.state_at("t", 1).unwrap().version(), 1);
 }
+
+#[test]
+fn concurrent_writers_each_read_their_own_writes() {
+    let ledger = memory_ledger(58);
+    let projector = projector(&ledger);
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let ledger = ledger.clone();
+            let projector = projector.clone();
+            std::thread::spawn(move || {
+                let task = format!("w-{w}");
+                let mut world = World::new(&ledger);
+                world.ok(&task, open_task(&task, "Q?", &[], Mode::AgentLed));
+                for i in 0..25u8 {
+                    let recorded = world.ok(&task, tool_call_command(i));
+                    let last = recorded.last().unwrap();
+                    // The write path: catch up to the append, then read it back at once, however
+                    // the other writers' appends interleave with it.
+                    projector.catch_up_to(last.seq).unwrap();
+                    assert!(projector.caught_up_to() >= Some(last.seq));
+                    assert_eq!(
+                        projector.session_version(&task).unwrap(),
+                        last.stream_version
+                    );
+                }
+                world.states.remove(&task).unwrap()
+            })
+        })
+        .collect();
+    let states: Vec<research::TaskState> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    assert_eq!(projector.lag(), 0);
+    for (w, state) in states.iter().enumerate() {
+        assert_eq!(
+            projector.task_hash(&format!("w-{w}")).unwrap(),
+            projections::state_hash(state)
+        );
+    }
+    assert_eq!(
+        projector.projection_hash(),
+        crate::support::projector(&ledger).projection_hash()
+    );
+}

@@ -34,5 +34,5 @@ pub use limits::Limits;
 pub use recheck::{Discrepancy, recheck};
 pub use refusal::{PendingAction, Refusal, Tool};
 pub use rules::RuleSet;
-pub use state::{TaskState, TaskStatus, evolve};
+pub use state::{STATE_FORMAT_VERSION, TaskState, TaskStatus, evolve};
 pub use workflow::next_actions;

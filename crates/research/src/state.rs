@@ -20,6 +20,13 @@ use crate::event::{
 use crate::ids::{Cite, ConclusionId, ConflictId, EventMeta, EvidenceId, SubQuestionId};
 use crate::rules::{Mode, RuleSet, Stance};
 
+/// The version of [`TaskState::canonical_bytes`]'s shape. postcard is not self-describing, so
+/// bytes written for one shape of the state can decode without error into another and mean
+/// something else; whoever keeps encoded states (snapshots of read models) records this version
+/// beside them and discards any of another. Bump it whenever a field of the state, or of a type
+/// the state holds, is added, removed, reordered or retyped.
+pub const STATE_FORMAT_VERSION: u16 = 1;
+
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {

@@ -170,17 +170,17 @@ mod tests {
         back.verify(&key.public_key())
             .expect("verifies after a round trip");
 
-        let changes: Vec<Box<dyn Fn(&mut Manifest)>> = vec![
-            Box::new(|m| m.scope = "all".into()),
-            Box::new(|m| m.tree_size = 4),
-            Box::new(|m| {
+        let changes: [fn(&mut Manifest); 8] = [
+            |m| m.scope = "all".into(),
+            |m| m.tree_size = 4,
+            |m| {
                 m.events.pop();
-            }),
-            Box::new(|m| m.events.swap(0, 1)),
-            Box::new(|m| m.events.push((2, Digest([3; 32])))),
-            Box::new(|m| m.tasks[0].1 = 1),
-            Box::new(|m| m.content.clear()),
-            Box::new(|m| m.idempotency[0].2 = 2),
+            },
+            |m| m.events.swap(0, 1),
+            |m| m.events.push((2, Digest([3; 32]))),
+            |m| m.tasks[0].1 = 1,
+            |m| m.content.clear(),
+            |m| m.idempotency[0].2 = 2,
         ];
         for change in changes {
             let mut doctored = signed.clone();

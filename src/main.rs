@@ -32,6 +32,10 @@ struct Cli {
 enum Command {
     /// Verify the whole ledger from its first event: every hash, every link, every seq.
     Verify(commands::verify::Args),
+    /// Add documents (.md/.txt with YAML front matter, .json, .jsonl) to the embedded corpus.
+    Ingest(commands::ingest::Args),
+    /// Measure the embedded corpus: ingest rate, search rate and latency, retrieval quality.
+    BenchSearch(commands::bench_search::Args),
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
+        Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
+        Command::BenchSearch(args) => commands::bench_search::run(args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

@@ -1,5 +1,7 @@
 //! One module per command. Each maps the library's typed errors to messages exactly once.
 
+pub(crate) mod bench_search;
+pub(crate) mod ingest;
 pub(crate) mod verify;
 
 use std::path::Path;

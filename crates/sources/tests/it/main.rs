@@ -49,3 +49,12 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// The service shares one corpus and one blob store between request handlers.
+#[test]
+fn corpus_and_blob_store_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Corpus>();
+    shared::<sources::BlobStore>();
+    shared::<sources::SearchResult>();
+}

@@ -42,6 +42,10 @@ enum Command {
     VerifyProof(commands::prove::VerifyArgs),
     /// Show or rotate the key that signs checkpoints.
     Key(commands::key::Args),
+    /// Add documents (.md/.txt with YAML front matter, .json, .jsonl) to the embedded corpus.
+    Ingest(commands::ingest::Args),
+    /// Measure the embedded corpus: ingest rate, search rate and latency, retrieval quality.
+    BenchSearch(commands::bench_search::Args),
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -66,6 +70,8 @@ fn main() -> ExitCode {
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),
         Command::Key(args) => commands::key::run(&cli.data_dir, args),
+        Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
+        Command::BenchSearch(args) => commands::bench_search::run(args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

@@ -1,0 +1,34 @@
+//! Evidence retrieval for research-ledger: the embedded full-text corpus and the content blob
+//! store.
+//!
+//! - [`Corpus`]: documents ingested from Markdown, text, JSON and JSON Lines files
+//!   ([`Corpus::ingest`]), searched with BM25 ([`Corpus::search`]). Each hit carries its raw and
+//!   normalised score, the SPEC §4 relevance of its full text to the research question and
+//!   reliability pre-score, a summary cut at a sentence end, and its metadata; every result names
+//!   the [`IndexState`] it was computed on, so a recorded search can be reproduced.
+//! - [`tokenize`]: the one tokenizer for English and Chinese that the index, queries and
+//!   relevance all use.
+//! - [`BlobStore`]: full texts under their blake3 hash, durable before `put` returns and checked
+//!   on every read.
+//!
+//! This crate depends on `research` for the rule set's formulas and vocabulary, and on nothing
+//! that knows about the ledger: it records nothing itself.
+
+pub mod blobs;
+pub mod corpus;
+pub mod document;
+pub mod ingest;
+pub mod limits;
+pub mod summary;
+pub mod tokenize;
+
+pub use blobs::{BlobError, BlobOptions, BlobStore, ContentHash, content_hash};
+pub use corpus::{
+    Corpus, CorpusError, IndexState, IngestProgress, IngestReport, SearchError, SearchHit,
+    SearchResult, TermFrequency,
+};
+pub use document::{DefaultedFields, Defaults, Document, Field};
+pub use ingest::{IngestError, IngestWarning, Location};
+pub use limits::CorpusLimits;
+pub use summary::summarize;
+pub use tokenize::{TOKENIZER_VERSION, tokenize};

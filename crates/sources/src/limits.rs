@@ -1,0 +1,61 @@
+//! Named bounds on everything the corpus reads, stores and answers, each with its unit last.
+//!
+//! The metadata bounds match the research domain's own (`research::Limits`), so a document the
+//! corpus accepts is never refused when it becomes evidence.
+
+use serde::{Deserialize, Serialize};
+
+/// The bounds the corpus enforces. `CorpusLimits::default()` holds the product's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CorpusLimits {
+    /// Size of a document's text (bytes; 1 MiB), the same bound as the blob store's, so every
+    /// document can be kept as a content blob.
+    pub content_bytes_max: u64,
+    /// Size of one file read whole: Markdown, text or a JSON array (bytes).
+    pub file_bytes_max: u64,
+    /// Size of one line of a JSON Lines file (bytes): a document plus its metadata.
+    pub jsonl_line_bytes_max: u64,
+    /// Length of a document id (characters), as for a search result id in the research domain.
+    pub id_chars_max: u64,
+    /// Length of a title (characters).
+    pub title_chars_max: u64,
+    /// Length of a publisher name (characters).
+    pub source_chars_max: u64,
+    /// Length of a URL (characters).
+    pub url_chars_max: u64,
+    /// Length of a search query (characters).
+    pub query_chars_max: u64,
+    /// Hits one search may ask for.
+    pub search_results_max: u64,
+    /// Distinct terms of a research question whose coverage gives relevance.
+    pub question_terms_max: u64,
+    /// Length of a hit's summary (characters; SPEC §4: 800).
+    pub summary_chars_max: u64,
+    /// Memory the index writer may buffer before it writes a segment (bytes).
+    pub writer_memory_bytes_max: u64,
+    /// Errors, and separately warnings, an ingest report lists; past this only the count of
+    /// failed documents grows.
+    pub ingest_problems_listed_max: u64,
+}
+
+impl Default for CorpusLimits {
+    fn default() -> Self {
+        let research = research::Limits::default();
+        Self {
+            content_bytes_max: 1024 * 1024,
+            file_bytes_max: 256 * 1024 * 1024,
+            jsonl_line_bytes_max: 1024 * 1024 + 64 * 1024,
+            id_chars_max: research.name_chars_max,
+            title_chars_max: 1_000,
+            source_chars_max: research.source_chars_max,
+            url_chars_max: research.url_chars_max,
+            query_chars_max: research.query_chars_max,
+            search_results_max: research.search_results_max,
+            question_terms_max: 4_096,
+            summary_chars_max: research.summary_chars_max,
+            writer_memory_bytes_max: 64 * 1024 * 1024,
+            ingest_problems_listed_max: 10_000,
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The blob store: layout, durability semantics that can be observed from outside (write, sync,
+//! rename: no partial blob under its name, no rewrite of an intact blob), damage detection, limits.
+
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use sources::{BlobError, BlobOptions, BlobStore, content_hash};
+
+fn store(dir: &std::path::Path) -> BlobStore {
+    BlobStore::open(dir.join("blobs"), BlobOptions::default()).unwrap()
+}
+
+fn temp_files(store: &BlobStore) -> Vec<String> {
+    fs::read_dir(store.dir().join(".tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn put_names_a_blob_by_its_blake3_hash_and_get_returns_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let text = "共享单车 and algae blooms.".as_bytes();
+    let hash = store.put(text).unwrap();
+    assert_eq!(hash.0, *blake3::hash(text).as_bytes());
+    assert_eq!(hash, content_hash(text));
+    let hex = hash.to_hex();
+    let path = store.dir().join(&hex[..2]).join(&hex[2..]);
+    assert_eq!(store.path_of(&hash), path);
+    assert_eq!(fs::read(&path).unwrap(), text);
+    assert_eq!(store.get(&hash).unwrap(), text);
+    assert!(store.contains(&hash).unwrap());
+    assert!(
+        temp_files(&store).is_empty(),
+        "the temporary file was renamed, not left"
+    );
+
+    // Another store on the same folder, as after a restart, reads it back.
+    drop(store);
+    let reopened = BlobStore::open(dir.path().join("blobs"), BlobOptions::default()).unwrap();
+    assert_eq!(reopened.get(&hash).unwrap(), text);
+}
+
+#[test]
+fn an_intact_blob_is_not_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let hash = store.put(b"the same text").unwrap();
+    let path = store.path_of(&hash);
+    let before = fs::metadata(&path).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(store.put(b"the same text").unwrap(), hash);
+    let after = fs::metadata(&path).unwrap();
+    // A rewrite renames a new file into place: a new inode, a new modification time.
+    assert_eq!(before.ino(), after.ino());
+    assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+}
+
+#[test]
+fn a_damaged_blob_is_reported_never_returned_and_a_put_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let text = b"Phosphorus loads rose 41 per cent.";
+    let hash = store.put(text).unwrap();
+    let path = store.path_of(&hash);
+
+    let mut flipped = text.to_vec();
+    flipped[0] ^= 0x20;
+    fs::write(&path, &flipped).unwrap();
+    match store.get(&hash) {
+        Err(BlobError::Damaged { expected, actual }) => {
+            assert_eq!(expected, hash);
+            assert_eq!(actual, content_hash(&flipped));
+        }
+        other => panic!("a flipped bit was not detected: {other:?}"),
+    }
+    // Presence is not integrity.
+    assert!(store.contains(&hash).unwrap());
+
+    fs::write(&path, &text[..5]).unwrap();
+    assert!(matches!(store.get(&hash), Err(BlobError::Damaged { .. })));
+
+    fs::write(&path, b"").unwrap();
+    assert!(matches!(store.get(&hash), Err(BlobError::Damaged { .. })));
+
+    let damaged_inode = fs::metadata(&path).unwrap().ino();
+    assert_eq!(store.put(text).unwrap(), hash);
+    assert_ne!(
+        fs::metadata(&path).unwrap().ino(),
+        damaged_inode,
+        "rewritten"
+    );
+    assert_eq!(store.get(&hash).unwrap(), text);
+}
+
+#[test]
+fn missing_blobs_are_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let hash = content_hash(b"never stored");
+    assert!(matches!(store.get(&hash), Err(BlobError::NotFound(h)) if h == hash));
+    assert!(!store.contains(&hash).unwrap());
+}
+
+#[test]
+fn the_size_limit_holds_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(
+        dir.path().join("blobs"),
+        BlobOptions {
+            content_bytes_max: 10,
+            ..BlobOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(store.put(&[b'a'; 10]).is_ok());
+    let too_big = [b'b'; 11];
+    assert!(matches!(
+        store.put(&too_big),
+        Err(BlobError::TooLarge {
+            bytes: 11,
+            limit: 10
+        })
+    ));
+    assert!(!store.contains(&content_hash(&too_big)).unwrap());
+    assert!(temp_files(&store).is_empty());
+
+    // A blob written under a larger limit is refused on read, not loaded whole.
+    let roomy = BlobStore::open(dir.path().join("blobs"), BlobOptions::default()).unwrap();
+    let hash = roomy.put(&too_big).unwrap();
+    assert!(matches!(
+        store.get(&hash),
+        Err(BlobError::TooLarge {
+            bytes: 11,
+            limit: 10
+        })
+    ));
+    assert_eq!(roomy.get(&hash).unwrap(), too_big);
+}
+
+#[test]
+fn the_default_limit_is_one_mebibyte() {
+    assert_eq!(BlobOptions::default().content_bytes_max, 1_048_576);
+}
+
+#[test]
+fn concurrent_puts_of_one_text_leave_one_intact_blob() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(store(dir.path()));
+    let text: Arc<Vec<u8>> = Arc::new("径流 runoff ".repeat(5_000).into_bytes());
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, text) = (Arc::clone(&store), Arc::clone(&text));
+            std::thread::spawn(move || store.put(&text).unwrap())
+        })
+        .collect();
+    let hashes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(hashes.iter().all(|h| *h == hashes[0]));
+    assert_eq!(store.get(&hashes[0]).unwrap(), *text);
+    let shard = store.path_of(&hashes[0]).parent().unwrap().to_path_buf();
+    assert_eq!(fs::read_dir(shard).unwrap().count(), 1);
+    assert!(temp_files(&store).is_empty());
+}
+
+#[test]
+fn leftovers_of_interrupted_writes_are_swept_when_old_and_ignored_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let hash = content_hash(b"interrupted");
+    // What a crash between writing and renaming leaves: a temporary file, never the blob.
+    let old = store
+        .dir()
+        .join(".tmp")
+        .join(format!("{}.1.0", hash.to_hex()));
+    let fresh = store
+        .dir()
+        .join(".tmp")
+        .join(format!("{}.1.1", hash.to_hex()));
+    fs::write(&old, b"interr").unwrap();
+    fs::write(&fresh, b"interrupted").unwrap();
+    File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(7_200))
+        .unwrap();
+    assert!(!store.contains(&hash).unwrap());
+    assert!(matches!(store.get(&hash), Err(BlobError::NotFound(_))));
+
+    drop(store);
+    let reopened = BlobStore::open(dir.path().join("blobs"), BlobOptions::default()).unwrap();
+    let mut left = temp_files(&reopened);
+    left.sort();
+    assert_eq!(
+        left,
+        [format!("{}.1.1", hash.to_hex())],
+        "only the old one is swept"
+    );
+}

@@ -1,0 +1,60 @@
+//! Tests of the `sources` crate through its public API, on real files in temporary folders.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod blobs;
+mod ingest;
+mod search;
+mod summary;
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use sources::{Corpus, CorpusLimits, Defaults, IngestReport};
+
+/// The sample corpus that ships with the repository.
+pub fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/sample")
+}
+
+/// The default publish date the sample's three undated documents are ingested with: the first
+/// day of the window its questions admit evidence from (2019 to the research date), so an
+/// undated document is never treated as fresher than dated evidence.
+pub fn sample_default_date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2019, 1, 1).unwrap()
+}
+
+/// Ingests `paths` into the corpus in `dir` with `defaults`.
+pub fn ingest_into(dir: &Path, paths: &[PathBuf], defaults: &Defaults) -> (Corpus, IngestReport) {
+    let corpus = Corpus::open(dir, CorpusLimits::default()).unwrap();
+    let report = corpus.ingest(paths, defaults, &mut |_| {}).unwrap();
+    (corpus, report)
+}
+
+/// A corpus of the sample documents in `dir`.
+pub fn sample_corpus(dir: &Path) -> (Corpus, IngestReport) {
+    ingest_into(
+        dir,
+        &[sample_dir().join("documents")],
+        &Defaults {
+            publish_date: Some(sample_default_date()),
+            ..Defaults::default()
+        },
+    )
+}
+
+/// Writes `text` to `dir/name`, creating folders on the way.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The service shares one corpus and one blob store between request handlers.
+#[test]
+fn corpus_and_blob_store_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Corpus>();
+    shared::<sources::BlobStore>();
+    shared::<sources::SearchResult>();
+}

@@ -189,10 +189,20 @@ impl SnapshotStore {
         cache_bytes: u64,
     ) -> Result<(SnapshotStore, Option<String>), SnapshotError> {
         let open = || {
-            sled::Config::new()
-                .path(dir)
-                .cache_capacity(cache_bytes)
-                .open()
+            let config = sled::Config::new().path(dir).cache_capacity(cache_bytes);
+            // The caller holds the ledger's lock, so a sled lock still held here belongs to a
+            // projector of this process that is shutting down (sled lets go of its file lock
+            // from a background thread): wait for it, briefly.
+            let mut attempts = 0;
+            loop {
+                match config.open() {
+                    Err(sled::Error::Io(e)) if is_lock_held(&e) && attempts < 250 => {
+                        attempts += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    other => break other,
+                }
+            }
         };
         let (db, wiped) = match open() {
             Ok(db) => (db, None),
@@ -493,6 +503,12 @@ fn check(
         last_hash: event.hash,
         updated_at: event.recorded_at,
     }))
+}
+
+/// Whether sled failed to open because another handle still holds its file lock. sled wraps
+/// the operating system's `WouldBlock` in an error of its own wording.
+fn is_lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }
 
 #[cfg(test)]

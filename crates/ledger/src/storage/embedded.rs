@@ -163,12 +163,24 @@ fn index_err(e: sled::Error) -> StorageError {
 
 impl Index {
     fn open(path: &Path) -> Result<Index, StorageError> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
             .cache_capacity(64 * 1024 * 1024)
-            .flush_every_ms(Some(1000))
-            .open()
-            .map_err(index_err)?;
+            .flush_every_ms(Some(1000));
+        // The caller holds the ledger's own lock, so a sled lock still held can only belong to
+        // an instance in this process that is shutting down (sled releases its file lock
+        // from a background thread): wait for it, briefly.
+        let mut attempts = 0;
+        let db = loop {
+            match config.open() {
+                Ok(db) => break db,
+                Err(sled::Error::Io(e)) if is_lock_held(&e) && attempts < 250 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(index_err(e)),
+            }
+        };
         let tree = |name: &str| db.open_tree(name).map_err(index_err);
         Ok(Index {
             frames: tree("frames")?,
@@ -1519,4 +1531,10 @@ impl Drop for EmbeddedStorage {
         // Best effort: a missed flush only means more catch-up on the next open.
         let _ = self.index.db.flush();
     }
+}
+
+/// Whether sled failed to open because another handle still holds its file lock. sled wraps
+/// the operating system's `WouldBlock` in an error of its own wording.
+fn is_lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }

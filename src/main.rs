@@ -32,6 +32,8 @@ struct Cli {
 enum Command {
     /// Verify the whole ledger from its first event: every hash, every link, every seq.
     Verify(commands::verify::Args),
+    /// Measure the product on this machine: figures next to raw baselines from the same run.
+    Bench(commands::bench::Args),
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

@@ -1,0 +1,340 @@
+//! The ledger benchmark's report: one structure printed either as text for a person or as one
+//! JSON object for a script, so the two can never say different things.
+//!
+//! Field names are the JSON keys; a [`Ratio`] names its figure and baseline by those keys, so a
+//! reader can recompute every ratio from the figures beside it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Report {
+    /// Which harness produced it.
+    pub(super) bench: &'static str,
+    pub(super) parameters: Parameters,
+    pub(super) figures: Figures,
+    pub(super) baselines: Baselines,
+    pub(super) ratios: Vec<Ratio>,
+    pub(super) group_commit: GroupCommit,
+    pub(super) notes: Vec<String>,
+}
+
+/// What was run.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Parameters {
+    /// Payload of every event.
+    pub(super) payload_bytes: usize,
+    /// Mean stored size of an event (envelope, payload and hash), read from the log; the
+    /// sled baselines insert values of this size.
+    pub(super) stored_event_bytes: f64,
+    /// Appends by the single writer, each of one event.
+    pub(super) sequential_appends: u64,
+    /// Appends by the concurrent writers together, each of one event.
+    pub(super) concurrent_appends: u64,
+    /// Concurrent writer threads.
+    pub(super) writers: usize,
+    /// Which streams the concurrent writers append to.
+    pub(super) streams: &'static str,
+    /// The expected version every append gives.
+    pub(super) expected_version: &'static str,
+    /// Events in the ledger when it is replayed.
+    pub(super) replayed_events: u64,
+    /// Times the ledger is reopened and replayed; the median is reported.
+    pub(super) replay_rounds: usize,
+    /// Inclusion proofs generated and verified.
+    pub(super) proofs: u64,
+    /// Tree size of the checkpoint the proofs are against.
+    pub(super) checkpoint_tree_size: u64,
+    /// Where the run wrote.
+    pub(super) dir: String,
+    /// Whether what it wrote is left there.
+    pub(super) dir_kept: bool,
+}
+
+/// The ledger's figures, each per second.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Figures {
+    pub(super) durable_appends_1_writer_per_s: f64,
+    pub(super) durable_appends_concurrent_per_s: f64,
+    pub(super) replay_verify_events_per_s: f64,
+    pub(super) replay_events_per_s: f64,
+    pub(super) inclusion_proofs_generated_per_s: f64,
+    pub(super) inclusion_proofs_verified_per_s: f64,
+}
+
+/// The raw baselines, each per second.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Baselines {
+    pub(super) sled_sync_each_inserts_per_s: f64,
+    pub(super) sled_sync_grouped_inserts_per_s: f64,
+    pub(super) blake3_hashes_per_s: f64,
+}
+
+/// One ledger figure divided by its baseline.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Ratio {
+    /// Key of the figure in `figures`.
+    pub(super) figure: &'static str,
+    /// Key of the baseline in `baselines`.
+    pub(super) baseline: &'static str,
+    /// `figure / baseline`.
+    pub(super) ratio: f64,
+    /// The ratio the product aims for, where it has one.
+    pub(super) target: Option<f64>,
+}
+
+impl Ratio {
+    pub(super) fn new(
+        figure: (&'static str, f64),
+        baseline: (&'static str, f64),
+        target: Option<f64>,
+    ) -> Ratio {
+        Ratio {
+            figure: figure.0,
+            baseline: baseline.0,
+            ratio: figure.1 / baseline.1,
+            target,
+        }
+    }
+}
+
+/// How appends shared syncs, counted from the frames of the log.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct GroupCommit {
+    pub(super) sequential: Syncs,
+    pub(super) concurrent: Syncs,
+    /// Time from calling `append` to its acknowledgement, over the concurrent appends.
+    pub(super) concurrent_latency_ms: Latency,
+    /// Entries written to the checkpoint log during the two append runs (each one more sync).
+    pub(super) checkpoint_syncs: u64,
+}
+
+/// Syncs of the log during one run of appends.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Syncs {
+    pub(super) syncs: u64,
+    pub(super) events: u64,
+    pub(super) events_per_sync: f64,
+    pub(super) largest: u64,
+}
+
+/// Latency quantiles in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Latency {
+    pub(super) p50: f64,
+    pub(super) p99: f64,
+    pub(super) max: f64,
+}
+
+impl Report {
+    fn ratio_of(&self, figure: &str) -> Option<&Ratio> {
+        self.ratios.iter().find(|r| r.figure == figure)
+    }
+
+    /// The report as a person reads it.
+    pub(super) fn to_text(&self) -> String {
+        let p = &self.parameters;
+        let f = &self.figures;
+        let b = &self.baselines;
+        let g = &self.group_commit;
+        let mut out = String::new();
+        let ratio = |figure: &str| {
+            self.ratio_of(figure).map_or(String::new(), |r| {
+                let mut s = format!("ratio {:.2}", r.ratio);
+                if let Some(t) = r.target {
+                    let _ = write!(s, " (target {t:.2})");
+                }
+                s
+            })
+        };
+        let _ = writeln!(
+            out,
+            "research-ledger bench ledger: {} events of {} payload bytes ({:.0} bytes stored each) in {}{}",
+            count(p.replayed_events),
+            p.payload_bytes,
+            p.stored_event_bytes,
+            p.dir,
+            if p.dir_kept {
+                ""
+            } else {
+                " (removed after the run)"
+            }
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "durable appends");
+        line(
+            &mut out,
+            2,
+            "1 writer",
+            f.durable_appends_1_writer_per_s,
+            "appends/s",
+            &ratio("durable_appends_1_writer_per_s"),
+        );
+        let _ = writeln!(
+            out,
+            "      {} appends, each acknowledged before the next; {} syncs ({:.2} events per sync)",
+            count(p.sequential_appends),
+            count(g.sequential.syncs),
+            g.sequential.events_per_sync
+        );
+        line(
+            &mut out,
+            4,
+            "raw sled, 1 insert per sync",
+            b.sled_sync_each_inserts_per_s,
+            "inserts/s",
+            "",
+        );
+        line(
+            &mut out,
+            2,
+            &format!("{} writers", p.writers),
+            f.durable_appends_concurrent_per_s,
+            "appends/s",
+            &ratio("durable_appends_concurrent_per_s"),
+        );
+        let _ = writeln!(
+            out,
+            "      {} appends, {}; {} syncs ({:.1} events per sync, largest {})",
+            count(p.concurrent_appends),
+            p.streams,
+            count(g.concurrent.syncs),
+            g.concurrent.events_per_sync,
+            g.concurrent.largest
+        );
+        let _ = writeln!(
+            out,
+            "      append latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            g.concurrent_latency_ms.p50, g.concurrent_latency_ms.p99, g.concurrent_latency_ms.max
+        );
+        line(
+            &mut out,
+            4,
+            &format!("raw sled, the same {} batches", count(g.concurrent.syncs)),
+            b.sled_sync_grouped_inserts_per_s,
+            "inserts/s",
+            "",
+        );
+        let _ = writeln!(
+            out,
+            "replay of a freshly reopened ledger (median of {})",
+            p.replay_rounds
+        );
+        line(
+            &mut out,
+            2,
+            "replay + full verify",
+            f.replay_verify_events_per_s,
+            "events/s",
+            &ratio("replay_verify_events_per_s"),
+        );
+        line(
+            &mut out,
+            2,
+            "plain replay (read_range, decode)",
+            f.replay_events_per_s,
+            "events/s",
+            &ratio("replay_events_per_s"),
+        );
+        line(
+            &mut out,
+            4,
+            &format!("raw blake3, {}-byte messages", p.payload_bytes),
+            b.blake3_hashes_per_s,
+            "hashes/s",
+            "",
+        );
+        let _ = writeln!(
+            out,
+            "inclusion proofs ({} proofs against a checkpoint of {} events)",
+            count(p.proofs),
+            count(p.checkpoint_tree_size)
+        );
+        line(
+            &mut out,
+            2,
+            "generated",
+            f.inclusion_proofs_generated_per_s,
+            "proofs/s",
+            "",
+        );
+        line(
+            &mut out,
+            2,
+            "verified (verify_proof_file)",
+            f.inclusion_proofs_verified_per_s,
+            "proofs/s",
+            "",
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes");
+        for note in &self.notes {
+            let _ = writeln!(out, "  - {note}");
+        }
+        out
+    }
+}
+
+/// One figure: label, value, unit, and a ratio when it has one.
+fn line(out: &mut String, indent: usize, label: &str, value: f64, unit: &str, ratio: &str) {
+    let label_width = 40 - indent;
+    let _ = writeln!(
+        out,
+        "{:indent$}{label:<label_width$}{:>12} {unit:<10} {ratio}",
+        "",
+        rate_text(value),
+    );
+    // Trailing spaces are noise in a terminal and in a diff of two runs.
+    let trimmed = out.trim_end().len();
+    out.truncate(trimmed);
+    out.push('\n');
+}
+
+/// A rate as a person reads it: whole numbers with thousands separators, small ones with a
+/// decimal.
+fn rate_text(value: f64) -> String {
+    if value < 100.0 {
+        format!("{value:.1}")
+    } else {
+        count(value.round() as u64)
+    }
+}
+
+/// A count with thousands separators.
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_rates_read_as_a_person_writes_them() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1_000), "1,000");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(rate_text(12.345), "12.3");
+        assert_eq!(rate_text(2_512_345.6), "2,512,346");
+    }
+
+    #[test]
+    fn a_ratio_is_its_figure_over_its_baseline() {
+        let r = Ratio::new(("a", 1.0), ("b", 4.0), Some(0.25));
+        assert_eq!(
+            (r.figure, r.baseline, r.ratio, r.target),
+            ("a", "b", 0.25, Some(0.25))
+        );
+    }
+}

@@ -1,5 +1,9 @@
 //! Baselines: what the same disk and the same core do with no ledger in the way.
 //!
+//! - Raw file appends ([`FileSync`]): records of the stored event's size appended to one file
+//!   with one `write` and one `fdatasync` per group, exactly the system calls a frame of the
+//!   ledger's log costs. Nothing durable on this disk can be cheaper, so it is the floor under
+//!   durable appends.
 //! - Raw sled inserts made durable with the same number of syncs as the ledger's appends took.
 //!   sled 0.34's `flush()` ends in `sync_file_range`, which neither writes the file's metadata
 //!   nor flushes the device cache, so on its own it is not durable. A durable sled needs, after
@@ -10,6 +14,7 @@
 //!   least one such hash to verify, so this bounds what replay and verification can reach.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,6 +29,8 @@ pub(super) struct SledSync {
     db: sled::Db,
     db_file: File,
     dir_file: File,
+    /// The key of the next insert: keys ascend across calls, as seqs do.
+    next_key: u64,
 }
 
 impl SledSync {
@@ -44,6 +51,7 @@ impl SledSync {
             db,
             db_file,
             dir_file,
+            next_key: 0,
         })
     }
 
@@ -79,14 +87,14 @@ impl SledSync {
 
     /// Inserts `batches.len()` groups of values, `batches[i]` values in group `i`, each group
     /// one atomic batch (a plain insert for a group of one) followed by one durable sync. Gives
-    /// the rate in inserts per second.
+    /// the time it took.
     pub(super) fn insert_grouped(
-        &self,
+        &mut self,
         batches: &[u64],
         value_bytes: usize,
         rng: &mut Rng,
-    ) -> anyhow::Result<f64> {
-        let mut key = 0u64;
+    ) -> anyhow::Result<Duration> {
+        let mut key = self.next_key;
         let mut timed = Duration::ZERO;
         for &n in batches {
             // Values are made off the clock: generating them is not sled's work.
@@ -108,7 +116,56 @@ impl SledSync {
             self.sync()?;
             timed += started.elapsed();
         }
-        Ok(rate(key, timed))
+        self.next_key = key;
+        Ok(timed)
+    }
+}
+
+/// A file that grows by appended records, each group made durable as the log's frames are.
+#[derive(Debug)]
+pub(super) struct FileSync {
+    path: PathBuf,
+    file: File,
+}
+
+impl FileSync {
+    /// Creates `path` (which must not exist) and makes its directory entry durable, as the log
+    /// does for a new segment.
+    pub(super) fn create(path: &Path) -> anyhow::Result<FileSync> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        if let Some(dir) = path.parent() {
+            sync_path(dir)?;
+        }
+        Ok(FileSync {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// Appends `batches.len()` groups of records, `batches[i]` records of `record_bytes` each in
+    /// group `i`, each group with one `write` and one `fdatasync`. Gives the time it took.
+    pub(super) fn append_grouped(
+        &mut self,
+        batches: &[u64],
+        record_bytes: usize,
+        rng: &mut Rng,
+    ) -> anyhow::Result<Duration> {
+        let mut timed = Duration::ZERO;
+        for &n in batches {
+            // Made off the clock, as the ledger's frame is encoded before its write.
+            let group = rng.bytes(record_bytes * n as usize);
+            let started = Instant::now();
+            self.file
+                .write_all(&group)
+                .and_then(|()| self.file.sync_data())
+                .with_context(|| format!("cannot append to {}", self.path.display()))?;
+            timed += started.elapsed();
+        }
+        Ok(timed)
     }
 }
 
@@ -147,15 +204,29 @@ mod tests {
     #[test]
     fn grouped_inserts_write_every_value_and_survive_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let sled = SledSync::open(dir.path()).unwrap();
-        let per_s = sled
-            .insert_grouped(&[1, 3, 2], 50, &mut Rng::new(1))
-            .unwrap();
-        assert!(per_s.is_finite() && per_s > 0.0);
+        let mut sled = SledSync::open(dir.path()).unwrap();
+        let mut rng = Rng::new(1);
+        sled.insert_grouped(&[1, 3], 50, &mut rng).unwrap();
+        sled.insert_grouped(&[2], 50, &mut rng).unwrap();
         drop(sled);
         let db = sled::open(dir.path()).unwrap();
         assert_eq!(db.len(), 6);
         assert_eq!(db.get(5u64.to_be_bytes()).unwrap().unwrap().len(), 50);
+    }
+
+    #[test]
+    fn grouped_file_appends_write_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut file = FileSync::create(&path).unwrap();
+        let mut rng = Rng::new(1);
+        file.append_grouped(&[1, 3], 50, &mut rng).unwrap();
+        file.append_grouped(&[2], 50, &mut rng).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 300);
+        assert!(
+            FileSync::create(&path).is_err(),
+            "an existing file is never reused"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -46,14 +47,17 @@ pub(super) struct Grouping {
 }
 
 impl Grouping {
-    /// The frames whose first seq lies in `seqs`.
-    pub(super) fn of(frames: &[Frame], seqs: std::ops::Range<u64>) -> Grouping {
+    /// The frames whose first seq lies in one of `runs`.
+    pub(super) fn of(frames: &[Frame], runs: &[Range<u64>]) -> Grouping {
         let mut g = Grouping {
             syncs: 0,
             events: 0,
             largest: 0,
         };
-        for f in frames.iter().filter(|f| seqs.contains(&f.first_seq)) {
+        for f in frames
+            .iter()
+            .filter(|f| runs.iter().any(|r| r.contains(&f.first_seq)))
+        {
             g.syncs += 1;
             g.events += f.events;
             g.largest = g.largest.max(f.events);
@@ -231,10 +235,12 @@ mod tests {
             vec![1, 2, 1, 2, 1]
         );
         assert_eq!(frames.iter().map(|f| f.event_bytes).sum::<u64>(), stored);
-        let all = Grouping::of(&frames, 0..u64::MAX);
+        let all = Grouping::of(&frames, std::slice::from_ref(&(0..u64::MAX)));
         assert_eq!((all.syncs, all.events, all.largest), (5, 7, 2));
-        let tail = Grouping::of(&frames, 3..u64::MAX);
+        let tail = Grouping::of(&frames, std::slice::from_ref(&(3..u64::MAX)));
         assert_eq!((tail.syncs, tail.events), (3, 4));
+        let ends = Grouping::of(&frames, &[0..1, 6..7]);
+        assert_eq!((ends.syncs, ends.events), (2, 2));
         assert!((all.events_per_sync() - 1.4).abs() < 1e-12);
     }
 

@@ -35,13 +35,16 @@ pub(super) struct Parameters {
     pub(super) concurrent_appends: u64,
     /// Concurrent writer threads.
     pub(super) writers: usize,
+    /// The appends and their baselines run in this many alternating rounds, so that whatever
+    /// else the machine does falls on both alike.
+    pub(super) append_rounds: usize,
     /// Which streams the concurrent writers append to.
     pub(super) streams: &'static str,
     /// The expected version every append gives.
     pub(super) expected_version: &'static str,
     /// Events in the ledger when it is replayed.
     pub(super) replayed_events: u64,
-    /// Times the ledger is reopened and replayed; the median is reported.
+    /// Times the ledger was reopened and replayed; the median round is reported.
     pub(super) replay_rounds: usize,
     /// Inclusion proofs generated and verified.
     pub(super) proofs: u64,
@@ -67,6 +70,8 @@ pub(super) struct Figures {
 /// The raw baselines, each per second.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Baselines {
+    pub(super) file_sync_each_appends_per_s: f64,
+    pub(super) file_sync_grouped_appends_per_s: f64,
     pub(super) sled_sync_each_inserts_per_s: f64,
     pub(super) sled_sync_grouped_inserts_per_s: f64,
     pub(super) blake3_hashes_per_s: f64,
@@ -129,8 +134,20 @@ pub(super) struct Latency {
 }
 
 impl Report {
-    fn ratio_of(&self, figure: &str) -> Option<&Ratio> {
-        self.ratios.iter().find(|r| r.figure == figure)
+    /// What a person calls a figure or baseline, by its key.
+    fn label(&self, key: &str) -> String {
+        match key {
+            "durable_appends_1_writer_per_s" => "1 writer".into(),
+            "durable_appends_concurrent_per_s" => format!("{} writers", self.parameters.writers),
+            "replay_verify_events_per_s" => "replay + full verify".into(),
+            "replay_events_per_s" => "plain replay".into(),
+            "sled_sync_each_inserts_per_s" => "raw sled, 1 insert per sync".into(),
+            "sled_sync_grouped_inserts_per_s" => "raw sled, the ledger's groups".into(),
+            "file_sync_each_appends_per_s" => "raw file, 1 write per sync".into(),
+            "file_sync_grouped_appends_per_s" => "raw file, the ledger's groups".into(),
+            "blake3_hashes_per_s" => "raw blake3".into(),
+            other => other.into(),
+        }
     }
 
     /// The report as a person reads it.
@@ -140,15 +157,6 @@ impl Report {
         let b = &self.baselines;
         let g = &self.group_commit;
         let mut out = String::new();
-        let ratio = |figure: &str| {
-            self.ratio_of(figure).map_or(String::new(), |r| {
-                let mut s = format!("ratio {:.2}", r.ratio);
-                if let Some(t) = r.target {
-                    let _ = write!(s, " (target {t:.2})");
-                }
-                s
-            })
-        };
         let _ = writeln!(
             out,
             "research-ledger bench ledger: {} events of {} payload bytes ({:.0} bytes stored each) in {}{}",
@@ -163,84 +171,101 @@ impl Report {
             }
         );
         let _ = writeln!(out);
-        let _ = writeln!(out, "durable appends");
-        line(
-            &mut out,
-            2,
-            "1 writer",
-            f.durable_appends_1_writer_per_s,
-            "appends/s",
-            &ratio("durable_appends_1_writer_per_s"),
-        );
         let _ = writeln!(
             out,
-            "      {} appends, each acknowledged before the next; {} syncs ({:.2} events per sync)",
+            "durable appends, 1 writer ({} appends in {} rounds, each acknowledged before the next)",
             count(p.sequential_appends),
-            count(g.sequential.syncs),
-            g.sequential.events_per_sync
+            p.append_rounds
         );
         line(
             &mut out,
-            4,
-            "raw sled, 1 insert per sync",
-            b.sled_sync_each_inserts_per_s,
-            "inserts/s",
+            "ledger",
+            f.durable_appends_1_writer_per_s,
+            "appends/s",
+            &format!(
+                "{} syncs, {:.2} events per sync",
+                count(g.sequential.syncs),
+                g.sequential.events_per_sync
+            ),
+        );
+        line(
+            &mut out,
+            "raw file, write + fdatasync each",
+            b.file_sync_each_appends_per_s,
+            "writes/s",
             "",
         );
         line(
             &mut out,
-            2,
-            &format!("{} writers", p.writers),
-            f.durable_appends_concurrent_per_s,
-            "appends/s",
-            &ratio("durable_appends_concurrent_per_s"),
+            "raw sled, insert + flush + fsyncs each",
+            b.sled_sync_each_inserts_per_s,
+            "inserts/s",
+            "",
         );
         let _ = writeln!(
             out,
-            "      {} appends, {}; {} syncs ({:.1} events per sync, largest {})",
+            "durable appends, {} writers ({} appends in {} rounds, {})",
+            p.writers,
             count(p.concurrent_appends),
-            p.streams,
-            count(g.concurrent.syncs),
-            g.concurrent.events_per_sync,
-            g.concurrent.largest
-        );
-        let _ = writeln!(
-            out,
-            "      append latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            g.concurrent_latency_ms.p50, g.concurrent_latency_ms.p99, g.concurrent_latency_ms.max
+            p.append_rounds,
+            p.streams
         );
         line(
             &mut out,
-            4,
-            &format!("raw sled, the same {} batches", count(g.concurrent.syncs)),
+            "ledger",
+            f.durable_appends_concurrent_per_s,
+            "appends/s",
+            &format!(
+                "{} syncs, {:.1} events per sync (largest {})",
+                count(g.concurrent.syncs),
+                g.concurrent.events_per_sync,
+                g.concurrent.largest
+            ),
+        );
+        let _ = writeln!(
+            out,
+            "{:66}append latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            "",
+            g.concurrent_latency_ms.p50,
+            g.concurrent_latency_ms.p99,
+            g.concurrent_latency_ms.max
+        );
+        line(
+            &mut out,
+            "raw file, the same groups",
+            b.file_sync_grouped_appends_per_s,
+            "records/s",
+            "",
+        );
+        line(
+            &mut out,
+            "raw sled, the same groups",
             b.sled_sync_grouped_inserts_per_s,
             "inserts/s",
             "",
         );
         let _ = writeln!(
             out,
-            "replay of a freshly reopened ledger (median of {})",
+            "replay of a freshly reopened ledger ({} events, median of {} rounds)",
+            count(p.replayed_events),
             p.replay_rounds
         );
         line(
             &mut out,
-            2,
             "replay + full verify",
             f.replay_verify_events_per_s,
             "events/s",
-            &ratio("replay_verify_events_per_s"),
+            "",
         );
         line(
             &mut out,
-            2,
             "plain replay (read_range, decode)",
             f.replay_events_per_s,
             "events/s",
-            &ratio("replay_events_per_s"),
+            "",
         );
         line(
             &mut out,
-            4,
             &format!("raw blake3, {}-byte messages", p.payload_bytes),
             b.blake3_hashes_per_s,
             "hashes/s",
@@ -248,13 +273,12 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "inclusion proofs ({} proofs against a checkpoint of {} events)",
+            "inclusion proofs ({} against a checkpoint of {} events)",
             count(p.proofs),
             count(p.checkpoint_tree_size)
         );
         line(
             &mut out,
-            2,
             "generated",
             f.inclusion_proofs_generated_per_s,
             "proofs/s",
@@ -262,12 +286,20 @@ impl Report {
         );
         line(
             &mut out,
-            2,
             "verified (verify_proof_file)",
             f.inclusion_proofs_verified_per_s,
             "proofs/s",
             "",
         );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "ratios (ledger figure / baseline)");
+        for r in &self.ratios {
+            let label = format!("{} / {}", self.label(r.figure), self.label(r.baseline));
+            let target = r
+                .target
+                .map_or(String::new(), |t| format!("  target {t:.2}"));
+            let _ = writeln!(out, "  {label:<58}{:>6.2}{target}", r.ratio);
+        }
         let _ = writeln!(out);
         let _ = writeln!(out, "notes");
         for note in &self.notes {
@@ -277,19 +309,11 @@ impl Report {
     }
 }
 
-/// One figure: label, value, unit, and a ratio when it has one.
-fn line(out: &mut String, indent: usize, label: &str, value: f64, unit: &str, ratio: &str) {
-    let label_width = 40 - indent;
-    let _ = writeln!(
-        out,
-        "{:indent$}{label:<label_width$}{:>12} {unit:<10} {ratio}",
-        "",
-        rate_text(value),
-    );
+/// One measurement: label, value, unit and a detail.
+fn line(out: &mut String, label: &str, value: f64, unit: &str, detail: &str) {
+    let text = format!("  {label:<40}{:>12} {unit:<10} {detail}", rate_text(value));
     // Trailing spaces are noise in a terminal and in a diff of two runs.
-    let trimmed = out.trim_end().len();
-    out.truncate(trimmed);
-    out.push('\n');
+    let _ = writeln!(out, "{}", text.trim_end());
 }
 
 /// A rate as a person reads it: whole numbers with thousands separators, small ones with a

@@ -6,11 +6,13 @@
 //! Each target therefore prints its figures, the raw baselines, and the ratio of one to the
 //! other.
 
-mod baseline;
-mod frames;
 mod ledger;
-mod report;
-mod workload;
+mod stats;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
 
 use crate::Outcome;
 
@@ -32,5 +34,63 @@ enum Target {
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     match &args.target {
         Target::Ledger(args) => ledger::run(args),
+    }
+}
+
+/// Says what the run is doing, on a terminal only: the report on stdout stays clean.
+fn phase(what: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("{what}…");
+    }
+}
+
+/// Where a benchmark writes: a temporary directory removed on drop, or one the user chose.
+#[derive(Debug)]
+enum Scratch {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Scratch {
+    /// A new temporary directory, or `dir` after checking it is new or empty.
+    fn new(dir: Option<&Path>) -> anyhow::Result<Scratch> {
+        match dir {
+            None => Ok(Scratch::Temporary(
+                tempfile::Builder::new()
+                    .prefix("research-ledger-bench-")
+                    .tempdir()
+                    .context("cannot create a temporary directory")?,
+            )),
+            Some(dir) => {
+                if dir.exists() {
+                    let mut entries = std::fs::read_dir(dir)
+                        .with_context(|| format!("cannot read {}", dir.display()))?;
+                    // A ledger or anything else already there must not be mixed with, or
+                    // mistaken for, what a benchmark writes.
+                    if entries.next().is_some() {
+                        bail!(
+                            "{} is not empty; give a new or empty directory for the benchmark",
+                            dir.display()
+                        );
+                    }
+                } else {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                }
+                Ok(Scratch::Kept(dir.to_owned()))
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Scratch::Temporary(t) => t.path(),
+            Scratch::Kept(p) => p,
+        }
+    }
+
+    /// Whether what was written stays after the run.
+    fn kept(&self) -> bool {
+        matches!(self, Scratch::Kept(_))
     }
 }

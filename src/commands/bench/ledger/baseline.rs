@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::workload::{Rng, rate};
+use super::workload::Rng;
+use crate::commands::bench::stats::rate;
 
 /// A sled database opened for the baseline, and the handles its durable sync needs.
 #[derive(Debug)]

@@ -90,18 +90,86 @@ pub(super) struct Ratio {
     pub(super) target: Option<f64>,
 }
 
+impl Figures {
+    /// Every figure by its JSON key.
+    fn named(&self) -> [(&'static str, f64); 6] {
+        [
+            (
+                "durable_appends_1_writer_per_s",
+                self.durable_appends_1_writer_per_s,
+            ),
+            (
+                "durable_appends_concurrent_per_s",
+                self.durable_appends_concurrent_per_s,
+            ),
+            (
+                "replay_verify_events_per_s",
+                self.replay_verify_events_per_s,
+            ),
+            ("replay_events_per_s", self.replay_events_per_s),
+            (
+                "inclusion_proofs_generated_per_s",
+                self.inclusion_proofs_generated_per_s,
+            ),
+            (
+                "inclusion_proofs_verified_per_s",
+                self.inclusion_proofs_verified_per_s,
+            ),
+        ]
+    }
+}
+
+impl Baselines {
+    /// Every baseline by its JSON key.
+    fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            (
+                "file_sync_each_appends_per_s",
+                self.file_sync_each_appends_per_s,
+            ),
+            (
+                "file_sync_grouped_appends_per_s",
+                self.file_sync_grouped_appends_per_s,
+            ),
+            (
+                "sled_sync_each_inserts_per_s",
+                self.sled_sync_each_inserts_per_s,
+            ),
+            (
+                "sled_sync_grouped_inserts_per_s",
+                self.sled_sync_grouped_inserts_per_s,
+            ),
+            ("blake3_hashes_per_s", self.blake3_hashes_per_s),
+        ]
+    }
+}
+
 impl Ratio {
-    pub(super) fn new(
-        figure: (&'static str, f64),
-        baseline: (&'static str, f64),
-        target: Option<f64>,
-    ) -> Ratio {
-        Ratio {
-            figure: figure.0,
-            baseline: baseline.0,
-            ratio: figure.1 / baseline.1,
-            target,
-        }
+    /// The ratios of `pairs` (figure key, baseline key, target), computed from the figures and
+    /// baselines those keys name.
+    pub(super) fn all(
+        figures: &Figures,
+        baselines: &Baselines,
+        pairs: &[(&'static str, &'static str, Option<f64>)],
+    ) -> anyhow::Result<Vec<Ratio>> {
+        let find = |named: &[(&'static str, f64)], key: &str| {
+            named
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| anyhow::anyhow!("no figure or baseline is called {key}"))
+        };
+        pairs
+            .iter()
+            .map(|&(figure, baseline, target)| {
+                Ok(Ratio {
+                    figure,
+                    baseline,
+                    ratio: find(&figures.named(), figure)? / find(&baselines.named(), baseline)?,
+                    target,
+                })
+            })
+            .collect()
     }
 }
 
@@ -353,12 +421,59 @@ mod tests {
         assert_eq!(rate_text(2_512_345.6), "2,512,346");
     }
 
+    fn sample() -> (Figures, Baselines) {
+        let figures = Figures {
+            durable_appends_1_writer_per_s: 1.0,
+            durable_appends_concurrent_per_s: 2.0,
+            replay_verify_events_per_s: 3.0,
+            replay_events_per_s: 4.0,
+            inclusion_proofs_generated_per_s: 5.0,
+            inclusion_proofs_verified_per_s: 6.0,
+        };
+        let baselines = Baselines {
+            file_sync_each_appends_per_s: 10.0,
+            file_sync_grouped_appends_per_s: 20.0,
+            sled_sync_each_inserts_per_s: 30.0,
+            sled_sync_grouped_inserts_per_s: 40.0,
+            blake3_hashes_per_s: 12.0,
+        };
+        (figures, baselines)
+    }
+
     #[test]
-    fn a_ratio_is_its_figure_over_its_baseline() {
-        let r = Ratio::new(("a", 1.0), ("b", 4.0), Some(0.25));
-        assert_eq!(
-            (r.figure, r.baseline, r.ratio, r.target),
-            ("a", "b", 0.25, Some(0.25))
-        );
+    fn every_name_a_ratio_can_use_is_a_json_key_with_that_value() {
+        let (figures, baselines) = sample();
+        let json = serde_json::to_value(&figures).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), figures.named().len());
+        for (key, value) in figures.named() {
+            assert_eq!(json[key].as_f64(), Some(value), "{key}");
+        }
+        let json = serde_json::to_value(&baselines).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), baselines.named().len());
+        for (key, value) in baselines.named() {
+            assert_eq!(json[key].as_f64(), Some(value), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_ratio_is_its_figure_over_its_baseline_and_an_unknown_name_is_refused() {
+        let (figures, baselines) = sample();
+        let ratios = Ratio::all(
+            &figures,
+            &baselines,
+            &[(
+                "replay_verify_events_per_s",
+                "blake3_hashes_per_s",
+                Some(0.25),
+            )],
+        )
+        .unwrap();
+        assert_eq!(ratios.len(), 1);
+        assert_eq!(ratios[0].ratio, 0.25);
+        assert_eq!(ratios[0].target, Some(0.25));
+        let unknown_figure = [("nothing", "blake3_hashes_per_s", None)];
+        assert!(Ratio::all(&figures, &baselines, &unknown_figure).is_err());
+        let unknown_baseline = [("replay_events_per_s", "nothing", None)];
+        assert!(Ratio::all(&figures, &baselines, &unknown_baseline).is_err());
     }
 }

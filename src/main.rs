@@ -44,8 +44,8 @@ enum Command {
     Key(commands::key::Args),
     /// Add documents (.md/.txt with YAML front matter, .json, .jsonl) to the embedded corpus.
     Ingest(commands::ingest::Args),
-    /// Measure the embedded corpus: ingest rate, search rate and latency, retrieval quality.
-    BenchSearch(commands::bench_search::Args),
+    /// Measure the product on this machine: figures next to raw baselines from the same run.
+    Bench(commands::bench::Args),
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),
         Command::Key(args) => commands::key::run(&cli.data_dir, args),
         Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
-        Command::BenchSearch(args) => commands::bench_search::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

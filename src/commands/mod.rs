@@ -1,6 +1,6 @@
 //! One module per command. Each maps the library's typed errors to messages exactly once.
 
-pub(crate) mod bench_search;
+pub(crate) mod bench;
 pub(crate) mod checkpoint;
 pub(crate) mod ingest;
 pub(crate) mod key;

@@ -1,4 +1,4 @@
-//! `research-ledger ingest` and `bench-search` through the spawned binary: the sample corpus,
+//! `research-ledger ingest` and `bench search` through the spawned binary: the sample corpus,
 //! a folder with bad documents, and a small search bench.
 
 use std::path::{Path, PathBuf};
@@ -203,7 +203,8 @@ fn the_search_bench_prints_its_figures() {
     let out = run(
         data.path(),
         &[
-            "bench-search",
+            "bench",
+            "search",
             "--evidence",
             evidence.to_str().unwrap(),
             "--claims",

@@ -1,4 +1,4 @@
-//! `research-ledger bench-search`: measures the embedded corpus on the Climate-FEVER data.
+//! `research-ledger bench search`: measures the embedded corpus on the Climate-FEVER data.
 //!
 //! It ingests an evidence collection into a fresh corpus in a temporary folder (never the data
 //! directory's), then searches every claim of a Climate-FEVER claims file the way the service
@@ -15,10 +15,10 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sources::{Corpus, CorpusLimits, Defaults, tokenize};
 
-use super::ingest::ingest_with_progress;
+use crate::commands::ingest::ingest_with_progress;
 use crate::Outcome;
 
-/// Arguments of `bench-search`.
+/// Arguments of `bench search`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The evidence collection to ingest (any format `ingest` reads), e.g. Climate-FEVER's
@@ -114,7 +114,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     let mut latencies = Vec::with_capacity(claims.len());
     let (mut found_any, mut found_labelled) = (0usize, 0usize);
-    let bar = super::progress_bar(claims.len() as u64, "searching");
+    let bar = crate::commands::progress_bar(claims.len() as u64, "searching");
     let started = Instant::now();
     for (claim, question) in claims.iter().zip(&questions) {
         let one = Instant::now();

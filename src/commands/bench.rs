@@ -1,0 +1,101 @@
+//! `research-ledger bench`: harnesses that measure a part of the product on this machine and
+//! print figures next to baselines measured in the same run.
+//!
+//! A benchmark here never passes or fails on a speed: machines differ, and a figure is only
+//! meaningful next to what the same disk and the same cores do without the product in the way.
+//! Each target therefore prints its figures, the raw baselines, and the ratio of one to the
+//! other.
+
+mod ledger;
+mod search;
+mod stats;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::Outcome;
+
+/// Arguments of `bench`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    target: Target,
+}
+
+/// What to measure. Each target is its own harness with its own options.
+#[derive(Debug, clap::Subcommand)]
+enum Target {
+    /// Durable appends (one writer, then many), replay and full verification, inclusion
+    /// proofs; with raw sled and raw blake3 baselines measured in the same run.
+    Ledger(ledger::Args),
+    /// The embedded corpus at scale: ingest documents/s, search queries/s with p50/p99
+    /// latency, and how often a gold evidence sentence is in the top results.
+    Search(search::Args),
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
+    match &args.target {
+        Target::Ledger(args) => ledger::run(args),
+        Target::Search(args) => search::run(args),
+    }
+}
+
+/// Says what the run is doing, on a terminal only: the report on stdout stays clean.
+fn phase(what: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("{what}…");
+    }
+}
+
+/// Where a benchmark writes: a temporary directory removed on drop, or one the user chose.
+#[derive(Debug)]
+enum Scratch {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Scratch {
+    /// A new temporary directory, or `dir` after checking it is new or empty.
+    fn new(dir: Option<&Path>) -> anyhow::Result<Scratch> {
+        match dir {
+            None => Ok(Scratch::Temporary(
+                tempfile::Builder::new()
+                    .prefix("research-ledger-bench-")
+                    .tempdir()
+                    .context("cannot create a temporary directory")?,
+            )),
+            Some(dir) => {
+                if dir.exists() {
+                    let mut entries = std::fs::read_dir(dir)
+                        .with_context(|| format!("cannot read {}", dir.display()))?;
+                    // A ledger or anything else already there must not be mixed with, or
+                    // mistaken for, what a benchmark writes.
+                    if entries.next().is_some() {
+                        bail!(
+                            "{} is not empty; give a new or empty directory for the benchmark",
+                            dir.display()
+                        );
+                    }
+                } else {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                }
+                Ok(Scratch::Kept(dir.to_owned()))
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Scratch::Temporary(t) => t.path(),
+            Scratch::Kept(p) => p,
+        }
+    }
+
+    /// Whether what was written stays after the run.
+    fn kept(&self) -> bool {
+        matches!(self, Scratch::Kept(_))
+    }
+}

@@ -487,6 +487,13 @@ impl Ledger {
         rx.blocking_recv().map_err(|_| SigningError::Closed)?
     }
 
+    /// What an idempotency key committed, if it was used: a front end checks it before
+    /// deciding a command, so that a retry of a command that succeeded is answered with its
+    /// original events even when the same command would now be refused.
+    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, ReadError> {
+        Ok(self.core().storage.idempotency(key)?)
+    }
+
     /// Every idempotency record, ordered by the seq of the commit it names.
     pub fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, ReadError> {
         Ok(self.core().storage.idempotency_records()?)

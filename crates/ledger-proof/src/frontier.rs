@@ -99,13 +99,36 @@ impl Frontier {
         hasher: &H,
         leaf_hash: Digest,
     ) -> Result<Vec<PerfectNode>, FrontierError> {
+        let mut completed = Vec::with_capacity(2);
+        self.push_leaf_hash_into(hasher, leaf_hash, &mut completed)?;
+        Ok(completed)
+    }
+
+    /// Appends one entry, hashing it as a leaf, and adds the perfect subtrees it completed to
+    /// `completed`: [`Frontier::push`] for callers that gather the nodes of many leaves, or
+    /// that reuse one buffer to absorb a long run of leaves without allocating for each.
+    pub fn push_into<H: MerkleHasher>(
+        &mut self,
+        hasher: &H,
+        data: &[u8],
+        completed: &mut Vec<PerfectNode>,
+    ) -> Result<(), FrontierError> {
+        self.push_leaf_hash_into(hasher, hasher.leaf(data), completed)
+    }
+
+    fn push_leaf_hash_into<H: MerkleHasher>(
+        &mut self,
+        hasher: &H,
+        leaf_hash: Digest,
+        completed: &mut Vec<PerfectNode>,
+    ) -> Result<(), FrontierError> {
         let index = self.size;
         let size = index.checked_add(1).ok_or(FrontierError::Full)?;
-        let mut completed = vec![PerfectNode {
+        completed.push(PerfectNode {
             level: 0,
             index,
             hash: leaf_hash,
-        }];
+        });
         let mut hash = leaf_hash;
         let mut level = 0u8;
         // A carry: while a peak of the same height waits on the left, the two make a perfect
@@ -127,7 +150,7 @@ impl Frontier {
             *slot = Some(hash);
         }
         self.size = size;
-        Ok(completed)
+        Ok(())
     }
 
     /// The root of the tree absorbed so far (RFC 9162 `MTH`): the peaks joined from the right.

@@ -29,7 +29,7 @@ use crate::limits::Limits;
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
 use crate::storage::{
     ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, SealedEvent, Storage,
-    StorageError,
+    StorageError, TreeGrowth,
 };
 use crate::subscribe::Subscription;
 use crate::tree::StoredNodes;
@@ -1008,9 +1008,43 @@ impl Writer {
             }
             return;
         }
-        match self.core.storage.append(&group.commits) {
+        // The Merkle nodes the group completes are computed before the write, on a copy of the
+        // frontier, so that storage indexes them with the events in one write; the copy
+        // replaces the frontier only once the write succeeded.
+        let mut frontier = self.frontier.clone();
+        let mut nodes = Vec::with_capacity(group.events * 2);
+        let grown = group
+            .recorded
+            .iter()
+            .flatten()
+            .try_for_each(|e| frontier.push_into(&Blake3, e.hash.as_bytes(), &mut nodes));
+        // Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the log
+        // could never again be checked against a signed root.
+        let written = match grown {
+            Ok(()) => self
+                .core
+                .storage
+                .append(
+                    &group.commits,
+                    &TreeGrowth {
+                        nodes,
+                        size: frontier.size(),
+                    },
+                )
+                .map_err(|e| {
+                    let reason =
+                        format!("a write to storage failed, so its outcome is unknown: {e}");
+                    (reason, e)
+                }),
+            Err(e) => {
+                let reason = format!("the Merkle tree cannot take more events: {e}");
+                Err((reason.clone(), StorageError::Failed(reason)))
+            }
+        };
+        match written {
             Ok(()) => {
                 self.head = group.head;
+                self.frontier = frontier;
                 self.versions.extend(group.versions.drain());
                 let receipts: Vec<Receipt> = group
                     .commits
@@ -1031,14 +1065,6 @@ impl Writer {
                         replayed: false,
                     })
                     .collect();
-                let hashes: Vec<Digest> = group.recorded.iter().flatten().map(|e| e.hash).collect();
-                // The stored tree covers every acknowledged event, so a proof or a verification
-                // that follows an acknowledgement finds its nodes. It is derived data: if it
-                // cannot be stored the events are still durable, but nothing more is written.
-                if let Err(e) = self.grow_tree(&hashes) {
-                    self.core
-                        .poison(format!("the Merkle tree could not be stored: {e}"));
-                }
                 for event in group.recorded.into_iter().flatten() {
                     // No subscriber is not an error.
                     let _ = self.core.events.send(Arc::new(event));
@@ -1063,11 +1089,9 @@ impl Writer {
                     tracing::warn!(error = %e, "the periodic checkpoint was not written");
                 }
             }
-            Err(e) => {
+            Err((reason, e)) => {
                 let e = Arc::new(e);
-                self.core.poison(format!(
-                    "a write to storage failed, so its outcome is unknown: {e}"
-                ));
+                self.core.poison(reason);
                 for (reply, plan) in waiting {
                     let result = match plan {
                         Plan::Done(result) => result,

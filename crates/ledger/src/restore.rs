@@ -9,14 +9,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ledger_proof::{SigningKey, Timestamp};
+use ledger_proof::{Blake3, Frontier, SigningKey, Timestamp};
 
 use crate::bundle::{Bundle, Scope};
 use crate::envelope::decode_stored;
 use crate::keys::{KeyFiles, random_key};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
-use crate::storage::{CheckpointEntry, Commit, SealedEvent, Storage, StorageError};
+use crate::storage::{CheckpointEntry, Commit, SealedEvent, Storage, StorageError, TreeGrowth};
 
 /// Why a restore was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +117,9 @@ impl Ledger {
         let mut expected_seq = 0u64;
         let mut prev = crate::envelope::Digest::ZERO;
         let mut written = 0u64;
+        // The Merkle tree grows with the events and is stored with them, as appends store it.
+        let mut frontier = Frontier::new();
+        let mut nodes = Vec::new();
         while let Some(first) = events.next() {
             let record = keyed.remove(&first.seq);
             let count = record.as_ref().map_or(1, |r| r.event_count.max(1) as usize);
@@ -151,6 +154,9 @@ impl Ledger {
                     )));
                 }
                 *version += 1;
+                frontier
+                    .push_into(&Blake3, event.hash.as_bytes(), &mut nodes)
+                    .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", event.seq)))?;
                 sealed.push(SealedEvent {
                     seq: event.seq,
                     stream_version: event.stream_version,
@@ -170,13 +176,13 @@ impl Ledger {
             });
             if commits.len() >= 1024 {
                 written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-                storage.append(&commits)?;
+                storage.append(&commits, &grown(&mut nodes, &frontier))?;
                 commits.clear();
             }
         }
         if !commits.is_empty() {
             written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-            storage.append(&commits)?;
+            storage.append(&commits, &grown(&mut nodes, &frontier))?;
         }
 
         for entry in &bundle.checkpoint_log {
@@ -220,5 +226,13 @@ impl Ledger {
         };
         let ledger = Ledger::start(Arc::new(storage), options, key, Some(files));
         Ok((ledger, report))
+    }
+}
+
+/// The tree's growth since the last append: the nodes gathered, taken, and its size now.
+fn grown(nodes: &mut Vec<ledger_proof::PerfectNode>, frontier: &Frontier) -> TreeGrowth {
+    TreeGrowth {
+        nodes: std::mem::take(nodes),
+        size: frontier.size(),
     }
 }

@@ -114,3 +114,24 @@ fn the_longest_carry_completes_sixty_three_levels() {
     assert_eq!(completed.last().map(|n| (n.level, n.index)), Some((63, 0)));
     assert_eq!(frontier.peaks().len(), 1);
 }
+
+#[test]
+fn pushing_into_a_buffer_reports_what_push_returns() {
+    let mut one = Frontier::new();
+    let mut other = Frontier::new();
+    let mut gathered = Vec::new();
+    let mut expected = Vec::new();
+    for leaf in leaf_data(37) {
+        expected.extend(one.push(&Blake3, &leaf).unwrap());
+        other.push_into(&Blake3, &leaf, &mut gathered).unwrap();
+    }
+    assert_eq!(gathered, expected);
+    assert_eq!(other, one);
+    let mut full = Frontier::load(&Anything, u64::MAX).unwrap();
+    let mut nothing = Vec::new();
+    assert_eq!(
+        full.push_into(&Blake3, b"one too many", &mut nothing),
+        Err(FrontierError::Full)
+    );
+    assert!(nothing.is_empty(), "a refused leaf reports no node");
+}

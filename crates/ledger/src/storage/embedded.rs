@@ -6,8 +6,9 @@
 //! data. Here the durability of an acknowledged event rests only on `write` + `fdatasync` of a
 //! file whose layout this crate defines ([`super::frame`]) and an operator can read without
 //! sled; sled holds only what can be rebuilt from the log (stream, id and hash indexes, the
-//! position of each frame, idempotency keys). A lost or damaged index is rebuilt on open;
-//! a lost index can never lose an event.
+//! position of each frame, idempotency keys, the Merkle tree's nodes), in one tree written once
+//! per group commit. A lost or damaged index is rebuilt on open; a lost index can never lose an
+//! event.
 //!
 //! Directory layout (inside the ledger's directory):
 //!
@@ -34,7 +35,7 @@ use ledger_proof::PerfectNode;
 
 use super::{
     ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
-    StorageProblem,
+    StorageProblem, TreeGrowth,
 };
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::{Digest, RecordedEvent, decode_stored};
@@ -129,32 +130,78 @@ impl Tail {
     }
 }
 
-const META_TAIL: &[u8] = b"tail";
-const META_MERKLE_SIZE: &[u8] = b"merkle-size";
 const CHECKPOINT_LOG: &str = "checkpoints.jsonl";
-const INDEX_FORMAT: &[u8] = b"index-format";
-const INDEX_FORMAT_VERSION: &[u8] = b"1";
+/// The index's layout version. An index of any other version (or none) is dropped and rebuilt
+/// from the log on open.
+const INDEX_FORMAT_VERSION: &[u8] = b"2";
+/// The one sled tree that holds the index.
+const INDEX_TREE: &str = "index";
+/// Trees of the first index layout, one per kind of entry; dropped when the index is rebuilt.
+const LEGACY_TREES: [&str; 8] = [
+    "frames",
+    "streams",
+    "heads",
+    "event_ids",
+    "hashes",
+    "idempotency",
+    "meta",
+    "merkle",
+];
 
-/// The sled trees of the index.
+/// Key prefixes of the index tree, one byte each, so that every kind of entry has a key range
+/// of its own and one `apply_batch` can write all of a group's entries at once.
+mod prefix {
+    /// frame first seq (BE) → segment (BE) ‖ frame offset (BE)
+    pub(super) const FRAME: u8 = b'f';
+    /// stream ‖ 0x00 ‖ version (BE) → location
+    pub(super) const STREAM: u8 = b's';
+    /// stream → current version (BE)
+    pub(super) const HEAD: u8 = b'v';
+    /// event id → location
+    pub(super) const EVENT_ID: u8 = b'i';
+    /// event hash → location
+    pub(super) const HASH: u8 = b'h';
+    /// idempotency key → postcard(IdempotencyRecord)
+    pub(super) const KEY: u8 = b'k';
+    /// level ‖ index (BE) → perfect-subtree hash
+    pub(super) const MERKLE: u8 = b'm';
+}
+
+// The index's own state, under keys of their own that start with `_`.
+const META_TAIL: &[u8] = b"_tail";
+const META_MERKLE_SIZE: &[u8] = b"_merkle-size";
+const META_INDEX_FORMAT: &[u8] = b"_index-format";
+
+/// `prefix ‖ rest`, the key of an index entry.
+fn key(prefix: u8, rest: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + rest.len());
+    key.push(prefix);
+    key.extend_from_slice(rest);
+    key
+}
+
+fn frame_key(first_seq: u64) -> [u8; 9] {
+    let mut key = [prefix::FRAME; 9];
+    key[1..].copy_from_slice(&first_seq.to_be_bytes());
+    key
+}
+
+fn merkle_key(level: u8, index: u64) -> [u8; 10] {
+    let mut key = [prefix::MERKLE; 10];
+    key[1] = level;
+    key[2..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The sled index: one tree, its entries told apart by a one-byte key prefix ([`prefix`]).
+///
+/// One tree rather than one per kind of entry because sled seals and writes its log buffers at
+/// every `apply_batch`: a group commit's entries, Merkle nodes and resume point go in as one
+/// batch, atomically, at the cost of one such seal.
 #[derive(Debug)]
 struct Index {
     db: sled::Db,
-    /// frame first seq (BE) → segment (BE) ‖ frame offset (BE)
-    frames: sled::Tree,
-    /// stream ‖ 0x00 ‖ version (BE) → location
-    streams: sled::Tree,
-    /// stream → version (BE)
-    heads: sled::Tree,
-    /// event id → location
-    ids: sled::Tree,
-    /// hash → location
-    hashes: sled::Tree,
-    /// idempotency key → postcard(IdempotencyRecord)
-    keys: sled::Tree,
-    /// resume point and format version
-    meta: sled::Tree,
-    /// level ‖ index (BE) → perfect-subtree hash
-    merkle: sled::Tree,
+    tree: sled::Tree,
 }
 
 fn index_err(e: sled::Error) -> StorageError {
@@ -181,51 +228,47 @@ impl Index {
                 Err(e) => return Err(index_err(e)),
             }
         };
-        let tree = |name: &str| db.open_tree(name).map_err(index_err);
-        Ok(Index {
-            frames: tree("frames")?,
-            streams: tree("streams")?,
-            heads: tree("heads")?,
-            ids: tree("event_ids")?,
-            hashes: tree("hashes")?,
-            keys: tree("idempotency")?,
-            meta: tree("meta")?,
-            merkle: tree("merkle")?,
-            db,
-        })
+        let tree = db.open_tree(INDEX_TREE).map_err(index_err)?;
+        Ok(Index { db, tree })
     }
 
-    fn clear(&self) -> Result<(), StorageError> {
-        for tree in [
-            &self.frames,
-            &self.streams,
-            &self.heads,
-            &self.ids,
-            &self.hashes,
-            &self.keys,
-            &self.meta,
-            &self.merkle,
-        ] {
-            tree.clear().map_err(index_err)?;
+    /// Empties the index, drops the trees of an older layout, and marks it as of this layout.
+    fn reset(&self) -> Result<(), StorageError> {
+        self.tree.clear().map_err(index_err)?;
+        for name in LEGACY_TREES {
+            self.db.drop_tree(name).map_err(index_err)?;
         }
+        self.tree
+            .insert(META_INDEX_FORMAT, INDEX_FORMAT_VERSION)
+            .map_err(index_err)?;
         Ok(())
     }
 
     fn tail(&self) -> Result<Option<Tail>, StorageError> {
-        if self.meta.get(INDEX_FORMAT).map_err(index_err)?.as_deref() != Some(INDEX_FORMAT_VERSION)
+        if self
+            .tree
+            .get(META_INDEX_FORMAT)
+            .map_err(index_err)?
+            .as_deref()
+            != Some(INDEX_FORMAT_VERSION)
         {
             return Ok(None);
         }
         Ok(self
-            .meta
+            .tree
             .get(META_TAIL)
             .map_err(index_err)?
             .and_then(|v| Tail::decode(&v)))
     }
+
+    fn get(&self, prefix: u8, rest: &[u8]) -> Result<Option<sled::IVec>, StorageError> {
+        self.tree.get(key(prefix, rest)).map_err(index_err)
+    }
 }
 
 fn stream_key(stream: &str, version: u64) -> Vec<u8> {
-    let mut key = Vec::with_capacity(stream.len() + 9);
+    let mut key = Vec::with_capacity(stream.len() + 10);
+    key.push(prefix::STREAM);
     key.extend_from_slice(stream.as_bytes());
     key.push(0);
     key.extend_from_slice(&version.to_be_bytes());
@@ -241,15 +284,11 @@ struct IndexedEvent<'a> {
     hash: Digest,
 }
 
-/// Accumulates the index writes of one or more frames, applied as one batch per tree.
+/// Accumulates the index writes of one or more frames, applied as one atomic batch.
 #[derive(Default)]
 struct IndexBatch {
-    frames: sled::Batch,
-    streams: sled::Batch,
+    batch: sled::Batch,
     heads: BTreeMap<String, u64>,
-    ids: sled::Batch,
-    hashes: sled::Batch,
-    keys: sled::Batch,
 }
 
 impl IndexBatch {
@@ -257,40 +296,50 @@ impl IndexBatch {
         let mut value = [0u8; 16];
         value[0..8].copy_from_slice(&segment.to_be_bytes());
         value[8..16].copy_from_slice(&offset.to_be_bytes());
-        self.frames.insert(&first_seq.to_be_bytes(), &value);
+        self.batch.insert(&frame_key(first_seq)[..], &value[..]);
     }
 
     fn event(&mut self, e: &IndexedEvent<'_>) {
         let loc = e.loc.encode();
-        self.streams
-            .insert(stream_key(e.stream, e.stream_version), &loc);
-        self.heads.insert(e.stream.to_owned(), e.stream_version);
-        self.ids.insert(e.event_id.as_bytes(), &loc);
-        self.hashes.insert(&e.hash.0, &loc);
+        self.batch
+            .insert(stream_key(e.stream, e.stream_version), &loc[..]);
+        match self.heads.get_mut(e.stream) {
+            Some(version) => *version = e.stream_version,
+            None => {
+                self.heads.insert(e.stream.to_owned(), e.stream_version);
+            }
+        }
+        self.batch
+            .insert(key(prefix::EVENT_ID, e.event_id.as_bytes()), &loc[..]);
+        self.batch.insert(key(prefix::HASH, &e.hash.0), &loc[..]);
     }
 
     fn key(&mut self, record: &IdempotencyRecord) {
         let value = postcard::to_stdvec(record).unwrap_or_default();
-        self.keys.insert(record.key.as_bytes(), value);
+        self.batch
+            .insert(key(prefix::KEY, record.key.as_bytes()), value);
     }
 
-    fn apply(self, index: &Index, tail: &Tail) -> Result<(), StorageError> {
-        let mut heads = sled::Batch::default();
-        for (stream, version) in self.heads {
-            heads.insert(stream.as_bytes(), &version.to_be_bytes());
+    fn merkle(&mut self, growth: &TreeGrowth) {
+        for node in &growth.nodes {
+            self.batch
+                .insert(&merkle_key(node.level, node.index)[..], &node.hash.0[..]);
         }
-        index.frames.apply_batch(self.frames).map_err(index_err)?;
-        index.streams.apply_batch(self.streams).map_err(index_err)?;
-        index.ids.apply_batch(self.ids).map_err(index_err)?;
-        index.hashes.apply_batch(self.hashes).map_err(index_err)?;
-        index.keys.apply_batch(self.keys).map_err(index_err)?;
-        index.heads.apply_batch(heads).map_err(index_err)?;
-        // The tail goes last, so an index that survives a crash never claims more than it holds.
-        index
-            .meta
-            .insert(META_TAIL, &tail.encode()[..])
-            .map_err(index_err)?;
-        Ok(())
+        self.batch
+            .insert(META_MERKLE_SIZE, &growth.size.to_be_bytes()[..]);
+    }
+
+    /// Writes everything gathered, with `tail` as the new resume point, in one batch: an index
+    /// that survives a crash never claims more than it holds.
+    fn apply(mut self, index: &Index, tail: &Tail) -> Result<(), StorageError> {
+        for (stream, version) in self.heads {
+            self.batch.insert(
+                key(prefix::HEAD, stream.as_bytes()),
+                &version.to_be_bytes()[..],
+            );
+        }
+        self.batch.insert(META_TAIL, &tail.encode()[..]);
+        index.tree.apply_batch(self.batch).map_err(index_err)
     }
 }
 
@@ -637,11 +686,7 @@ impl EmbeddedStorage {
         // An index of another format (or none) is discarded and rebuilt from the log.
         let recorded = self.index.tail()?;
         if recorded.is_none() {
-            self.index.clear()?;
-            self.index
-                .meta
-                .insert(INDEX_FORMAT, INDEX_FORMAT_VERSION)
-                .map_err(index_err)?;
+            self.index.reset()?;
         }
         let first_segment = self.segments_snapshot().keys().next().copied();
         let Some(first_segment) = first_segment else {
@@ -664,11 +709,7 @@ impl EmbeddedStorage {
         let start = match recorded {
             Some(tail) if self.tail_is_plausible(&tail) => tail,
             _ => {
-                self.index.clear()?;
-                self.index
-                    .meta
-                    .insert(INDEX_FORMAT, INDEX_FORMAT_VERSION)
-                    .map_err(index_err)?;
+                self.index.reset()?;
                 Tail {
                     next_seq: 0,
                     last_hash: Digest::ZERO,
@@ -952,8 +993,8 @@ impl EmbeddedStorage {
     fn location(&self, seq: u64) -> Result<Option<(Arc<Segment>, u64)>, StorageError> {
         let Some(entry) = self
             .index
-            .frames
-            .range(..=seq.to_be_bytes())
+            .tree
+            .range(frame_key(0)..=frame_key(seq))
             .next_back()
             .transpose()
             .map_err(index_err)?
@@ -1037,12 +1078,12 @@ impl EmbeddedStorage {
         Ok(())
     }
 
-    fn write_frame(&self, commits: &[Commit]) -> Result<(), StorageError> {
+    fn write_frame(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(reason) = &writer.failed {
             return Err(StorageError::Failed(reason.clone()));
         }
-        let result = self.write_frame_locked(&mut writer, commits);
+        let result = self.write_frame_locked(&mut writer, commits, tree);
         if let Err(e) = &result {
             writer.failed = Some(e.to_string());
         }
@@ -1053,6 +1094,7 @@ impl EmbeddedStorage {
         &self,
         writer: &mut Writer,
         commits: &[Commit],
+        tree: &TreeGrowth,
     ) -> Result<(), StorageError> {
         let head = self.head();
         let Some(first_seq) = commits
@@ -1191,6 +1233,7 @@ impl EmbeddedStorage {
             segment: seg.first_seq,
             offset: writer.end,
         };
+        batch.merkle(tree);
         batch.apply(&self.index, &tail)?;
         *self.head.write().unwrap_or_else(|p| p.into_inner()) = ChainHead {
             size: expected,
@@ -1304,8 +1347,8 @@ impl Storage for EmbeddedStorage {
         *self.head.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn append(&self, commits: &[Commit]) -> Result<(), StorageError> {
-        self.write_frame(commits)
+    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
+        self.write_frame(commits, tree)
     }
 
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {
@@ -1381,9 +1424,7 @@ impl Storage for EmbeddedStorage {
     fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
         Ok(self
             .index
-            .heads
-            .get(stream.as_bytes())
-            .map_err(index_err)?
+            .get(prefix::HEAD, stream.as_bytes())?
             .map(|v| be_u64(&v))
             .unwrap_or(0))
     }
@@ -1398,7 +1439,7 @@ impl Storage for EmbeddedStorage {
         let start = stream_key(stream, from_version.max(1));
         let end = stream_key(stream, u64::MAX);
         let mut out = Vec::new();
-        for entry in self.index.streams.range(start..=end) {
+        for entry in self.index.tree.range(start..=end) {
             if out.len() >= max {
                 break;
             }
@@ -1413,17 +1454,17 @@ impl Storage for EmbeddedStorage {
     }
 
     fn find_event_id(&self, id: Uuid) -> Result<Option<RawEvent>, StorageError> {
-        let value = self.index.ids.get(id.as_bytes()).map_err(index_err)?;
+        let value = self.index.get(prefix::EVENT_ID, id.as_bytes())?;
         self.read_located(value)
     }
 
     fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
-        let value = self.index.hashes.get(hash.0).map_err(index_err)?;
+        let value = self.index.get(prefix::HASH, &hash.0)?;
         self.read_located(value)
     }
 
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
-        match self.index.keys.get(key.as_bytes()).map_err(index_err)? {
+        match self.index.get(prefix::KEY, key.as_bytes())? {
             None => Ok(None),
             Some(v) => postcard::from_bytes(&v)
                 .map(Some)
@@ -1433,7 +1474,7 @@ impl Storage for EmbeddedStorage {
 
     fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
         let mut out = Vec::new();
-        for entry in self.index.keys.iter() {
+        for entry in self.index.tree.scan_prefix([prefix::KEY]) {
             let (_, value) = entry.map_err(index_err)?;
             let record: IdempotencyRecord = postcard::from_bytes(&value)
                 .map_err(|e| StorageError::Index(format!("idempotency record: {e}")))?;
@@ -1456,7 +1497,7 @@ impl Storage for EmbeddedStorage {
     fn merkle_size(&self) -> Result<u64, StorageError> {
         let stored = self
             .index
-            .meta
+            .tree
             .get(META_MERKLE_SIZE)
             .map_err(index_err)?
             .map(|v| be_u64(&v))
@@ -1467,24 +1508,19 @@ impl Storage for EmbeddedStorage {
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
         for node in nodes {
-            let mut key = [0u8; 9];
-            key[0] = node.level;
-            key[1..].copy_from_slice(&node.index.to_be_bytes());
-            batch.insert(&key[..], &node.hash.0[..]);
+            batch.insert(&merkle_key(node.level, node.index)[..], &node.hash.0[..]);
         }
-        self.index.merkle.apply_batch(batch).map_err(index_err)?;
-        self.index
-            .meta
-            .insert(META_MERKLE_SIZE, &size.to_be_bytes()[..])
-            .map_err(index_err)?;
-        Ok(())
+        batch.insert(META_MERKLE_SIZE, &size.to_be_bytes()[..]);
+        self.index.tree.apply_batch(batch).map_err(index_err)
     }
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
-        let mut key = [0u8; 9];
-        key[0] = level;
-        key[1..].copy_from_slice(&index.to_be_bytes());
-        match self.index.merkle.get(key).map_err(index_err)? {
+        match self
+            .index
+            .tree
+            .get(merkle_key(level, index))
+            .map_err(index_err)?
+        {
             None => Ok(None),
             Some(v) if v.len() == 32 => {
                 let mut hash = [0u8; 32];

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
-    StorageProblem,
+    StorageProblem, TreeGrowth,
 };
 use crate::envelope::Digest;
 
@@ -147,7 +147,7 @@ impl Storage for MemoryStorage {
         ChainHead { size, last_hash }
     }
 
-    fn append(&self, commits: &[Commit]) -> Result<(), StorageError> {
+    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
         let mut state = self.state();
         if let Some(reason) = state.failed {
             return Err(StorageError::Failed(reason.into()));
@@ -166,6 +166,10 @@ impl Storage for MemoryStorage {
             return Err(StorageError::Injected("sync failed"));
         }
         state.durable = state.log.len();
+        for node in &tree.nodes {
+            state.merkle.insert((node.level, node.index), node.hash);
+        }
+        state.merkle_size = tree.size;
         if roll < f.write_fails_per_mille + f.sync_fails_per_mille + f.ack_lost_per_mille {
             state.failed = Some("acknowledgement lost");
             return Err(StorageError::Injected("acknowledgement lost"));

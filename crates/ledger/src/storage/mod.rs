@@ -110,6 +110,19 @@ pub struct Commit {
     pub idempotency: Option<IdempotencyRecord>,
 }
 
+/// How the Merkle tree grows with one append: the perfect subtrees its events complete and the
+/// number of leaves after them. The nodes are derived from the event hashes, so a backend may
+/// lose them in a crash (the ledger recomputes what is missing on open); a backend that can
+/// stores them in the same write as the index entries of the commits, so that a proof or a
+/// verification that follows an acknowledgement finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeGrowth {
+    /// The perfect subtrees completed, each stored once.
+    pub nodes: Vec<PerfectNode>,
+    /// Leaves the tree holds once the commits are in.
+    pub size: u64,
+}
+
 /// An event's stored bytes and the seq at which storage holds them. The ledger decodes the
 /// bytes and checks that they agree with the position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,11 +203,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// The head of the chain as of the last successful append.
     fn head(&self) -> ChainHead;
 
-    /// Makes the commits durable, in order, each all or nothing, and indexes them. Returns only
-    /// when every byte needed to find and read them is on stable storage. On error, a prefix of
+    /// Makes the commits durable, in order, each all or nothing, and indexes them together with
+    /// `tree`, the Merkle nodes they complete. Returns only when every byte needed to find and
+    /// read them is on stable storage, and when what was indexed can be read back (reads that
+    /// follow an acknowledgement find the events by stream, id and hash). On error, a prefix of
     /// the commits may have been made durable; the ledger stops writing and reopens to learn
     /// which.
-    fn append(&self, commits: &[Commit]) -> Result<(), StorageError>;
+    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError>;
 
     /// Up to `max` events from `from_seq` on, in storage order.
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError>;
@@ -232,8 +247,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// How many leaves the stored Merkle nodes cover (never more than the log holds).
     fn merkle_size(&self) -> Result<u64, StorageError>;
 
-    /// Stores perfect-subtree hashes of the Merkle tree, which now covers `size` leaves. They
-    /// are derived from the event hashes and may be rebuilt from them.
+    /// Stores perfect-subtree hashes of the Merkle tree, which now covers `size` leaves, when
+    /// the tree is rebuilt from the events. They are derived from the event hashes and may be
+    /// rebuilt from them.
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError>;
 
     /// The stored hash of perfect subtree `(level, index)`.

@@ -742,6 +742,8 @@ impl Writer {
             Ok(frontier) => frontier,
             Err(e) => {
                 tracing::warn!(error = %e, "rebuilding the Merkle tree from the first event");
+                // Nodes are stored once each, so what is left of the old ones goes first.
+                storage.clear_merkle_nodes().map_err(|e| e.to_string())?;
                 Frontier::new()
             }
         };

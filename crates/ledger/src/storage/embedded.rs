@@ -153,17 +153,16 @@ const LEGACY_TREES: [&str; 8] = [
 mod prefix {
     /// frame first seq (BE) → segment (BE) ‖ frame offset (BE)
     pub(super) const FRAME: u8 = b'f';
-    /// stream ‖ 0x00 ‖ version (BE) → location
+    /// stream ‖ 0x00 ‖ version (BE) → location; the last version of a stream is its head
     pub(super) const STREAM: u8 = b's';
-    /// stream → current version (BE)
-    pub(super) const HEAD: u8 = b'v';
     /// event id → location
     pub(super) const EVENT_ID: u8 = b'i';
     /// event hash → location
     pub(super) const HASH: u8 = b'h';
     /// idempotency key → postcard(IdempotencyRecord)
     pub(super) const KEY: u8 = b'k';
-    /// level ‖ index (BE) → perfect-subtree hash
+    /// tree size (BE) → the perfect subtrees completed by the leaves just below that size,
+    /// see [`super::MerkleEntries`]
     pub(super) const MERKLE: u8 = b'm';
 }
 
@@ -186,11 +185,76 @@ fn frame_key(first_seq: u64) -> [u8; 9] {
     key
 }
 
-fn merkle_key(level: u8, index: u64) -> [u8; 10] {
-    let mut key = [prefix::MERKLE; 10];
-    key[1] = level;
-    key[2..].copy_from_slice(&index.to_be_bytes());
+fn merkle_key(size: u64) -> [u8; 9] {
+    let mut key = [prefix::MERKLE; 9];
+    key[1..].copy_from_slice(&size.to_be_bytes());
     key
+}
+
+/// Leaves whose completed Merkle nodes share one index entry, at most: a bound on the size of
+/// an entry (about 2 × 41 bytes a leaf) when the tree is rebuilt in long runs.
+const MERKLE_ENTRY_LEAVES: u64 = 256;
+
+/// Length of one stored Merkle node: `level u8 | index u64 BE | hash[32]`.
+const MERKLE_NODE_LEN: usize = 41;
+
+/// The Merkle nodes of a growth of the tree, packed into index entries.
+///
+/// A perfect subtree `(level, index)` is completed by exactly one leaf, the last it covers:
+/// `L = (index + 1)·2^level − 1`. Nodes are stored in entries keyed by a tree size `k`, each
+/// holding the nodes completed by leaves below `k` and not in an entry of a smaller key; so
+/// node `(level, index)` is in the entry with the smallest key above `L`, found with one range
+/// seek. A group commit of n events costs one entry (two when it crosses a multiple of
+/// [`MERKLE_ENTRY_LEAVES`]) rather than about 2n.
+struct MerkleEntries;
+
+impl MerkleEntries {
+    /// The leaf that completes node `(level, index)`, if there can be one.
+    fn completing_leaf(level: u8, index: u64) -> Option<u64> {
+        index
+            .checked_add(1)?
+            .checked_mul(1u64.checked_shl(u32::from(level))?)?
+            .checked_sub(1)
+    }
+
+    /// `(key, value)` of the entries holding `nodes`, completed by the leaves that grew the
+    /// tree to `size`, in the order the leaves completed them.
+    fn pack(nodes: &[PerfectNode], size: u64) -> Vec<(u64, Vec<u8>)> {
+        let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
+        for node in nodes {
+            let leaf = Self::completing_leaf(node.level, node.index).unwrap_or(u64::MAX);
+            let key = (leaf / MERKLE_ENTRY_LEAVES + 1)
+                .saturating_mul(MERKLE_ENTRY_LEAVES)
+                .min(size);
+            if entries.last().is_none_or(|(k, _)| *k != key) {
+                entries.push((key, Vec::with_capacity(2 * MERKLE_NODE_LEN)));
+            }
+            if let Some((_, value)) = entries.last_mut() {
+                value.push(node.level);
+                value.extend_from_slice(&node.index.to_be_bytes());
+                value.extend_from_slice(&node.hash.0);
+            }
+        }
+        entries
+    }
+
+    /// The hash of node `(level, index)` in an entry's value, if the entry holds it.
+    fn find(value: &[u8], level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        if !value.len().is_multiple_of(MERKLE_NODE_LEN) {
+            return Err(StorageError::Index(format!(
+                "Merkle entry of {} bytes",
+                value.len()
+            )));
+        }
+        for node in value.chunks_exact(MERKLE_NODE_LEN) {
+            if node[0] == level && be_u64(&node[1..9]) == index {
+                let mut hash = [0u8; 32];
+                hash.copy_from_slice(&node[9..]);
+                return Ok(Some(Digest(hash)));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The sled index: one tree, its entries told apart by a one-byte key prefix ([`prefix`]).
@@ -288,7 +352,6 @@ struct IndexedEvent<'a> {
 #[derive(Default)]
 struct IndexBatch {
     batch: sled::Batch,
-    heads: BTreeMap<String, u64>,
 }
 
 impl IndexBatch {
@@ -303,12 +366,6 @@ impl IndexBatch {
         let loc = e.loc.encode();
         self.batch
             .insert(stream_key(e.stream, e.stream_version), &loc[..]);
-        match self.heads.get_mut(e.stream) {
-            Some(version) => *version = e.stream_version,
-            None => {
-                self.heads.insert(e.stream.to_owned(), e.stream_version);
-            }
-        }
         self.batch
             .insert(key(prefix::EVENT_ID, e.event_id.as_bytes()), &loc[..]);
         self.batch.insert(key(prefix::HASH, &e.hash.0), &loc[..]);
@@ -320,24 +377,16 @@ impl IndexBatch {
             .insert(key(prefix::KEY, record.key.as_bytes()), value);
     }
 
-    fn merkle(&mut self, growth: &TreeGrowth) {
-        for node in &growth.nodes {
-            self.batch
-                .insert(&merkle_key(node.level, node.index)[..], &node.hash.0[..]);
+    fn merkle(&mut self, nodes: &[PerfectNode], size: u64) {
+        for (key, value) in MerkleEntries::pack(nodes, size) {
+            self.batch.insert(&merkle_key(key)[..], value);
         }
-        self.batch
-            .insert(META_MERKLE_SIZE, &growth.size.to_be_bytes()[..]);
+        self.batch.insert(META_MERKLE_SIZE, &size.to_be_bytes()[..]);
     }
 
     /// Writes everything gathered, with `tail` as the new resume point, in one batch: an index
     /// that survives a crash never claims more than it holds.
     fn apply(mut self, index: &Index, tail: &Tail) -> Result<(), StorageError> {
-        for (stream, version) in self.heads {
-            self.batch.insert(
-                key(prefix::HEAD, stream.as_bytes()),
-                &version.to_be_bytes()[..],
-            );
-        }
         self.batch.insert(META_TAIL, &tail.encode()[..]);
         index.tree.apply_batch(self.batch).map_err(index_err)
     }
@@ -854,8 +903,11 @@ impl EmbeddedStorage {
                         break 'segments;
                     }
                 };
-                let mut base =
-                    |stream: &str| self.stream_version(stream).map_err(|e| e.to_string());
+                // Everything indexed counts: the head is set once the scan is done.
+                let mut base = |stream: &str| {
+                    self.indexed_version(stream, u64::MAX)
+                        .map_err(|e| e.to_string())
+                };
                 let mut events = Vec::with_capacity(frame.body.events.len());
                 let mut scratch = checker.clone();
                 for (offset, n) in &frame.body.events {
@@ -988,6 +1040,20 @@ impl EmbeddedStorage {
         tracing::warn!("{note}");
         self.recoveries.push(note);
         Ok(())
+    }
+
+    /// The last version of `stream` that the index holds below seq `below`: the stream's
+    /// head, read from its last entries.
+    fn indexed_version(&self, stream: &str, below: u64) -> Result<u64, StorageError> {
+        let first = stream_key(stream, 0);
+        let last = stream_key(stream, u64::MAX);
+        for entry in self.index.tree.range(first..=last).rev() {
+            let (key, value) = entry.map_err(index_err)?;
+            if Location::decode(&value)?.seq < below {
+                return Ok(be_u64(&key[key.len() - 8..]));
+            }
+        }
+        Ok(0)
     }
 
     fn location(&self, seq: u64) -> Result<Option<(Arc<Segment>, u64)>, StorageError> {
@@ -1233,7 +1299,7 @@ impl EmbeddedStorage {
             segment: seg.first_seq,
             offset: writer.end,
         };
-        batch.merkle(tree);
+        batch.merkle(&tree.nodes, tree.size);
         batch.apply(&self.index, &tail)?;
         *self.head.write().unwrap_or_else(|p| p.into_inner()) = ChainHead {
             size: expected,
@@ -1422,11 +1488,9 @@ impl Storage for EmbeddedStorage {
     }
 
     fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
-        Ok(self
-            .index
-            .get(prefix::HEAD, stream.as_bytes())?
-            .map(|v| be_u64(&v))
-            .unwrap_or(0))
+        // Not counting events the index already holds but the head of the log does not yet
+        // cover (a group being indexed).
+        self.indexed_version(stream, self.head().size)
     }
 
     fn read_stream(
@@ -1506,28 +1570,37 @@ impl Storage for EmbeddedStorage {
     }
 
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
+        let mut batch = IndexBatch::default();
+        batch.merkle(nodes, size);
+        self.index.tree.apply_batch(batch.batch).map_err(index_err)
+    }
+
+    fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
-        for node in nodes {
-            batch.insert(&merkle_key(node.level, node.index)[..], &node.hash.0[..]);
+        for entry in self.index.tree.scan_prefix([prefix::MERKLE]) {
+            let (key, _) = entry.map_err(index_err)?;
+            batch.remove(key);
         }
-        batch.insert(META_MERKLE_SIZE, &size.to_be_bytes()[..]);
+        batch.insert(META_MERKLE_SIZE, &0u64.to_be_bytes()[..]);
         self.index.tree.apply_batch(batch).map_err(index_err)
     }
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
-        match self
+        let Some(above) =
+            MerkleEntries::completing_leaf(level, index).and_then(|l| l.checked_add(1))
+        else {
+            return Ok(None);
+        };
+        let entry = self
             .index
             .tree
-            .get(merkle_key(level, index))
-            .map_err(index_err)?
-        {
+            .range(merkle_key(above)..=merkle_key(u64::MAX))
+            .next()
+            .transpose()
+            .map_err(index_err)?;
+        match entry {
             None => Ok(None),
-            Some(v) if v.len() == 32 => {
-                let mut hash = [0u8; 32];
-                hash.copy_from_slice(&v);
-                Ok(Some(Digest(hash)))
-            }
-            Some(_) => Err(StorageError::Index("Merkle node of the wrong size".into())),
+            Some((_, value)) => MerkleEntries::find(&value, level, index),
         }
     }
 
@@ -1573,4 +1646,61 @@ impl Drop for EmbeddedStorage {
 /// the operating system's `WouldBlock` in an error of its own wording.
 fn is_lock_held(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ledger_proof::{Blake3, Frontier, MemoryTree, NodeSource};
+
+    use super::*;
+
+    /// Grows a tree in groups of the given sizes, packs each group's nodes as an append does,
+    /// and finds every perfect subtree of the final tree the way `merkle_node` does.
+    #[test]
+    fn every_merkle_node_is_found_in_its_entry() {
+        let groups = [1u64, 1, 2, 23, 32, 1, 700, 5, 255, 256, 257, 3];
+        let mut frontier = Frontier::new();
+        let mut reference = MemoryTree::new(Blake3);
+        let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut leaf = 0u64;
+        for n in groups {
+            let mut nodes = Vec::new();
+            for _ in 0..n {
+                let data = leaf.to_le_bytes();
+                frontier
+                    .push_into(&Blake3, &data, &mut nodes)
+                    .expect("grows");
+                reference.push(&data).expect("grows");
+                leaf += 1;
+            }
+            for (key, value) in MerkleEntries::pack(&nodes, frontier.size()) {
+                assert!(
+                    entries.insert(key, value).is_none(),
+                    "entry {key} written twice"
+                );
+                assert!(key <= frontier.size());
+            }
+        }
+        let size = frontier.size();
+        for level in 0..12u8 {
+            for index in 0..(size >> level) {
+                let above = MerkleEntries::completing_leaf(level, index).expect("leaf") + 1;
+                let (_, value) = entries.range(above..).next().expect("an entry");
+                let found = MerkleEntries::find(value, level, index).expect("well formed");
+                assert_eq!(
+                    found,
+                    Some(reference.perfect_node(level, index).expect("node")),
+                    "node ({level}, {index})"
+                );
+            }
+        }
+        assert!(
+            entries
+                .values()
+                .all(|v| v.len() as u64 <= 2 * MERKLE_ENTRY_LEAVES * MERKLE_NODE_LEN as u64),
+            "an entry holds the nodes of at most {MERKLE_ENTRY_LEAVES} leaves"
+        );
+    }
 }

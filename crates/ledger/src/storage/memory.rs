@@ -276,6 +276,13 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
+        let mut state = self.state();
+        state.merkle.clear();
+        state.merkle_size = 0;
+        Ok(())
+    }
+
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
         Ok(self.state().merkle.get(&(level, index)).copied())
     }

@@ -252,6 +252,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// rebuilt from them.
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError>;
 
+    /// Forgets every stored perfect-subtree hash, before the tree is rebuilt from the first
+    /// event because the stored nodes could not be read.
+    fn clear_merkle_nodes(&self) -> Result<(), StorageError>;
+
     /// The stored hash of perfect subtree `(level, index)`.
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError>;
 

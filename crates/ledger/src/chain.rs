@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::envelope::{Digest, RecordedEvent, decode_stored};
+use crate::envelope::{Digest, EventRef, decode_stored_ref};
 
 /// Where the chain breaks and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,13 +42,13 @@ impl ChainChecker {
 
     /// Checks the stored bytes found at position `next_seq`. `base_version` gives a stream's
     /// version before the first event this checker saw of it.
-    pub(crate) fn check(
+    pub(crate) fn check<'a>(
         &mut self,
-        bytes: &[u8],
+        bytes: &'a [u8],
         base_version: &mut dyn FnMut(&str) -> Result<u64, String>,
-    ) -> Result<RecordedEvent, ChainBreak> {
+    ) -> Result<EventRef<'a>, ChainBreak> {
         let pos = self.next_seq;
-        let event = decode_stored(bytes).map_err(|e| ChainBreak {
+        let event = decode_stored_ref(bytes).map_err(|e| ChainBreak {
             seq: pos,
             problem: format!("the stored event does not check out ({e}): it was altered"),
         })?;
@@ -94,24 +94,36 @@ impl ChainChecker {
                 ),
             });
         }
-        let current = match self.versions.get(&event.stream) {
-            Some(v) => *v,
-            None => base_version(&event.stream).map_err(|e| ChainBreak {
-                seq: pos,
-                problem: format!("cannot read the version of stream {}: {e}", event.stream),
-            })?,
+        // A stream seen before is looked up by the borrowed name; only a new stream's name is
+        // copied into the map.
+        let follows = |current: u64| {
+            if event.stream_version == current.wrapping_add(1) {
+                Ok(())
+            } else {
+                Err(ChainBreak {
+                    seq: pos,
+                    problem: format!(
+                        "stream {} version {} follows version {current}",
+                        event.stream, event.stream_version
+                    ),
+                })
+            }
         };
-        if event.stream_version != current.wrapping_add(1) {
-            return Err(ChainBreak {
-                seq: pos,
-                problem: format!(
-                    "stream {} version {} follows version {current}",
-                    event.stream, event.stream_version
-                ),
-            });
+        match self.versions.get_mut(event.stream) {
+            Some(current) => {
+                follows(*current)?;
+                *current = event.stream_version;
+            }
+            None => {
+                let current = base_version(event.stream).map_err(|e| ChainBreak {
+                    seq: pos,
+                    problem: format!("cannot read the version of stream {}: {e}", event.stream),
+                })?;
+                follows(current)?;
+                self.versions
+                    .insert(event.stream.to_owned(), event.stream_version);
+            }
         }
-        self.versions
-            .insert(event.stream.clone(), event.stream_version);
         self.before_last = Some(self.last_hash);
         self.last_hash = event.hash;
         self.next_seq += 1;

@@ -48,6 +48,73 @@ struct WireEnvelope<'a> {
     prev_hash: [u8; HASH_LEN],
 }
 
+/// The wire form read without copying, for checks that need no field owned: the same fields
+/// in the same order as [`WireEnvelope`], with the causation links counted rather than
+/// collected. The fields verification does not use are still read, so that they are checked.
+#[derive(Deserialize)]
+#[expect(
+    dead_code,
+    reason = "kind, actor, causation and payload are decoded to be checked"
+)]
+struct WireEnvelopeRef<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    stream: &'a str,
+    stream_version: u64,
+    event_id: [u8; 16],
+    #[serde(borrow)]
+    kind: &'a str,
+    recorded_at_us: i64,
+    #[serde(borrow)]
+    actor: &'a str,
+    causation: CausationCount,
+    #[serde(borrow)]
+    payload: &'a [u8],
+    prev_hash: [u8; HASH_LEN],
+}
+
+/// A list of causation hashes read and counted, not kept: decoding it checks exactly what
+/// decoding a `Vec<[u8; HASH_LEN]>` checks, without allocating.
+struct CausationCount;
+
+impl<'de> Deserialize<'de> for CausationCount {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Count;
+        impl<'de> serde::de::Visitor<'de> for Count {
+            type Value = CausationCount;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence of hashes")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<CausationCount, A::Error> {
+                while seq.next_element::<[u8; HASH_LEN]>()?.is_some() {}
+                Ok(CausationCount)
+            }
+        }
+        deserializer.deserialize_seq(Count)
+    }
+}
+
+/// What verification needs of a stored event, borrowed from its stored bytes: decoding it
+/// allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventRef<'a> {
+    /// Position in the global log.
+    pub(crate) seq: u64,
+    /// The stream.
+    pub(crate) stream: &'a str,
+    /// Position within the stream.
+    pub(crate) stream_version: u64,
+    /// The event id.
+    pub(crate) event_id: Uuid,
+    /// Hash of the event before it.
+    pub(crate) prev_hash: Digest,
+    /// The chain hash, checked against the stored body.
+    pub(crate) hash: Digest,
+}
+
 /// Everything an event's envelope says, before it is hashed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
@@ -155,6 +222,37 @@ pub fn split_stored(stored: &[u8]) -> Result<(&[u8], Digest), DecodeError> {
     Ok((body, Digest(hash)))
 }
 
+/// Checks stored event bytes as [`decode_stored`] does — the envelope decodes to its end, its
+/// time is in range, the stored hash is the hash of the stored body — and gives the fields the
+/// chain is checked with, borrowed.
+pub(crate) fn decode_stored_ref(stored: &[u8]) -> Result<EventRef<'_>, DecodeError> {
+    let (body, stored_hash) = split_stored(stored)?;
+    let (wire, rest) = postcard::take_from_bytes::<WireEnvelopeRef<'_>>(body)
+        .map_err(|e| DecodeError::Envelope(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(DecodeError::TrailingBytes(rest.len()));
+    }
+    let prev_hash = Digest(wire.prev_hash);
+    let computed = chain_hash(&prev_hash, body);
+    if computed != stored_hash {
+        return Err(DecodeError::HashMismatch {
+            stored: stored_hash,
+            computed,
+        });
+    }
+    if DateTime::<Utc>::from_timestamp_micros(wire.recorded_at_us).is_none() {
+        return Err(DecodeError::Time(wire.recorded_at_us));
+    }
+    Ok(EventRef {
+        seq: wire.seq,
+        stream: wire.stream,
+        stream_version: wire.stream_version,
+        event_id: Uuid::from_bytes(wire.event_id),
+        prev_hash,
+        hash: stored_hash,
+    })
+}
+
 /// Decodes stored event bytes and checks that the stored hash is the hash of the stored body.
 ///
 /// This checks the event against itself only; whether its `prev_hash` is the previous event's
@@ -220,6 +318,18 @@ mod tests {
         let decoded = decode_stored(&stored).expect("decodes");
         assert_eq!(decoded.envelope, env);
         assert_eq!(decoded.hash, hash);
+        let borrowed = decode_stored_ref(&stored).expect("decodes borrowed");
+        assert_eq!(
+            borrowed,
+            EventRef {
+                seq: env.seq,
+                stream: &env.stream,
+                stream_version: env.stream_version,
+                event_id: env.event_id,
+                prev_hash: env.prev_hash,
+                hash,
+            }
+        );
         assert_eq!(hash, chain_hash(&env.prev_hash, &env.encode_body()));
     }
 
@@ -233,6 +343,10 @@ mod tests {
                 assert!(
                     decode_stored(&doctored).is_err(),
                     "flip of bit {bit} in byte {byte} went unnoticed"
+                );
+                assert!(
+                    decode_stored_ref(&doctored).is_err(),
+                    "flip of bit {bit} in byte {byte} went unnoticed by the borrowed decode"
                 );
             }
         }
@@ -253,5 +367,66 @@ mod tests {
             decode_stored(&body),
             Err(DecodeError::TrailingBytes(1))
         ));
+        assert!(matches!(
+            decode_stored_ref(&body),
+            Err(DecodeError::TrailingBytes(1))
+        ));
+        assert!(matches!(
+            decode_stored_ref(&[0; 5]),
+            Err(DecodeError::TooShort(5))
+        ));
+    }
+
+    /// Bodies the encoder never writes, hashed as stored: both decoders take or refuse each
+    /// alike.
+    #[test]
+    fn both_decoders_agree_on_what_they_accept() {
+        let env = sample();
+        let body = env.encode_body();
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        // Cut short anywhere.
+        for end in 0..body.len() {
+            cases.push(body[..end].to_vec());
+        }
+        // A time out of range: recorded_at follows seq, stream, version, id and kind.
+        let mut wire = postcard::to_stdvec(&WireEnvelope {
+            seq: 1,
+            stream: "s",
+            stream_version: 1,
+            event_id: [0; 16],
+            kind: "k",
+            recorded_at_us: i64::MAX,
+            actor: "a",
+            causation: vec![[3; HASH_LEN]; 2],
+            payload: b"p",
+            prev_hash: [0; HASH_LEN],
+        })
+        .expect("encodes");
+        cases.push(wire.clone());
+        // A causation count larger than what follows.
+        if let Some(at) = wire.windows(2).position(|w| w == [1, b'a']) {
+            wire[at + 2] = 200;
+            cases.push(wire);
+        }
+        for (i, body) in cases.iter().enumerate() {
+            let prev = body.len().checked_sub(HASH_LEN).map_or(Digest::ZERO, |at| {
+                let mut h = [0u8; HASH_LEN];
+                h.copy_from_slice(&body[at..]);
+                Digest(h)
+            });
+            let mut stored = body.clone();
+            stored.extend_from_slice(&chain_hash(&prev, body).0);
+            let owned = decode_stored(&stored);
+            let borrowed = decode_stored_ref(&stored);
+            assert_eq!(
+                owned.as_ref().err(),
+                borrowed.as_ref().err(),
+                "case {i}: {body:?}"
+            );
+            if let (Ok(owned), Ok(borrowed)) = (owned, borrowed) {
+                assert_eq!(borrowed.hash, owned.hash);
+                assert_eq!(borrowed.stream, owned.stream);
+            }
+        }
     }
 }

@@ -13,6 +13,7 @@
 //! the damage under new events.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 
 use ledger_proof::{Blake3, Checkpoint, Frontier, KeyChain, KeyRotation, MerkleHasher, PublicKey};
 use serde::Serialize;
@@ -23,8 +24,8 @@ use crate::error::ReadError;
 use crate::ledger::Ledger;
 use crate::storage::{CheckpointEntry, StorageError};
 
-/// How many events verification reads at a time.
-const VERIFY_CHUNK_EVENTS: usize = 4096;
+/// How many events verification reads at a time, between two calls of its progress callback.
+const VERIFY_CHUNK_EVENTS: usize = 16_384;
 
 /// The prefix of the log already verified, and how far the checkpoint log was checked.
 #[derive(Debug, Default, Clone)]
@@ -188,55 +189,61 @@ impl Ledger {
             failure = compare_roots(&roots, 0, Ok(Blake3.empty_root()));
         }
 
-        // The chain and the tree, event by event.
+        // The chain and the tree, event by event, each event read in place from storage's
+        // buffer: nothing is allocated per event.
+        let mut completed = Vec::with_capacity(64);
         while failure.is_none() && checker.next_seq < size {
-            let raw = match core
+            let from = checker.next_seq;
+            let visited = core
                 .storage
-                .read_range(checker.next_seq, VERIFY_CHUNK_EVENTS)
-            {
-                Ok(raw) => raw,
+                .visit_range(from, VERIFY_CHUNK_EVENTS, &mut |seq, bytes| {
+                    if seq >= size {
+                        return ControlFlow::Break(());
+                    }
+                    let mut base = |_: &str| Ok(0);
+                    let hash = match checker.check(bytes, &mut base) {
+                        Ok(event) => event.hash,
+                        Err(ChainBreak { seq, problem }) => {
+                            failure = Some(self.pinpoint(seq, checker.last_hash, problem));
+                            return ControlFlow::Break(());
+                        }
+                    };
+                    completed.clear();
+                    if frontier
+                        .push_into(&Blake3, hash.as_bytes(), &mut completed)
+                        .is_err()
+                    {
+                        failure = Some(VerifyFailure {
+                            seq,
+                            problem: "the Merkle tree is full".into(),
+                        });
+                        return ControlFlow::Break(());
+                    }
+                    if roots.contains_key(&frontier.size())
+                        && let Some(f) =
+                            compare_roots(&roots, frontier.size(), Ok(frontier.root(&Blake3)))
+                    {
+                        failure = Some(f);
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                });
+            match visited {
                 Err(e) => {
                     failure = Some(read_failure(checker.next_seq, e));
                     break;
                 }
-            };
-            if raw.is_empty() {
-                failure = Some(VerifyFailure {
-                    seq: checker.next_seq,
-                    problem: format!(
-                        "the log ends at seq {} but its head says {size} events",
-                        checker.next_seq
-                    ),
-                });
-                break;
-            }
-            for event in &raw {
-                if event.seq >= size {
+                Ok(0) => {
+                    failure = Some(VerifyFailure {
+                        seq: checker.next_seq,
+                        problem: format!(
+                            "the log ends at seq {} but its head says {size} events",
+                            checker.next_seq
+                        ),
+                    });
                     break;
                 }
-                let mut base = |_: &str| Ok(0);
-                match checker.check(&event.bytes, &mut base) {
-                    Ok(ok) => {
-                        if frontier.push(&Blake3, ok.hash.as_bytes()).is_err() {
-                            failure = Some(VerifyFailure {
-                                seq: ok.seq,
-                                problem: "the Merkle tree is full".into(),
-                            });
-                            break;
-                        }
-                        if roots.contains_key(&frontier.size())
-                            && let Some(f) =
-                                compare_roots(&roots, frontier.size(), Ok(frontier.root(&Blake3)))
-                        {
-                            failure = Some(f);
-                            break;
-                        }
-                    }
-                    Err(ChainBreak { seq, problem }) => {
-                        failure = Some(self.pinpoint(seq, checker.last_hash, problem));
-                        break;
-                    }
-                }
+                Ok(_) => {}
             }
             progress(checker.next_seq, size);
         }

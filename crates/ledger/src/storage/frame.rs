@@ -172,6 +172,20 @@ pub fn encode_frame_body(
 
 /// Decodes a frame body whose checksum has already been checked.
 pub fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
+    let mut decoded = FrameBody {
+        first_seq: 0,
+        commits: Vec::new(),
+        events: Vec::new(),
+    };
+    decode_frame_body_into(body, &mut decoded)?;
+    Ok(decoded)
+}
+
+/// [`decode_frame_body`] into a body decoded before, reusing its vectors: a reader that walks
+/// many frames allocates for none but the largest.
+pub fn decode_frame_body_into(body: &[u8], decoded: &mut FrameBody) -> Result<(), String> {
+    decoded.commits.clear();
+    decoded.events.clear();
     let mut r = Reader {
         bytes: body,
         pos: 0,
@@ -184,7 +198,8 @@ pub fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
     if commit_count.saturating_mul(6) > body.len() || event_count.saturating_mul(4) > body.len() {
         return Err("frame counts exceed its length".into());
     }
-    let mut commits = Vec::with_capacity(commit_count);
+    let commits = &mut decoded.commits;
+    commits.reserve(commit_count);
     let mut counted = 0usize;
     for _ in 0..commit_count {
         let n = r.u32()?;
@@ -210,7 +225,8 @@ pub fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
             "commits hold {counted} events but the frame says {event_count}"
         ));
     }
-    let mut events = Vec::with_capacity(event_count);
+    let events = &mut decoded.events;
+    events.reserve(event_count);
     for _ in 0..event_count {
         let len = r.u32()? as usize;
         let offset = r.pos;
@@ -220,11 +236,8 @@ pub fn decode_frame_body(body: &[u8]) -> Result<FrameBody, String> {
     if r.pos != body.len() {
         return Err(format!("{} bytes after the last event", body.len() - r.pos));
     }
-    Ok(FrameBody {
-        first_seq,
-        commits,
-        events,
-    })
+    decoded.first_seq = first_seq;
+    Ok(())
 }
 
 fn len_u32(len: usize) -> Result<u32, String> {

@@ -22,6 +22,7 @@ mod tamper_tests;
 
 use std::fmt;
 use std::io;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -213,6 +214,35 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Up to `max` events from `from_seq` on, in storage order.
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError>;
+
+    /// Calls `visit` with the stored bytes of up to `max` events from `from_seq` on, in storage
+    /// order, until it answers `Break`; returns how many it was called for. The bytes are lent
+    /// for the call only, so a backend can hand out its read buffer instead of a copy of each
+    /// event: verification reads the whole log this way. The default reads through
+    /// [`Storage::read_range`], a bounded number of events at a time.
+    fn visit_range(
+        &self,
+        from_seq: u64,
+        max: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, StorageError> {
+        const CHUNK_EVENTS: usize = 1024;
+        let mut visited = 0usize;
+        while visited < max {
+            let chunk =
+                self.read_range(from_seq + visited as u64, CHUNK_EVENTS.min(max - visited))?;
+            if chunk.is_empty() {
+                break;
+            }
+            for event in &chunk {
+                visited += 1;
+                if visit(event.seq, &event.bytes).is_break() {
+                    return Ok(visited);
+                }
+            }
+        }
+        Ok(visited)
+    }
 
     /// The current version of a stream; 0 when it has no events.
     fn stream_version(&self, stream: &str) -> Result<u64, StorageError>;

@@ -10,6 +10,10 @@
 //! per group commit. A lost or damaged index is rebuilt on open; a lost index can never lose an
 //! event.
 //!
+//! The index is written by a thread of its own once a frame is durable, so the append is
+//! acknowledged without waiting for sled; every read that needs the index waits until it
+//! covers the head of the log, so an acknowledged append is always found.
+//!
 //! Directory layout (inside the ledger's directory):
 //!
 //! ```text
@@ -19,13 +23,15 @@
 //! recovered/                    bytes cut from a torn tail after a crash, kept for inspection
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
 
 use uuid::Uuid;
 
@@ -352,44 +358,138 @@ struct IndexedEvent<'a> {
 /// Accumulates the index writes of one or more frames, applied as one atomic batch.
 #[derive(Default)]
 struct IndexBatch {
-    batch: sled::Batch,
+    /// Keys and values in the order written; a later value for a key replaces an earlier.
+    entries: Vec<(sled::IVec, sled::IVec)>,
 }
 
 impl IndexBatch {
+    fn insert(&mut self, key: impl Into<sled::IVec>, value: impl Into<sled::IVec>) {
+        self.entries.push((key.into(), value.into()));
+    }
+
     fn frame(&mut self, first_seq: u64, segment: u64, offset: u64) {
         let mut value = [0u8; 16];
         value[0..8].copy_from_slice(&segment.to_be_bytes());
         value[8..16].copy_from_slice(&offset.to_be_bytes());
-        self.batch.insert(&frame_key(first_seq)[..], &value[..]);
+        self.insert(&frame_key(first_seq)[..], &value[..]);
     }
 
     fn event(&mut self, e: &IndexedEvent<'_>) {
         let loc = e.loc.encode();
-        self.batch
-            .insert(stream_key(e.stream, e.stream_version), &loc[..]);
-        self.batch
-            .insert(key(prefix::EVENT_ID, e.event_id.as_bytes()), &loc[..]);
-        self.batch.insert(key(prefix::HASH, &e.hash.0), &loc[..]);
+        self.insert(stream_key(e.stream, e.stream_version), &loc[..]);
+        self.insert(key(prefix::EVENT_ID, e.event_id.as_bytes()), &loc[..]);
+        self.insert(key(prefix::HASH, &e.hash.0), &loc[..]);
     }
 
     fn key(&mut self, record: &IdempotencyRecord) {
         let value = postcard::to_stdvec(record).unwrap_or_default();
-        self.batch
-            .insert(key(prefix::KEY, record.key.as_bytes()), value);
+        self.insert(key(prefix::KEY, record.key.as_bytes()), value);
     }
 
     fn merkle(&mut self, nodes: &[PerfectNode], size: u64) {
         for (key, value) in MerkleEntries::pack(nodes, size) {
-            self.batch.insert(&merkle_key(key)[..], value);
+            self.insert(&merkle_key(key)[..], value);
         }
-        self.batch.insert(META_MERKLE_SIZE, &size.to_be_bytes()[..]);
+        self.insert(META_MERKLE_SIZE, &size.to_be_bytes()[..]);
+    }
+
+    /// Adds the writes of a later batch after these.
+    fn append(&mut self, later: IndexBatch) {
+        self.entries.extend(later.entries);
+    }
+
+    fn into_sled(self) -> sled::Batch {
+        let mut batch = sled::Batch::default();
+        for (key, value) in self.entries {
+            batch.insert(key, value);
+        }
+        batch
     }
 
     /// Writes everything gathered, with `tail` as the new resume point, in one batch: an index
     /// that survives a crash never claims more than it holds.
-    fn apply(mut self, index: &Index, tail: &Tail) -> Result<(), StorageError> {
-        self.batch.insert(META_TAIL, &tail.encode()[..]);
-        index.tree.apply_batch(self.batch).map_err(index_err)
+    fn apply(self, tree: &sled::Tree, tail: &Tail) -> Result<(), StorageError> {
+        let mut batch = self.into_sled();
+        batch.insert(META_TAIL, &tail.encode()[..]);
+        tree.apply_batch(batch).map_err(index_err)
+    }
+}
+
+/// One group commit's index writes, on their way to sled, and where the log ends after it.
+struct IndexJob {
+    batch: IndexBatch,
+    tail: Tail,
+}
+
+/// Group commits whose frames are durable but not yet indexed, at most: past it, the writer
+/// waits for the indexer, so that the index never falls far behind the log.
+const INDEX_QUEUE_JOBS: usize = 4;
+
+/// How far the index has caught up with the log, shared by the backend and its indexer thread.
+#[derive(Debug, Default)]
+struct IndexProgress {
+    state: Mutex<IndexState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct IndexState {
+    /// Events the index covers.
+    indexed: u64,
+    /// Why the index stopped following the log, if it did: a batch could not be written.
+    failed: Option<String>,
+}
+
+impl IndexProgress {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IndexState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The indexer thread: writes the index of each group commit after its frame is durable, off
+/// the path that acknowledges appends, and merges whatever jobs wait into one sled batch.
+fn run_indexer(tree: sled::Tree, progress: Arc<IndexProgress>, jobs: Receiver<IndexJob>) {
+    /// However the thread ends, a reader still waiting for it is told rather than left waiting.
+    struct Stopped<'a>(&'a IndexProgress);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            let mut state = self.0.lock();
+            if state.failed.is_none() {
+                state.failed = Some("the indexer has stopped".into());
+            }
+            drop(state);
+            self.0.changed.notify_all();
+        }
+    }
+    let _stopped = Stopped(&progress);
+    while let Ok(IndexJob {
+        mut batch,
+        mut tail,
+    }) = jobs.recv()
+    {
+        while let Ok(later) = jobs.try_recv() {
+            batch.append(later.batch);
+            tail = later.tail;
+        }
+        let written = batch.apply(&tree, &tail);
+        let mut state = progress.lock();
+        match written {
+            Ok(()) => state.indexed = tail.next_seq,
+            Err(e) => {
+                state.failed = Some(format!(
+                    "the index could not be written at seq {}: {e}",
+                    state.indexed
+                ));
+            }
+        }
+        let failed = state.failed.is_some();
+        drop(state);
+        progress.changed.notify_all();
+        if failed {
+            // Dropping the queue refuses every later frame: the log must not run ahead of an
+            // index that cannot follow it.
+            return;
+        }
     }
 }
 
@@ -411,6 +511,13 @@ struct Writer {
     /// Set by a failed write or sync: the file's state is then unknown, so nothing more is
     /// written until the ledger is reopened and recovery has looked at the tail.
     failed: Option<String>,
+    /// The version of every stream this backend wrote to or looked up since it opened, as its
+    /// log holds it: the check of each commit's base version before a frame is written asks
+    /// this, not the index, which may still be catching up. A stream missing here was never
+    /// written since the backend opened, so the index holds all of it.
+    versions: HashMap<String, u64>,
+    /// Where each durable frame's index writes go: the indexer thread.
+    queue: Option<SyncSender<IndexJob>>,
 }
 
 /// The embedded backend. See the module documentation.
@@ -428,6 +535,9 @@ pub struct EmbeddedStorage {
     recoveries: Vec<String>,
     segment_bytes_max: u64,
     checkpoints: Mutex<CheckpointLog>,
+    /// How far the index has caught up with the log.
+    progress: Arc<IndexProgress>,
+    indexer: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The checkpoint log: one JSON entry a line, each line synced before it counts.
@@ -559,6 +669,8 @@ impl EmbeddedStorage {
                 end: SEGMENT_HEADER_LEN,
                 frames_in_segment: 0,
                 failed: None,
+                versions: HashMap::new(),
+                queue: None,
             }),
             head: RwLock::new(ChainHead::default()),
             problems: Vec::new(),
@@ -568,11 +680,78 @@ impl EmbeddedStorage {
                 path: checkpoint_path,
                 entries: Vec::new(),
             }),
+            progress: Arc::new(IndexProgress::default()),
+            indexer: Mutex::new(None),
         };
         storage.load_segments()?;
         storage.recover()?;
         storage.load_checkpoints()?;
+        storage.start_indexer()?;
         Ok(storage)
+    }
+
+    /// Starts the indexer thread, once recovery has brought the index up to the log.
+    fn start_indexer(&mut self) -> Result<(), StorageError> {
+        self.progress.lock().indexed = self.head().size;
+        let (queue, jobs) = std::sync::mpsc::sync_channel(INDEX_QUEUE_JOBS);
+        let tree = self.index.tree.clone();
+        let progress = Arc::clone(&self.progress);
+        let thread = std::thread::Builder::new()
+            .name("ledger-indexer".into())
+            .spawn(move || run_indexer(tree, progress, jobs))
+            .map_err(|e| StorageError::io("start the indexer thread", &self.log_dir, e))?;
+        *self.indexer.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).queue = Some(queue);
+        Ok(())
+    }
+
+    /// Why the index stopped following the log, if it did.
+    fn index_failure(&self) -> Option<String> {
+        self.progress.lock().failed.clone()
+    }
+
+    /// Waits until the index covers the first `size` events (at most the time the indexer takes
+    /// for the groups queued before them), so that whatever an acknowledged append wrote can be
+    /// found by stream, id or hash as soon as the acknowledgement is given.
+    fn wait_indexed(&self, size: u64) -> Result<(), StorageError> {
+        let mut state = self.progress.lock();
+        loop {
+            if state.indexed >= size {
+                return Ok(());
+            }
+            if let Some(reason) = &state.failed {
+                return Err(StorageError::Index(reason.clone()));
+            }
+            state = self
+                .progress
+                .changed
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits until the index covers every event appended so far.
+    fn index_caught_up(&self) -> Result<u64, StorageError> {
+        let size = self.head().size;
+        self.wait_indexed(size)?;
+        Ok(size)
+    }
+
+    /// Stops the indexer once it has written every queued job.
+    fn stop_indexer(&self) {
+        self.writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .take();
+        if let Some(thread) = self
+            .indexer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = thread.join();
+        }
     }
 
     /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
@@ -964,12 +1143,12 @@ impl EmbeddedStorage {
                 tail.offset += FRAME_HEADER_LEN + u64::from(frame.header_body_len);
                 pending += events.len();
                 if pending >= 8192 {
-                    std::mem::take(&mut batch).apply(&self.index, &tail)?;
+                    std::mem::take(&mut batch).apply(&self.index.tree, &tail)?;
                     pending = 0;
                 }
             }
         }
-        batch.apply(&self.index, &tail)?;
+        batch.apply(&self.index.tree, &tail)?;
         Ok((tail, outcome))
     }
 
@@ -1178,7 +1357,10 @@ impl EmbeddedStorage {
         for commit in commits {
             let mut version = match versions.get(commit.stream.as_str()) {
                 Some(v) => *v,
-                None => self.stream_version(&commit.stream)?,
+                None => match writer.versions.get(&commit.stream) {
+                    Some(v) => *v,
+                    None => self.indexed_version(&commit.stream, head.size)?,
+                },
             };
             let broken = |seq: u64, detail: String| StorageError::Corrupt {
                 seq: Some(seq),
@@ -1263,6 +1445,14 @@ impl EmbeddedStorage {
         let frame_offset = writer.end;
         writer.end += frame_len;
         writer.frames_in_segment += 1;
+        for (stream, version) in versions {
+            match writer.versions.get_mut(stream) {
+                Some(v) => *v = version,
+                None => {
+                    writer.versions.insert(stream.to_owned(), version);
+                }
+            }
+        }
 
         // Durable. Now index it; a crash from here on is repaired by the next open's catch-up.
         let mut batch = IndexBatch::default();
@@ -1301,12 +1491,22 @@ impl EmbeddedStorage {
             offset: writer.end,
         };
         batch.merkle(&tree.nodes, tree.size);
-        batch.apply(&self.index, &tail)?;
+        // The frame is durable: the append is, and can be acknowledged. The index follows on
+        // the indexer thread; a read that needs it waits until it covers this head.
         *self.head.write().unwrap_or_else(|p| p.into_inner()) = ChainHead {
             size: expected,
             last_hash,
         };
-        Ok(())
+        let queue = writer
+            .queue
+            .as_ref()
+            .ok_or_else(|| StorageError::Failed("the indexer has stopped".into()))?;
+        queue
+            .send(IndexJob { batch, tail })
+            .map_err(|_| match self.index_failure() {
+                Some(reason) => StorageError::Index(reason),
+                None => StorageError::Failed("the indexer has stopped".into()),
+            })
     }
 }
 
@@ -1617,7 +1817,7 @@ impl Storage for EmbeddedStorage {
         max: usize,
         visit: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, StorageError> {
-        let size = self.head().size;
+        let size = self.index_caught_up()?;
         if from_seq >= size || max == 0 {
             return Ok(0);
         }
@@ -1664,8 +1864,9 @@ impl Storage for EmbeddedStorage {
 
     fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
         // Not counting events the index already holds but the head of the log does not yet
-        // cover (a group being indexed).
-        self.indexed_version(stream, self.head().size)
+        // cover (a group being written).
+        let size = self.index_caught_up()?;
+        self.indexed_version(stream, size)
     }
 
     fn read_stream(
@@ -1674,7 +1875,7 @@ impl Storage for EmbeddedStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<RawEvent>, StorageError> {
-        let size = self.head().size;
+        let size = self.index_caught_up()?;
         let start = stream_key(stream, from_version.max(1));
         let end = stream_key(stream, u64::MAX);
         let mut out = Vec::new();
@@ -1693,16 +1894,19 @@ impl Storage for EmbeddedStorage {
     }
 
     fn find_event_id(&self, id: Uuid) -> Result<Option<RawEvent>, StorageError> {
+        self.index_caught_up()?;
         let value = self.index.get(prefix::EVENT_ID, id.as_bytes())?;
         self.read_located(value)
     }
 
     fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
+        self.index_caught_up()?;
         let value = self.index.get(prefix::HASH, &hash.0)?;
         self.read_located(value)
     }
 
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
+        self.index_caught_up()?;
         match self.index.get(prefix::KEY, key.as_bytes())? {
             None => Ok(None),
             Some(v) => postcard::from_bytes(&v)
@@ -1712,12 +1916,13 @@ impl Storage for EmbeddedStorage {
     }
 
     fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
+        let size = self.index_caught_up()?;
         let mut out = Vec::new();
         for entry in self.index.tree.scan_prefix([prefix::KEY]) {
             let (_, value) = entry.map_err(index_err)?;
             let record: IdempotencyRecord = postcard::from_bytes(&value)
                 .map_err(|e| StorageError::Index(format!("idempotency record: {e}")))?;
-            if record.first_seq < self.head().size {
+            if record.first_seq < size {
                 out.push(record);
             }
         }
@@ -1730,10 +1935,12 @@ impl Storage for EmbeddedStorage {
     }
 
     fn checkpoint_index(&self) -> Result<(), StorageError> {
+        self.index_caught_up()?;
         self.index.db.flush().map(|_| ()).map_err(index_err)
     }
 
     fn merkle_size(&self) -> Result<u64, StorageError> {
+        let size = self.index_caught_up()?;
         let stored = self
             .index
             .tree
@@ -1741,16 +1948,22 @@ impl Storage for EmbeddedStorage {
             .map_err(index_err)?
             .map(|v| be_u64(&v))
             .unwrap_or(0);
-        Ok(stored.min(self.head().size))
+        Ok(stored.min(size))
     }
 
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
+        // After the queued jobs, which may carry Merkle nodes of their own.
+        self.index_caught_up()?;
         let mut batch = IndexBatch::default();
         batch.merkle(nodes, size);
-        self.index.tree.apply_batch(batch.batch).map_err(index_err)
+        self.index
+            .tree
+            .apply_batch(batch.into_sled())
+            .map_err(index_err)
     }
 
     fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
+        self.index_caught_up()?;
         let mut batch = sled::Batch::default();
         for entry in self.index.tree.scan_prefix([prefix::MERKLE]) {
             let (key, _) = entry.map_err(index_err)?;
@@ -1761,6 +1974,7 @@ impl Storage for EmbeddedStorage {
     }
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        self.index_caught_up()?;
         let Some(above) =
             MerkleEntries::completing_leaf(level, index).and_then(|l| l.checked_add(1))
         else {
@@ -1812,6 +2026,7 @@ impl Storage for EmbeddedStorage {
 
 impl Drop for EmbeddedStorage {
     fn drop(&mut self) {
+        self.stop_indexer();
         // Best effort: a missed flush only means more catch-up on the next open.
         let _ = self.index.db.flush();
     }

@@ -206,10 +206,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Makes the commits durable, in order, each all or nothing, and indexes them together with
     /// `tree`, the Merkle nodes they complete. Returns only when every byte needed to find and
-    /// read them is on stable storage, and when what was indexed can be read back (reads that
-    /// follow an acknowledgement find the events by stream, id and hash). On error, a prefix of
-    /// the commits may have been made durable; the ledger stops writing and reopens to learn
-    /// which.
+    /// read them is on stable storage. Every read that follows finds them (by seq, stream, id
+    /// and hash, and their Merkle nodes): a backend that indexes after returning makes such a
+    /// read wait for its index. On error, a prefix of the commits may have been made durable;
+    /// the ledger stops writing and reopens to learn which.
     fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError>;
 
     /// Up to `max` events from `from_seq` on, in storage order.

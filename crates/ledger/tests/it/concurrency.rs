@@ -132,3 +132,60 @@ fn the_same_key_racing_with_itself_writes_once() {
     assert_eq!(ledger.head().size, 20);
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
 }
+
+/// Whatever an acknowledged append wrote can be found at once, by every way of finding it,
+/// while other writers keep the log moving: the index may be written after the
+/// acknowledgement, but never seen behind it.
+#[test]
+fn an_acknowledged_append_is_found_at_once_by_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    let threads = 12;
+    let per_thread = 60;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let ledger = ledger.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let stream = format!("task-{t}");
+                for i in 0..per_thread {
+                    let payload = format!("{t}/{i}");
+                    let mut request = request(&stream, ExpectedVersion::Any, &[payload.as_bytes()]);
+                    let key = format!("key-{t}-{i}");
+                    if i % 3 == 0 {
+                        request = keyed(request, &key);
+                    }
+                    let receipt = ledger.append(request).unwrap();
+                    let written = receipt.events[0].clone();
+                    assert_eq!(
+                        ledger.stream_version(&stream).unwrap(),
+                        receipt.stream_version
+                    );
+                    let by_stream = ledger
+                        .read_stream(&stream, receipt.stream_version, 1)
+                        .unwrap();
+                    assert_eq!(by_stream.len(), 1, "{stream} v{}", receipt.stream_version);
+                    assert_eq!(by_stream[0].hash, written.hash);
+                    let by_id = ledger.find_event_id(written.event_id).unwrap().unwrap();
+                    assert_eq!(by_id.seq, written.seq);
+                    let by_hash = ledger.find_hash(&written.hash).unwrap().unwrap();
+                    assert_eq!(by_hash.seq, written.seq);
+                    let by_seq = ledger.get(written.seq).unwrap().unwrap();
+                    assert_eq!(by_seq.hash, written.hash);
+                    ledger.root_at(written.seq + 1).unwrap();
+                    if i % 3 == 0 {
+                        let record = ledger.idempotency(&key).unwrap().unwrap();
+                        assert_eq!(record.first_seq, written.seq);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(ledger.head().size as usize, threads * per_thread);
+    assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}

@@ -50,6 +50,13 @@ impl MerkleHasher for Blake3 {
     }
 
     fn leaf(&self, data: &[u8]) -> Digest {
+        // A leaf is an event hash: hashed in one call from the stack, which costs less than
+        // the incremental hasher's bookkeeping (it is a third of what verification hashes).
+        if let Ok(hash) = <&[u8; 32]>::try_from(data) {
+            let mut input = [LEAF_PREFIX; 33];
+            input[1..].copy_from_slice(hash);
+            return Digest(*blake3::hash(&input).as_bytes());
+        }
         let mut hasher = blake3::Hasher::new();
         hasher.update(&[LEAF_PREFIX]);
         hasher.update(data);
@@ -57,10 +64,9 @@ impl MerkleHasher for Blake3 {
     }
 
     fn node(&self, left: &Digest, right: &Digest) -> Digest {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(&[NODE_PREFIX]);
-        hasher.update(left.as_bytes());
-        hasher.update(right.as_bytes());
-        Digest(*hasher.finalize().as_bytes())
+        let mut input = [NODE_PREFIX; 65];
+        input[1..33].copy_from_slice(left.as_bytes());
+        input[33..].copy_from_slice(right.as_bytes());
+        Digest(*blake3::hash(&input).as_bytes())
     }
 }

@@ -20,11 +20,29 @@ pub use ledger_proof::Digest;
 
 /// The chain hash of an event: `blake3(EVENT_HASH_DOMAIN ‖ prev_hash ‖ body)`.
 pub fn chain_hash(prev_hash: &Digest, body: &[u8]) -> Digest {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(EVENT_HASH_DOMAIN);
-    hasher.update(&prev_hash.0);
-    hasher.update(body);
-    Digest(*hasher.finalize().as_bytes())
+    thread_local! {
+        /// The hash input, laid out in one buffer that each thread reuses.
+        static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Hashed in one call from a contiguous copy, an event skips the incremental hasher's
+    // state (about two kilobytes set up and moved per hash), a sixth of what verifying an
+    // event of a few hundred bytes costs. Same bytes, same hash.
+    INPUT.with(|input| match input.try_borrow_mut() {
+        Ok(mut input) => {
+            input.clear();
+            input.extend_from_slice(EVENT_HASH_DOMAIN);
+            input.extend_from_slice(&prev_hash.0);
+            input.extend_from_slice(body);
+            Digest(*blake3::hash(&input).as_bytes())
+        }
+        Err(_) => {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(EVENT_HASH_DOMAIN);
+            hasher.update(&prev_hash.0);
+            hasher.update(body);
+            Digest(*hasher.finalize().as_bytes())
+        }
+    })
 }
 
 /// The wire form of the envelope without its hash. Field order is the encoding order and is
@@ -377,13 +395,94 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn the_chain_hash_is_the_same_however_it_is_computed() {
+        let prev = Digest([0xA5; 32]);
+        for len in [0usize, 1, 63, 64, 500, 967, 968, 969, 1024, 1500, 70_000] {
+            let body: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(EVENT_HASH_DOMAIN);
+            hasher.update(&prev.0);
+            hasher.update(&body);
+            assert_eq!(
+                chain_hash(&prev, &body),
+                Digest(*hasher.finalize().as_bytes()),
+                "body of {len} bytes"
+            );
+        }
+    }
+
+    /// Hashes `body` as stored, taking its last 32 bytes as the previous hash (where a
+    /// well-formed body has it), so that a decoder gets past the hash to everything else.
+    fn stored_as_is(body: &[u8]) -> Vec<u8> {
+        let prev = body.len().checked_sub(HASH_LEN).map_or(Digest::ZERO, |at| {
+            let mut h = [0u8; HASH_LEN];
+            h.copy_from_slice(&body[at..]);
+            Digest(h)
+        });
+        let mut stored = body.to_vec();
+        stored.extend_from_slice(&chain_hash(&prev, body).0);
+        stored
+    }
+
+    fn assert_decoders_agree(stored: &[u8]) {
+        let owned = decode_stored(stored);
+        let borrowed = decode_stored_ref(stored);
+        assert_eq!(owned.as_ref().err(), borrowed.as_ref().err(), "{stored:?}");
+        if let (Ok(owned), Ok(borrowed)) = (owned, borrowed) {
+            assert_eq!(
+                borrowed,
+                EventRef {
+                    seq: owned.seq,
+                    stream: &owned.stream,
+                    stream_version: owned.stream_version,
+                    event_id: owned.event_id,
+                    prev_hash: owned.prev_hash,
+                    hash: owned.hash,
+                }
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Bodies edited at random (bytes replaced, inserted, removed), hashed as stored: the
+        /// borrowed decoder takes exactly what postcard takes, with the same fields, and
+        /// refuses the rest with the same error.
+        #[test]
+        fn both_decoders_agree_on_edited_bodies(
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>(), 0u8..3),
+                1..6,
+            ),
+            causes in 0usize..3,
+        ) {
+            let mut env = sample();
+            env.causation = vec![Digest([9; 32]); causes];
+            let mut body = env.encode_body();
+            for (at, byte, op) in edits {
+                match op {
+                    0 if !body.is_empty() => {
+                        let i = at % body.len();
+                        body[i] = byte;
+                    }
+                    1 => body.insert(at % (body.len() + 1), byte),
+                    _ if !body.is_empty() => {
+                        body.remove(at % body.len());
+                    }
+                    _ => {}
+                }
+            }
+            assert_decoders_agree(&stored_as_is(&body));
+        }
+    }
+
     /// Bodies the encoder never writes, hashed as stored: both decoders take or refuse each
     /// alike.
     #[test]
     fn both_decoders_agree_on_what_they_accept() {
         let env = sample();
         let body = env.encode_body();
-        let mut cases: Vec<Vec<u8>> = Vec::new();
+        let mut cases: Vec<Vec<u8>> = vec![body.clone()];
         // Cut short anywhere.
         for end in 0..body.len() {
             cases.push(body[..end].to_vec());
@@ -408,25 +507,19 @@ mod tests {
             wire[at + 2] = 200;
             cases.push(wire);
         }
-        for (i, body) in cases.iter().enumerate() {
-            let prev = body.len().checked_sub(HASH_LEN).map_or(Digest::ZERO, |at| {
-                let mut h = [0u8; HASH_LEN];
-                h.copy_from_slice(&body[at..]);
-                Digest(h)
-            });
-            let mut stored = body.clone();
-            stored.extend_from_slice(&chain_hash(&prev, body).0);
-            let owned = decode_stored(&stored);
-            let borrowed = decode_stored_ref(&stored);
-            assert_eq!(
-                owned.as_ref().err(),
-                borrowed.as_ref().err(),
-                "case {i}: {body:?}"
-            );
-            if let (Ok(owned), Ok(borrowed)) = (owned, borrowed) {
-                assert_eq!(borrowed.hash, owned.hash);
-                assert_eq!(borrowed.stream, owned.stream);
-            }
+        // Varints of ten bytes: the largest seq, then one whose last byte overflows.
+        let mut long = vec![0xFF; 9];
+        long.push(0x01);
+        long.extend_from_slice(&body[1..]);
+        cases.push(long.clone());
+        long[9] = 0x02;
+        cases.push(long);
+        // A string that is not UTF-8.
+        let mut bad = body.clone();
+        bad[2] = 0xFF;
+        cases.push(bad);
+        for body in &cases {
+            assert_decoders_agree(&stored_as_is(body));
         }
     }
 }

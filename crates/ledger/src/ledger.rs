@@ -8,6 +8,7 @@
 //! seeing another's failure: a refused append is refused alone.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -22,7 +23,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::clock::{Clock, IdGenerator, SystemClock, idempotent_event_id};
-use crate::envelope::{Digest, Envelope, RecordedEvent, decode_stored};
+use crate::envelope::{Digest, Envelope, RecordedEvent, decode_stored, decode_stored_ref};
 use crate::error::{AppendError, ReadError, SigningError};
 use crate::keys::{KeyFiles, random_key};
 use crate::limits::Limits;
@@ -191,6 +192,28 @@ impl Core {
             });
         }
         Ok(event)
+    }
+
+    /// The hash of the event at `seq`, checked as [`Core::decode`] checks an event (its stored
+    /// hash is the hash of its bytes, and it says it is at `seq`) but without copying or
+    /// decoding what the hash does not need: what a proof of inclusion is given.
+    pub(crate) fn event_hash(&self, seq: u64) -> Result<Option<Digest>, ReadError> {
+        let mut found = None;
+        self.storage.visit_range(seq, 1, &mut |at, bytes| {
+            found = Some(match decode_stored_ref(bytes) {
+                Ok(event) if event.seq == at => Ok(event.hash),
+                Ok(event) => Err(ReadError::Damaged {
+                    seq: at,
+                    detail: format!("the event stored here says it is seq {}", event.seq),
+                }),
+                Err(e) => Err(ReadError::Damaged {
+                    seq: at,
+                    detail: e.to_string(),
+                }),
+            });
+            ControlFlow::Break(())
+        })?;
+        found.transpose()
     }
 
     pub(crate) fn read_range(

@@ -116,8 +116,9 @@ impl Ledger {
                 checkpoint.tree_size
             )));
         }
-        let event = self
-            .get(seq)?
+        let hash = self
+            .core()
+            .event_hash(seq)?
             .ok_or_else(|| ProofError::Invalid(format!("there is no event at seq {seq}")))?;
         let path = ledger_proof::inclusion_proof(
             &Blake3,
@@ -128,7 +129,7 @@ impl Ledger {
         .map_err(tree_error)?;
         Ok(InclusionProofFile::new(
             seq,
-            event.hash,
+            hash,
             path,
             checkpoint,
             self.key_rotations()?,

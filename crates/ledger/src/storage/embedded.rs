@@ -245,7 +245,18 @@ impl MerkleEntries {
         entries
     }
 
-    /// The hash of node `(level, index)` in an entry's value, if the entry holds it.
+    /// Where a node sorts in an entry: by the leaf that completed it, then by level, which is
+    /// the order the frontier reports nodes in.
+    fn order(node: &[u8]) -> (u64, u8) {
+        let (level, index) = (node[0], be_u64(&node[1..9]));
+        (
+            Self::completing_leaf(level, index).unwrap_or(u64::MAX),
+            level,
+        )
+    }
+
+    /// The hash of node `(level, index)` in an entry's value, if the entry holds it: a binary
+    /// search, the nodes being in completion order.
     fn find(value: &[u8], level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
         if !value.len().is_multiple_of(MERKLE_NODE_LEN) {
             return Err(StorageError::Index(format!(
@@ -253,14 +264,65 @@ impl MerkleEntries {
                 value.len()
             )));
         }
-        for node in value.chunks_exact(MERKLE_NODE_LEN) {
-            if node[0] == level && be_u64(&node[1..9]) == index {
-                let mut hash = [0u8; 32];
-                hash.copy_from_slice(&node[9..]);
-                return Ok(Some(Digest(hash)));
+        let Some(leaf) = Self::completing_leaf(level, index) else {
+            return Ok(None);
+        };
+        let node = |i: usize| &value[i * MERKLE_NODE_LEN..(i + 1) * MERKLE_NODE_LEN];
+        let (mut low, mut high) = (0usize, value.len() / MERKLE_NODE_LEN);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match Self::order(node(mid)).cmp(&(leaf, level)) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => {
+                    let found = node(mid);
+                    if be_u64(&found[1..9]) != index {
+                        return Ok(None);
+                    }
+                    let mut hash = [0u8; 32];
+                    hash.copy_from_slice(&found[9..]);
+                    return Ok(Some(Digest(hash)));
+                }
             }
         }
         Ok(None)
+    }
+
+    /// The first leaf an entry covers: every leaf completes its own level-0 node first, so an
+    /// entry starts with the level-0 node of its first leaf.
+    fn first_leaf(value: &[u8]) -> Option<u64> {
+        let node = value.get(..MERKLE_NODE_LEN)?;
+        (node[0] == 0).then(|| be_u64(&node[1..9]))
+    }
+}
+
+/// Merkle entries read lately, so that the nodes near the root, which every proof needs, and
+/// the neighbours of a leaf, which share its entry, are read from sled once: entry key →
+/// (first leaf it covers, value). Entries never change once written, so a cached one stays
+/// true until the nodes are dropped for a rebuild.
+#[derive(Debug, Default)]
+struct MerkleCache {
+    entries: BTreeMap<u64, (u64, sled::IVec)>,
+}
+
+/// Entries the cache holds at most (a few kilobytes each); when full it starts over.
+const MERKLE_CACHE_ENTRIES: usize = 1024;
+
+impl MerkleCache {
+    /// The cached entry that holds the nodes completed by `leaf`, if any.
+    fn covering(&self, leaf: u64) -> Option<&sled::IVec> {
+        let (_, (first, value)) = self.entries.range(leaf.checked_add(1)?..).next()?;
+        (*first <= leaf).then_some(value)
+    }
+
+    fn keep(&mut self, key: u64, value: sled::IVec) {
+        let Some(first) = MerkleEntries::first_leaf(&value) else {
+            return;
+        };
+        if self.entries.len() >= MERKLE_CACHE_ENTRIES {
+            self.entries.clear();
+        }
+        self.entries.insert(key, (first, value));
     }
 }
 
@@ -537,6 +599,7 @@ pub struct EmbeddedStorage {
     checkpoints: Mutex<CheckpointLog>,
     /// How far the index has caught up with the log.
     progress: Arc<IndexProgress>,
+    merkle_cache: Mutex<MerkleCache>,
     indexer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -681,6 +744,7 @@ impl EmbeddedStorage {
                 entries: Vec::new(),
             }),
             progress: Arc::new(IndexProgress::default()),
+            merkle_cache: Mutex::new(MerkleCache::default()),
             indexer: Mutex::new(None),
         };
         storage.load_segments()?;
@@ -1236,7 +1300,12 @@ impl EmbeddedStorage {
         Ok(0)
     }
 
-    fn location(&self, seq: u64) -> Result<Option<(Arc<Segment>, u64)>, StorageError> {
+    /// The segment and offset of the frame that holds `seq`.
+    fn location(
+        &self,
+        segments: &BTreeMap<u64, Arc<Segment>>,
+        seq: u64,
+    ) -> Result<Option<(Arc<Segment>, u64)>, StorageError> {
         let Some(entry) = self
             .index
             .tree
@@ -1253,7 +1322,6 @@ impl EmbeddedStorage {
         }
         let segment = be_u64(&value[0..8]);
         let offset = be_u64(&value[8..16]);
-        let segments = self.segments_snapshot();
         let seg = segments.get(&segment).cloned().ok_or_else(|| {
             StorageError::Index(format!(
                 "frame at seq {seq} names missing segment {segment}"
@@ -1565,6 +1633,22 @@ struct FrameCursor {
     next_seq: Option<u64>,
 }
 
+thread_local! {
+    /// The read buffer of the last [`FrameCursor`] this thread dropped: a point read or a run of
+    /// chunked reads allocates (and zeroes) it once, not once per call.
+    static READ_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl Drop for FrameCursor {
+    fn drop(&mut self) {
+        // A buffer grown for an unusually large frame is let go rather than kept.
+        if self.buf.len() <= READ_AHEAD_MAX {
+            let buf = std::mem::take(&mut self.buf);
+            READ_BUFFER.with(|b| b.set(buf));
+        }
+    }
+}
+
 impl FrameCursor {
     fn new(
         segments: BTreeMap<u64, Arc<Segment>>,
@@ -1576,7 +1660,7 @@ impl FrameCursor {
         FrameCursor {
             segments,
             seg,
-            buf: Vec::new(),
+            buf: READ_BUFFER.with(|b| b.take()),
             buf_at: offset,
             filled: 0,
             offset,
@@ -1610,17 +1694,13 @@ impl FrameCursor {
         self.buf_at = at;
         let want = need.max(self.read_ahead);
         if self.buf.len() < want {
-            if self.filled == 0 {
-                self.buf = vec![0; want];
-            } else {
-                self.buf.resize(want, 0);
-            }
+            self.buf.resize(want, 0);
         }
         while self.filled < need {
             match self
                 .seg
                 .file
-                .read_at(&mut self.buf[self.filled..], at + self.filled as u64)
+                .read_at(&mut self.buf[self.filled..want], at + self.filled as u64)
             {
                 Ok(0) => break,
                 Ok(n) => self.filled += n,
@@ -1823,14 +1903,15 @@ impl Storage for EmbeddedStorage {
         if from_seq >= size || max == 0 {
             return Ok(0);
         }
-        let Some((seg, offset)) = self.location(from_seq)? else {
+        let segments = self.segments_snapshot();
+        let Some((seg, offset)) = self.location(&segments, from_seq)? else {
             return Err(StorageError::Index(format!(
                 "no frame holds seq {from_seq}"
             )));
         };
         // Read ahead about what `max` events of a few hundred bytes take, within bounds.
         let read_ahead = max.saturating_mul(512);
-        let mut cursor = FrameCursor::new(self.segments_snapshot(), seg, offset, size, read_ahead);
+        let mut cursor = FrameCursor::new(segments, seg, offset, size, read_ahead);
         let mut visited = 0usize;
         let damaged_at = |e: StorageError| match e {
             StorageError::Corrupt { seq, detail } => StorageError::Corrupt {
@@ -1966,6 +2047,7 @@ impl Storage for EmbeddedStorage {
 
     fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
         self.index_caught_up()?;
+        *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
         let mut batch = sled::Batch::default();
         for entry in self.index.tree.scan_prefix([prefix::MERKLE]) {
             let (key, _) = entry.map_err(index_err)?;
@@ -1977,11 +2059,18 @@ impl Storage for EmbeddedStorage {
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
         self.index_caught_up()?;
-        let Some(above) =
-            MerkleEntries::completing_leaf(level, index).and_then(|l| l.checked_add(1))
-        else {
+        let Some(leaf) = MerkleEntries::completing_leaf(level, index) else {
             return Ok(None);
         };
+        let Some(above) = leaf.checked_add(1) else {
+            return Ok(None);
+        };
+        {
+            let cache = self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(value) = cache.covering(leaf) {
+                return MerkleEntries::find(value, level, index);
+            }
+        }
         let entry = self
             .index
             .tree
@@ -1991,7 +2080,14 @@ impl Storage for EmbeddedStorage {
             .map_err(index_err)?;
         match entry {
             None => Ok(None),
-            Some((_, value)) => MerkleEntries::find(&value, level, index),
+            Some((key, value)) => {
+                let found = MerkleEntries::find(&value, level, index);
+                self.merkle_cache
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .keep(be_u64(&key[1..]), value);
+                found
+            }
         }
     }
 
@@ -2075,11 +2171,21 @@ mod tests {
                 assert!(key <= frontier.size());
             }
         }
+        let mut cache = MerkleCache::default();
+        for (key, value) in &entries {
+            cache.keep(*key, sled::IVec::from(&value[..]));
+        }
+        assert_eq!(cache.entries.len(), entries.len(), "every entry starts with a leaf");
         let size = frontier.size();
         for level in 0..12u8 {
             for index in 0..(size >> level) {
-                let above = MerkleEntries::completing_leaf(level, index).expect("leaf") + 1;
-                let (_, value) = entries.range(above..).next().expect("an entry");
+                let leaf = MerkleEntries::completing_leaf(level, index).expect("leaf");
+                let (_, value) = entries.range(leaf + 1..).next().expect("an entry");
+                assert_eq!(
+                    cache.covering(leaf).map(|v| &v[..]),
+                    Some(&value[..]),
+                    "the cache serves leaf {leaf} from the entry sled would"
+                );
                 let found = MerkleEntries::find(value, level, index).expect("well formed");
                 assert_eq!(
                     found,

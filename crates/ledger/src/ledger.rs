@@ -200,6 +200,10 @@ impl Core {
     pub(crate) fn event_hash(&self, seq: u64) -> Result<Option<Digest>, ReadError> {
         let mut found = None;
         self.storage.visit_range(seq, 1, &mut |at, bytes| {
+            if at != seq {
+                // The log has no event at `seq` where the index said it would be.
+                return ControlFlow::Break(());
+            }
             found = Some(match decode_stored_ref(bytes) {
                 Ok(event) if event.seq == at => Ok(event.hash),
                 Ok(event) => Err(ReadError::Damaged {

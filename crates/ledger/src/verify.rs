@@ -196,7 +196,10 @@ impl Ledger {
             let from = checker.next_seq;
             let visited = core
                 .storage
-                .visit_range(from, VERIFY_CHUNK_EVENTS, &mut |seq, bytes| {
+                .visit_range(from, VERIFY_CHUNK_EVENTS, &mut |_, bytes| {
+                    // Positions are the checker's, not what a frame says: a frame that claims
+                    // other seqs is caught by the check of the event's own seq.
+                    let seq = checker.next_seq;
                     if seq >= size {
                         return ControlFlow::Break(());
                     }

@@ -2175,7 +2175,11 @@ mod tests {
         for (key, value) in &entries {
             cache.keep(*key, sled::IVec::from(&value[..]));
         }
-        assert_eq!(cache.entries.len(), entries.len(), "every entry starts with a leaf");
+        assert_eq!(
+            cache.entries.len(),
+            entries.len(),
+            "every entry starts with a leaf"
+        );
         let size = frontier.size();
         for level in 0..12u8 {
             for index in 0..(size >> level) {

@@ -1397,6 +1397,10 @@ impl EmbeddedStorage {
         if let Some(reason) = &writer.failed {
             return Err(StorageError::Failed(reason.clone()));
         }
+        // Nothing is written past an index that stopped following the log.
+        if let Some(reason) = self.index_failure() {
+            return Err(StorageError::Index(reason));
+        }
         let result = self.write_frame_locked(&mut writer, commits, tree);
         if let Err(e) = &result {
             writer.failed = Some(e.to_string());

@@ -11,8 +11,12 @@
 //!   transaction, unique `(seq)` and `(stream, version)`), and answers
 //!   [`StorageError::HeadMoved`] when another writer got there first; the ledger then reloads
 //!   the head and tries again.
-//! - Readers tail by sequence number ([`Storage::read_range`]); in-process notification is an
-//!   optimisation on top, never the only way to learn of new events.
+//! - With the commits come the Merkle nodes they complete ([`TreeGrowth`]), computed by the
+//!   ledger before the write: a SQL backend stores them in the same transaction, the embedded
+//!   one in the same index batch.
+//! - Readers tail by sequence number ([`Storage::read_range`], or [`Storage::visit_range`] to
+//!   read without a copy of each event); in-process notification is an optimisation on top,
+//!   never the only way to learn of new events.
 
 pub mod embedded;
 pub mod frame;

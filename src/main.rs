@@ -5,6 +5,7 @@
 //! run (bad arguments, the data directory is locked, an I/O error).
 
 mod commands;
+mod demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run research tasks on the bundled sample corpus, start to finish, and print their
+    /// verdicts, explanations and the ledger's verification.
+    Demo(commands::demo::Args),
     /// Verify the whole ledger from its first event: every hash, every link, every seq, the
     /// Merkle tree against every signed checkpoint, and every signature.
     Verify(commands::verify::Args),
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Demo(args) => commands::demo::run(&cli.data_dir, args),
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
         Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),

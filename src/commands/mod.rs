@@ -2,6 +2,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod checkpoint;
+pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod key;
 pub(crate) mod prove;
@@ -32,6 +33,18 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
         },
     )
     .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))
+}
+
+/// Opens the service over a data directory for a command-line run.
+pub(crate) fn open_service(data_dir: &Path) -> anyhow::Result<service::Service> {
+    let mut options = service::ServiceOptions::new(data_dir);
+    options.ledger.lock_note = Some(format!(
+        "research-ledger {} (pid {})",
+        std::env::args().nth(1).unwrap_or_default(),
+        std::process::id()
+    ));
+    service::Service::open(options)
+        .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal.

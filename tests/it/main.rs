@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bench;
+mod demo;
 mod ingest;
 mod proofs;
 mod verify;

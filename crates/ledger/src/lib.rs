@@ -33,8 +33,6 @@ pub use ledger::{
 pub use ledger_proof;
 pub use limits::Limits;
 pub use restore::{RestoreError, RestoreReport};
-pub use storage::{
-    ChainHead, CheckpointEntry, IdempotencyRecord, RawEvent, Storage, StorageError,
-};
+pub use storage::{ChainHead, CheckpointEntry, IdempotencyRecord, RawEvent, Storage, StorageError};
 pub use subscribe::Subscription;
 pub use verify::{VerifyFailure, VerifyReport};

@@ -1,0 +1,18 @@
+//! The one façade every front end of research-ledger calls.
+//!
+//! Front ends (the MCP bridge, GraphQL, the REST view, the command line) never touch the ledger,
+//! the domain or the read models directly for writes: they call [`Service`], which checks the
+//! idempotency key, then the expected version, asks `research::decide`, appends durably, and
+//! lets the projection catch up so the caller reads its own write. Errors come back as one type,
+//! [`ServiceError`], whose wire form ([`ServiceError::to_json`]) is the contract of SPEC §10.
+
+pub mod args;
+mod error;
+mod service;
+mod tools;
+
+pub use error::ServiceError;
+pub use service::{
+    Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
+};
+pub use tools::{ToolOutput, ToolSpec, tool_specs};

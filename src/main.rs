@@ -37,6 +37,17 @@ enum Command {
     /// Verify the whole ledger from its first event: every hash, every link, every seq, the
     /// Merkle tree against every signed checkpoint, and every signature.
     Verify(commands::verify::Args),
+    /// Show a task as it stands or stood at a version; `--check` re-derives every score,
+    /// adjudication and conclusion from the events it cites.
+    Replay(commands::audit::ReplayArgs),
+    /// Why a task's verdict is what it is, every line citing ledger events. Writes nothing.
+    Explain(commands::audit::ExplainArgs),
+    /// Write an export bundle of some tasks or the whole ledger, for auditors or as a backup.
+    Export(commands::audit::ExportArgs),
+    /// Check an export bundle offline, with no data directory; say where it is wrong.
+    VerifyBundle(commands::audit::VerifyBundleArgs),
+    /// Restore a data directory from a whole-ledger bundle, verifying it first.
+    Import(commands::audit::ImportArgs),
     /// Write a signed checkpoint of the ledger as it stands and print it (JSON).
     Checkpoint(commands::checkpoint::Args),
     /// Print a proof that an event is in a checkpoint, or that one checkpoint extends another.
@@ -71,6 +82,11 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Demo(args) => commands::demo::run(&cli.data_dir, args),
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
+        Command::Replay(args) => commands::audit::replay(&cli.data_dir, args),
+        Command::Explain(args) => commands::audit::explain(&cli.data_dir, args),
+        Command::Export(args) => commands::audit::export(&cli.data_dir, args),
+        Command::VerifyBundle(args) => commands::audit::verify_bundle(args),
+        Command::Import(args) => commands::audit::import(&cli.data_dir, args),
         Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),

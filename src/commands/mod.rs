@@ -1,5 +1,6 @@
 //! One module per command. Each maps the library's typed errors to messages exactly once.
 
+pub(crate) mod audit;
 pub(crate) mod bench;
 pub(crate) mod checkpoint;
 pub(crate) mod demo;

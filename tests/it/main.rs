@@ -1,6 +1,7 @@
 //! End-to-end tests of the `research-ledger` binary, spawned as a user would run it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod audit;
 mod bench;
 mod demo;
 mod ingest;

@@ -7,6 +7,7 @@
 //! [`ServiceError`], whose wire form ([`ServiceError::to_json`]) is the contract of SPEC §10.
 
 pub mod args;
+pub mod audit;
 mod error;
 mod service;
 mod tools;

@@ -145,7 +145,14 @@ impl Target<'_> {
     }
 }
 
+/// How many locks the writes of different tasks are spread over.
+const TASK_LOCK_SHARDS: usize = 256;
+
 pub(crate) struct Inner {
+    /// Writes to one task are decided one at a time in this process, so concurrent callers
+    /// queue rather than decide on a state that is about to move. (Writers elsewhere, on a
+    /// shared backend, still meet the ledger's version check.)
+    task_locks: Vec<std::sync::Mutex<()>>,
     pub(crate) ledger: Ledger,
     pub(crate) projector: Projector,
     pub(crate) blobs: BlobStore,
@@ -205,6 +212,9 @@ impl Service {
         let clock = Arc::clone(&options.ledger.clock);
         Ok(Service {
             inner: Arc::new(Inner {
+                task_locks: (0..TASK_LOCK_SHARDS)
+                    .map(|_| std::sync::Mutex::new(()))
+                    .collect(),
                 ledger,
                 projector,
                 blobs,
@@ -280,6 +290,10 @@ impl Service {
     ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
         let task_id = target.id().to_owned();
+        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
+        let _task = inner.task_locks[shard]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let idempotency = match &guard.idempotency_key {
             None => None,
             Some(key) => {

@@ -11,9 +11,11 @@ pub mod audit;
 mod error;
 mod service;
 mod tools;
+mod updates;
 
 pub use error::ServiceError;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
 pub use tools::{ToolOutput, ToolSpec, tool_specs};
+pub use updates::{Update, Updates};

@@ -178,3 +178,36 @@ fn an_idempotent_open_returns_the_same_task() {
         .unwrap();
     assert_eq!(page.tasks.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_see_every_write_in_order() {
+    let (_dir, service) = service();
+    let mut updates = service.updates(0);
+    let writer = {
+        let service = service.clone();
+        tokio::task::spawn_blocking(move || {
+            let task = open_task(&service);
+            for i in 0..5 {
+                add(&service, &task, &format!("s{i}.example.org"), "supports");
+            }
+            task
+        })
+    };
+    let task = writer.await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 6 {
+        let update = tokio::time::timeout(std::time::Duration::from_secs(10), updates.next())
+            .await
+            .expect("an update arrives")
+            .unwrap();
+        assert_eq!(update.task_id, task);
+        seen.push((update.seq, update.session_version, update.kind));
+    }
+    assert_eq!(seen[0], (0, 1, "task_opened".to_owned()));
+    assert!(
+        seen[1..]
+            .iter()
+            .all(|(_, _, kind)| kind == "evidence_added")
+    );
+    assert!(seen.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+}

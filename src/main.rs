@@ -6,6 +6,7 @@
 
 mod commands;
 mod demo;
+mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the HTTP API (default 127.0.0.1:7878): /health, and the front ends.
+    Serve(commands::serve::Args),
     /// Run research tasks on the bundled sample corpus, start to finish, and print their
     /// verdicts, explanations and the ledger's verification.
     Demo(commands::demo::Args),
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
         Command::Demo(args) => commands::demo::run(&cli.data_dir, args),
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
         Command::Replay(args) => commands::audit::replay(&cli.data_dir, args),

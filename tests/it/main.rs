@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod ingest;
 mod proofs;
+mod server;
 mod verify;
 
 use std::path::Path;

@@ -1,0 +1,174 @@
+//! A server spawned as its operator would run it, and talked to over real HTTP on loopback.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `research-ledger serve`, stopped with SIGTERM when dropped.
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts a server on a free loopback port over `data`.
+    pub(crate) fn start(data: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+            .arg("--data-dir")
+            .arg(data)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("RESEARCH_LEDGER_DATA_DIR")
+            .env_remove("RESEARCH_LEDGER_LISTEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("a line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| {
+                let mut err = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = stderr.read_to_string(&mut err);
+                }
+                panic!("unexpected first line {line:?}; stderr: {err}")
+            })
+            .parse()
+            .expect("an address");
+        Server { child, addr }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+        terminate(&self.child);
+        let status = self.child.wait().expect("the server exits");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        terminate(&self.child);
+        let _ = self.child.wait();
+    }
+}
+
+fn terminate(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+/// One HTTP/1.1 request; returns the status and the body.
+pub(crate) fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body).expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    let mut body = response[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(line_end) = data.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&data[..line_end]).unwrap_or("0").trim(),
+            16,
+        )
+        .unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        let start = line_end + 2;
+        out.extend_from_slice(&data[start..start + size]);
+        data = &data[start + size + 2..];
+    }
+}
+
+pub(crate) fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, body) = request(addr, "GET", path, &[], b"");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn health_answers_and_sigterm_stops_the_server_cleanly() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (status, health) = get_json(server.addr, "/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["ledger"]["size"], 0);
+
+    // The data directory is held, and a second command says by whom.
+    let other = super::run(data.path(), &["verify"]);
+    assert_eq!(other.status.code(), Some(2));
+    let err = super::stderr(&other);
+    assert!(
+        err.contains(&format!("serve on http://{}", server.addr)),
+        "{err}"
+    );
+
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    // Released: the directory opens again and verifies.
+    assert!(super::run(data.path(), &["verify"]).status.success());
+}
+
+#[test]
+fn the_server_refuses_to_listen_beyond_loopback_without_tokens() {
+    let data = tempfile::tempdir().unwrap();
+    let out = super::run(data.path(), &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        super::stderr(&out).contains("loopback only"),
+        "{}",
+        super::stderr(&out)
+    );
+}

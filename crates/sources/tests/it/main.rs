@@ -2,7 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod blobs;
+mod contracts;
 mod ingest;
+mod legacy_api;
 mod search;
 mod summary;
 

@@ -6,6 +6,7 @@
 
 mod commands;
 mod demo;
+mod rest;
 mod server;
 
 use std::path::PathBuf;
@@ -51,6 +52,8 @@ enum Command {
     VerifyBundle(commands::audit::VerifyBundleArgs),
     /// Restore a data directory from a whole-ledger bundle, verifying it first.
     Import(commands::audit::ImportArgs),
+    /// Check the contracts of external tools, or call each to see that it keeps its contract.
+    Contracts(commands::contracts::Args),
     /// Write a signed checkpoint of the ledger as it stands and print it (JSON).
     Checkpoint(commands::checkpoint::Args),
     /// Print a proof that an event is in a checkpoint, or that one checkpoint extends another.
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::audit::export(&cli.data_dir, args),
         Command::VerifyBundle(args) => commands::audit::verify_bundle(args),
         Command::Import(args) => commands::audit::import(&cli.data_dir, args),
+        Command::Contracts(args) => commands::contracts::run(&cli.data_dir, args),
         Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),

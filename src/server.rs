@@ -24,6 +24,7 @@ pub(crate) struct AppState {
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
+        .merge(crate::rest::routes())
         .with_state(state)
 }
 
@@ -65,10 +66,26 @@ pub(crate) async fn serve(
     let app = router(AppState {
         service: service.clone(),
     });
+    // Contracts reload when their files change.
+    let watcher = {
+        let service = service.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let service = service.clone();
+                if let Ok(true) = tokio::task::spawn_blocking(move || service.refresh_tools()).await
+                {
+                    tracing::info!("contracts changed; the tool list was reloaded");
+                }
+            }
+        })
+    };
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("the server stopped")?;
+    watcher.abort();
     tracing::info!("no more requests in flight; shutting the service down");
     tokio::task::spawn_blocking(move || service.shutdown())
         .await

@@ -3,6 +3,7 @@
 pub(crate) mod audit;
 pub(crate) mod bench;
 pub(crate) mod checkpoint;
+pub(crate) mod contracts;
 pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod key;

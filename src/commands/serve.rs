@@ -13,6 +13,8 @@ pub(crate) struct Args {
     /// The address to listen on.
     #[arg(long, env = "RESEARCH_LEDGER_LISTEN", default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
+    #[command(flatten)]
+    allow: super::contracts::AllowArgs,
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
@@ -31,6 +33,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         // The data directory's lock names the address, so a command that finds it held can
         // say where the server is.
         let mut options = service::ServiceOptions::new(data_dir);
+        options.tool_endpoint_allow = args.allow.allow_list();
         options.ledger.lock_note = Some(format!(
             "research-ledger serve on http://{bound} (pid {})",
             std::process::id()

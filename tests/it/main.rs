@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod demo;
+mod external;
 mod ingest;
 mod proofs;
 mod server;

@@ -9,13 +9,15 @@
 pub mod args;
 pub mod audit;
 mod error;
+mod external;
 mod service;
 mod tools;
 mod updates;
 
 pub use error::ServiceError;
+pub use external::{TOOLS_STREAM, ToolHealth};
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
-pub use tools::{ToolOutput, ToolSpec, tool_specs};
+pub use tools::{Progress, ToolOutput, ToolSpec, tool_specs};
 pub use updates::{Update, Updates};

@@ -35,6 +35,8 @@ pub struct Layout {
     pub corpus: PathBuf,
     /// Pipeline jobs.
     pub jobs: PathBuf,
+    /// Contracts of registered external tools.
+    pub contracts: PathBuf,
 }
 
 impl Layout {
@@ -46,6 +48,7 @@ impl Layout {
             blobs: data_dir.join("blobs"),
             corpus: data_dir.join("corpus"),
             jobs: data_dir.join("jobs"),
+            contracts: data_dir.join("contracts"),
         }
     }
 }
@@ -70,6 +73,12 @@ pub struct ServiceOptions {
     /// How often a write without an expected version is decided again after another writer
     /// got there first.
     pub write_attempts_max: u32,
+    /// Where registered tools may live; requests go nowhere else.
+    pub tool_endpoint_allow: sources::contracts::EndpointAllowList,
+    /// Limits on contracts.
+    pub contract_limits: sources::contracts::ContractLimits,
+    /// Largest reply an external tool may send.
+    pub tool_reply_bytes_max: u64,
 }
 
 impl ServiceOptions {
@@ -84,6 +93,9 @@ impl ServiceOptions {
             corpus: CorpusLimits::default(),
             search_results_default: 10,
             write_attempts_max: 5,
+            tool_endpoint_allow: sources::contracts::EndpointAllowList::default(),
+            contract_limits: sources::contracts::ContractLimits::default(),
+            tool_reply_bytes_max: 4 * 1024 * 1024,
         }
     }
 }
@@ -159,6 +171,8 @@ pub(crate) struct Inner {
     pub(crate) corpus: Corpus,
     pub(crate) options: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
+    pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -210,6 +224,21 @@ impl Service {
         let blobs = BlobStore::open(&options.layout.blobs, options.blobs.clone())?;
         let corpus = Corpus::open(&options.layout.corpus, options.corpus.clone())?;
         let clock = Arc::clone(&options.ledger.clock);
+        let built_in: Vec<String> = crate::tools::tool_specs()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
+        let registry = sources::contracts::Registry::load(
+            &options.layout.contracts,
+            options.tool_endpoint_allow.clone(),
+            options.contract_limits,
+            &reserved,
+        );
+        for problem in registry.problems() {
+            tracing::warn!(%problem, "a contract is left out");
+        }
+        let (tools_version, _) = tokio::sync::watch::channel(0);
         Ok(Service {
             inner: Arc::new(Inner {
                 task_locks: (0..TASK_LOCK_SHARDS)
@@ -221,6 +250,8 @@ impl Service {
                 corpus,
                 options,
                 clock,
+                registry: std::sync::RwLock::new(registry),
+                tools_version,
             }),
         })
     }
@@ -480,6 +511,13 @@ pub fn fingerprint(tool: &str, arguments: &Value, actor: &str) -> Digest {
     hasher.update(b"\0");
     hasher.update(actor.as_bytes());
     Digest(*hasher.finalize().as_bytes())
+}
+
+/// A value's canonical JSON text: object keys sorted, no whitespace.
+pub(crate) fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, false, &mut out);
+    out
 }
 
 fn write_canonical(value: &Value, top: bool, out: &mut String) {

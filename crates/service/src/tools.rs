@@ -24,11 +24,11 @@ use crate::service::{Caller, Service, Target, WriteOptions, Written};
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// Its name.
-    pub name: &'static str,
+    pub name: String,
     /// A short title.
-    pub title: &'static str,
+    pub title: String,
     /// When to call it.
-    pub description: &'static str,
+    pub description: String,
     /// JSON Schema of its arguments.
     pub input_schema: Value,
     /// JSON Schema of its structured result.
@@ -94,19 +94,20 @@ fn write_output(properties: &[(&str, Value)]) -> Value {
 
 /// Every built-in tool, in a stable order.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    let write = |name, title, description, input_schema, output_schema| ToolSpec {
-        name,
-        title,
-        description,
-        input_schema,
-        output_schema,
-        read_only: false,
-        idempotent: false,
-    };
-    let read = |name, title, description, input_schema, output_schema| ToolSpec {
-        name,
-        title,
-        description,
+    let write =
+        |name: &str, title: &str, description: &str, input_schema, output_schema| ToolSpec {
+            name: name.to_owned(),
+            title: title.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+            output_schema,
+            read_only: false,
+            idempotent: false,
+        };
+    let read = |name: &str, title: &str, description: &str, input_schema, output_schema| ToolSpec {
+        name: name.to_owned(),
+        title: title.to_owned(),
+        description: description.to_owned(),
         input_schema,
         output_schema,
         read_only: true,
@@ -347,6 +348,17 @@ impl Service {
         name: &str,
         arguments: &Value,
     ) -> Result<ToolOutput, ServiceError> {
+        self.call_tool_with_progress(caller, name, arguments, &mut |_| {})
+    }
+
+    /// Calls a tool, reporting progress on long calls (a search, per source).
+    pub fn call_tool_with_progress(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Value,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ToolOutput, ServiceError> {
         if !matches!(arguments, Value::Object(_) | Value::Null) {
             return Err(ServiceError::invalid(
                 "arguments",
@@ -388,7 +400,7 @@ impl Service {
                 map.insert("sub_questions".into(), Value::Array(added));
                 Ok(done(map, text))
             }
-            "retrieval_search_evidence" => self.search_evidence(caller, arguments),
+            "retrieval_search_evidence" => self.search_evidence(caller, arguments, progress),
             "retrieval_add_evidence" => self.add_evidence(caller, arguments),
             "retrieval_get_source_detail" => {
                 let a: SourceDetailArgs = parse(arguments)?;
@@ -684,11 +696,38 @@ impl Service {
                 }
                 Ok(done(map, text))
             }
-            other => Err(ServiceError::NotFound {
-                resource: "tool",
-                id: other.to_owned(),
-            }),
+            other => {
+                let registered = self.registry().get(other).cloned();
+                if let Some(contract) = registered {
+                    return self.call_external(caller, &contract, arguments);
+                }
+                let fallback = self.registry().fallback(other).map(str::to_owned);
+                match fallback {
+                    Some(to) if to != other => {
+                        let mut out =
+                            self.call_tool_with_progress(caller, &to, arguments, progress)?;
+                        if let Value::Object(map) = &mut out.structured {
+                            map.insert("fallback_from".into(), json!(other));
+                        }
+                        out.text =
+                            format!("{other} is not a tool; {to} answered instead. {}", out.text);
+                        Ok(out)
+                    }
+                    _ => Err(ServiceError::NotFound {
+                        resource: "tool",
+                        id: other.to_owned(),
+                    }),
+                }
+            }
         }
+    }
+
+    /// Whether `name` is a tool this service can call: built in, registered, or sent to a
+    /// fallback.
+    pub fn has_tool(&self, name: &str) -> bool {
+        tool_specs().iter().any(|t| t.name == name)
+            || self.registry().get(name).is_some()
+            || self.registry().fallback(name).is_some()
     }
 
     /// Calls a tool from async code, on a blocking thread.
@@ -881,6 +920,7 @@ impl Service {
         &self,
         caller: &Caller,
         arguments: &Value,
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<ToolOutput, ServiceError> {
         let a: SearchEvidenceArgs = parse(arguments)?;
         let sources_asked = a
@@ -890,12 +930,45 @@ impl Service {
         if sources_asked.is_empty() {
             return Err(ServiceError::invalid("sources", "ask at least one source"));
         }
-        if let Some(unknown) = sources_asked.iter().find(|s| s.as_str() != "corpus") {
+        let mut seen_sources = std::collections::BTreeSet::new();
+        if let Some(repeated) = sources_asked
+            .iter()
+            .find(|s| !seen_sources.insert(s.as_str()))
+        {
             return Err(ServiceError::invalid(
                 "sources",
-                format!("unknown source {unknown:?}; the sources are: corpus"),
+                format!("{repeated} is asked twice"),
             ));
         }
+        let mut external = Vec::new();
+        for source in &sources_asked {
+            if source == "corpus" {
+                continue;
+            }
+            let contract = self.registry().get(source).cloned();
+            match contract {
+                Some(c) if sources::contracts::call::is_evidence_source(&c) => external.push(c),
+                _ => {
+                    let known: Vec<String> = std::iter::once("corpus".to_owned())
+                        .chain(
+                            self.registry()
+                                .tools()
+                                .values()
+                                .filter(|c| sources::contracts::call::is_evidence_source(c))
+                                .map(|c| c.name.clone()),
+                        )
+                        .collect();
+                    return Err(ServiceError::invalid(
+                        "sources",
+                        format!(
+                            "unknown source {source:?}; the sources are: {}",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        let ask_corpus = sources_asked.iter().any(|s| s == "corpus");
         let limit_max = self.options().corpus.search_results_max as u32;
         let limit = a.limit.unwrap_or(self.options().search_results_default);
         if limit == 0 || limit > limit_max {
@@ -903,6 +976,61 @@ impl Service {
                 limit: "search_results_max".into(),
                 max: u64::from(limit_max),
                 actual: u64::from(limit),
+            });
+        }
+        let total = sources_asked.len() as u64;
+
+        // External sources are asked first, each on its own: one that fails is reported and the
+        // others still count. Their calls are recorded in the task as they happen.
+        let mut external_candidates: Vec<SearchCandidate> = Vec::new();
+        let mut failed_sources = Vec::new();
+        let mut dropped_items = Vec::new();
+        if !external.is_empty() {
+            let state = self.state(&a.task_id)?;
+            let query = search_query(&state, &a)?;
+            for (i, contract) in external.iter().enumerate() {
+                progress(Progress {
+                    done: i as u64,
+                    total,
+                    message: format!("asking {} ({}/{total})", contract.name, i + 1),
+                });
+                match self.search_external(
+                    caller,
+                    contract,
+                    &state,
+                    &query,
+                    limit,
+                    a.sub_question.as_ref(),
+                ) {
+                    Ok((candidates, dropped)) => {
+                        external_candidates.extend(candidates);
+                        dropped_items.extend(
+                            dropped
+                                .into_iter()
+                                .map(|d| json!({"source": contract.name, "item": d})),
+                        );
+                    }
+                    Err(e) => {
+                        failed_sources.push(json!({"source": contract.name, "error": e.to_json()}))
+                    }
+                }
+            }
+            if !ask_corpus && external_candidates.is_empty() && !failed_sources.is_empty() {
+                let first = &failed_sources[0];
+                return Err(ServiceError::SourceFailed {
+                    source_name: first["source"].as_str().unwrap_or_default().to_owned(),
+                    message: first["error"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
+            }
+        }
+        if ask_corpus {
+            progress(Progress {
+                done: external.len() as u64,
+                total,
+                message: format!("searching the corpus ({total}/{total})"),
             });
         }
         let written = self.write(
@@ -916,99 +1044,59 @@ impl Service {
                     resource: "task",
                     id: a.task_id.clone(),
                 })?;
-                let sub_question_text = match &a.sub_question {
-                    None => None,
-                    Some(id) => Some(
-                        state
-                            .sub_questions()
-                            .iter()
-                            .find(|q| q.sub_question.id.as_str() == id)
-                            .map(|q| q.sub_question.text.clone())
-                            .ok_or_else(|| ServiceError::NotFound {
-                                resource: "sub-question",
-                                id: id.clone(),
-                            })?,
-                    ),
-                };
-                let query = a
-                    .query
-                    .clone()
-                    .or(sub_question_text)
-                    .unwrap_or_else(|| task.question.clone());
-                let mut terms: Vec<String> = Vec::new();
-                for t in sources::tokenize(&task.question) {
-                    if !terms.contains(&t) {
-                        terms.push(t);
+                let query = search_query(state, &a)?;
+                let mut results = external_candidates.clone();
+                let mut index_state = String::new();
+                if ask_corpus {
+                    let mut terms: Vec<String> = Vec::new();
+                    for t in sources::tokenize(&task.question) {
+                        if !terms.contains(&t) {
+                            terms.push(t);
+                        }
                     }
-                }
-                let result = self
-                    .corpus()
-                    .search_with_rules(&query, limit as usize, &terms, &task.rules)
-                    .map_err(|e| match e {
-                        sources::SearchError::Corpus(inner) => ServiceError::SourceFailed {
-                            source_name: "corpus".into(),
-                            message: inner.to_string(),
-                        },
-                        other => ServiceError::invalid("query", other.to_string()),
-                    })?;
-                let mut results = Vec::new();
-                for hit in result.candidates() {
-                    let content = self
+                    let result = self
                         .corpus()
-                        .content(&hit.content_hash)
-                        .map_err(ServiceError::internal)?
-                        .ok_or_else(|| ServiceError::SourceFailed {
-                            source_name: "corpus".into(),
-                            message: format!("document {} has no stored text", hit.id),
+                        .search_with_rules(&query, limit as usize, &terms, &task.rules)
+                        .map_err(|e| match e {
+                            sources::SearchError::Corpus(inner) => ServiceError::SourceFailed {
+                                source_name: "corpus".into(),
+                                message: inner.to_string(),
+                            },
+                            other => ServiceError::invalid("query", other.to_string()),
                         })?;
-                    // Durable before the event that cites it.
-                    let stored = self
-                        .blobs()
-                        .put(content.as_bytes())
-                        .map_err(ServiceError::internal)?;
-                    if stored != hit.content_hash {
-                        return Err(ServiceError::SourceFailed {
-                            source_name: "corpus".into(),
-                            message: format!(
-                                "document {} does not have the content hash it claims",
-                                hit.id
-                            ),
-                        });
+                    index_state = result.index_state.id.clone();
+                    for hit in result.candidates() {
+                        results.push(self.corpus_candidate(hit, a.sub_question.as_ref())?);
                     }
-                    results.push(SearchCandidate {
-                        result_id: hit.id.clone(),
-                        origin: "corpus".into(),
-                        raw_score: hit.raw_score,
-                        normalised_score: hit.normalised_score,
-                        evidence: EvidenceInput {
-                            source: hit.source.clone(),
-                            url: hit.url.clone(),
-                            publish_date: hit.publish_date.to_string(),
-                            publish_date_defaulted: hit.defaulted.publish_date,
-                            source_type: hit.source_type.name().to_owned(),
-                            citation_count: hit.citation_count,
-                            summary: hit.summary.clone(),
-                            content_hash: hit.content_hash,
-                            relevance: hit.relevance,
-                            relevance_basis: RelevanceBasis::IdfCoverage,
-                            stance: None,
-                            sub_question: a.sub_question.clone(),
-                        },
-                    });
                 }
+                // Candidates from every source by reliability pre-score; among equals, the
+                // order each source gave.
+                let reliability = |c: &SearchCandidate| {
+                    let authority = c
+                        .evidence
+                        .source_type
+                        .parse::<research::rules::SourceType>()
+                        .map_or(0.0, |t| task.rules.authority_of(t));
+                    research::rules::reliability(authority, c.evidence.citation_count)
+                };
+                results.sort_by(|x, y| reliability(y).total_cmp(&reliability(x)));
                 Ok(Command::RecordSearch(RecordSearch {
                     query,
                     sources: sources_asked.clone(),
-                    index_state: result.index_state.id.clone(),
+                    index_state,
                     results,
                 }))
             },
         )?;
+        progress(Progress {
+            done: total,
+            total,
+            message: "recorded".into(),
+        });
         let recorded = written.events.iter().find_map(|(_, _, e)| match e {
             Event::SearchRecorded(s) => Some(s.clone()),
             _ => None,
         });
-        let mut map = base(&written);
         let Some(search) = recorded else {
             return Err(ServiceError::internal(
                 "a search was recorded but no event says so",
@@ -1035,18 +1123,115 @@ impl Service {
             .collect();
         let new = search.results.iter().filter(|h| !h.folded).count();
         let text = format!(
-            "Found {} result(s) for {:?}; {new} new candidate(s) to screen.{}",
+            "Found {} result(s) for {:?}; {new} new candidate(s) to screen.{}{}",
             candidates.len(),
             search.query,
+            if failed_sources.is_empty() {
+                String::new()
+            } else {
+                format!(" {} source(s) failed.", failed_sources.len())
+            },
             suffix(&written)
         );
+        let mut map = base(&written);
         map.insert("search_id".into(), json!(search.search_id));
         map.insert("query".into(), json!(search.query));
         map.insert("sources".into(), json!(search.sources));
         map.insert("index_state".into(), json!(search.index_state));
         map.insert("candidates".into(), Value::Array(candidates));
+        map.insert("failed_sources".into(), Value::Array(failed_sources));
+        if !dropped_items.is_empty() {
+            map.insert("dropped_items".into(), Value::Array(dropped_items));
+        }
         Ok(done(map, text))
     }
+
+    /// A corpus hit as a search candidate, its full text stored first.
+    fn corpus_candidate(
+        &self,
+        hit: &sources::SearchHit,
+        sub_question: Option<&String>,
+    ) -> Result<SearchCandidate, ServiceError> {
+        let content = self
+            .corpus()
+            .content(&hit.content_hash)
+            .map_err(ServiceError::internal)?
+            .ok_or_else(|| ServiceError::SourceFailed {
+                source_name: "corpus".into(),
+                message: format!("document {} has no stored text", hit.id),
+            })?;
+        // Durable before the event that cites it.
+        let stored = self
+            .blobs()
+            .put(content.as_bytes())
+            .map_err(ServiceError::internal)?;
+        if stored != hit.content_hash {
+            return Err(ServiceError::SourceFailed {
+                source_name: "corpus".into(),
+                message: format!(
+                    "document {} does not have the content hash it claims",
+                    hit.id
+                ),
+            });
+        }
+        Ok(SearchCandidate {
+            result_id: hit.id.clone(),
+            origin: "corpus".into(),
+            raw_score: hit.raw_score,
+            normalised_score: hit.normalised_score,
+            evidence: EvidenceInput {
+                source: hit.source.clone(),
+                url: hit.url.clone(),
+                publish_date: hit.publish_date.to_string(),
+                publish_date_defaulted: hit.defaulted.publish_date,
+                source_type: hit.source_type.name().to_owned(),
+                citation_count: hit.citation_count,
+                summary: hit.summary.clone(),
+                content_hash: hit.content_hash,
+                relevance: hit.relevance,
+                relevance_basis: RelevanceBasis::IdfCoverage,
+                stance: None,
+                sub_question: sub_question.cloned(),
+            },
+        })
+    }
+}
+
+/// A search's query: the one given, else the sub-question's text, else the task's question.
+fn search_query(state: &TaskState, a: &SearchEvidenceArgs) -> Result<String, ServiceError> {
+    let task = state.task().ok_or_else(|| ServiceError::NotFound {
+        resource: "task",
+        id: a.task_id.clone(),
+    })?;
+    let sub_question_text = match &a.sub_question {
+        None => None,
+        Some(id) => Some(
+            state
+                .sub_questions()
+                .iter()
+                .find(|q| q.sub_question.id.as_str() == id)
+                .map(|q| q.sub_question.text.clone())
+                .ok_or_else(|| ServiceError::NotFound {
+                    resource: "sub-question",
+                    id: id.clone(),
+                })?,
+        ),
+    };
+    Ok(a.query
+        .clone()
+        .or(sub_question_text)
+        .unwrap_or_else(|| task.question.clone()))
+}
+
+/// How far a long call has come, for progress notifications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// Steps done.
+    pub done: u64,
+    /// Steps in all.
+    pub total: u64,
+    /// What is happening now.
+    pub message: String,
 }
 
 fn hex_of(hash: &research::Hash32) -> String {

@@ -9,7 +9,7 @@ use sources::contracts::{
     CallError, Contract, ContractLimits, EndpointAllowList, Registry, TagDictionary, check_dir,
 };
 
-use crate::legacy_api::LegacyApi;
+use test_support::LegacyApi;
 
 pub(crate) fn kb_contract(endpoint: &str, timeout_ms: u64) -> String {
     format!(

@@ -4,7 +4,6 @@
 mod blobs;
 mod contracts;
 mod ingest;
-mod legacy_api;
 mod search;
 mod summary;
 

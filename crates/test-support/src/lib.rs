@@ -1,5 +1,5 @@
 //! A real HTTP server on loopback standing in for a team's existing API, well-behaved and not:
-//! it answers by path, so one server plays every part.
+//! it answers by path, so one server plays every part. Used by the test suites only.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -8,12 +8,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// A running stand-in; it stops with the test process.
-pub(crate) struct LegacyApi {
-    pub(crate) addr: SocketAddr,
+#[derive(Debug)]
+pub struct LegacyApi {
+    /// Where it listens.
+    pub addr: SocketAddr,
 }
 
 impl LegacyApi {
-    pub(crate) fn start() -> LegacyApi {
+    /// Starts the stand-in on a free loopback port.
+    #[allow(clippy::unwrap_used)]
+    pub fn start() -> LegacyApi {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
@@ -26,7 +30,8 @@ impl LegacyApi {
         LegacyApi { addr }
     }
 
-    pub(crate) fn url(&self, path: &str) -> String {
+    /// The URL of a path on the stand-in.
+    pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 }
@@ -63,7 +68,7 @@ fn serve(mut stream: TcpStream) -> std::io::Result<()> {
 }
 
 /// Evidence items as the knowledge base returns them.
-pub(crate) fn items(n: u64, query: &str) -> Vec<Value> {
+pub fn items(n: u64, query: &str) -> Vec<Value> {
     (1..=n)
         .map(|i| {
             json!({

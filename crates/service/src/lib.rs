@@ -10,7 +10,9 @@ pub mod args;
 pub mod audit;
 mod error;
 mod external;
+mod metrics;
 mod service;
+pub mod tokens;
 mod tools;
 mod updates;
 

@@ -173,6 +173,7 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
     pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -252,6 +253,7 @@ impl Service {
                 clock,
                 registry: std::sync::RwLock::new(registry),
                 tools_version,
+                metrics: crate::metrics::Metrics::default(),
             }),
         })
     }
@@ -274,6 +276,22 @@ impl Service {
     /// The embedded corpus.
     pub fn corpus(&self) -> &Corpus {
         &self.inner.corpus
+    }
+
+    /// What the service counts, in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        self.inner
+            .metrics
+            .render(self.inner.ledger.head().size, self.inner.projector.lag())
+    }
+
+    /// Verifies what was appended since the last verification, counting failures.
+    pub fn verify(&self) -> ledger::VerifyReport {
+        let report = self.inner.ledger.verify();
+        if !report.is_intact() {
+            self.inner.metrics.verification_failed();
+        }
+        report
     }
 
     /// The options the service was opened with.
@@ -401,7 +419,33 @@ impl Service {
                 events,
                 idempotency: idempotency.clone(),
             };
-            match inner.ledger.append(request) {
+            let started = std::time::Instant::now();
+            let appended = inner.ledger.append(request);
+            if let Ok(receipt) = &appended
+                && !receipt.replayed
+            {
+                inner
+                    .metrics
+                    .append(receipt.events.len() as u64, started.elapsed());
+                for event in &decided {
+                    match &event.event {
+                        research::Event::ConflictsAdjudicated(c) => {
+                            for a in &c.adjudications {
+                                inner.metrics.conflict(a.tier.name());
+                            }
+                        }
+                        research::Event::ConflictResolved(_)
+                        | research::Event::AdjudicationAppealed(_) => {
+                            inner.metrics.conflict("human");
+                        }
+                        research::Event::ConclusionIssued(c) => {
+                            inner.metrics.conclusion(c.stance.name());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            match appended {
                 Ok(receipt) => {
                     if receipt.replayed {
                         // Another call with the same key and command won the race.

@@ -359,6 +359,23 @@ impl Service {
         arguments: &Value,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ToolOutput, ServiceError> {
+        let result = self.dispatch(caller, name, arguments, progress);
+        let label = if self.has_tool(name) { name } else { "unknown" };
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        };
+        self.inner.metrics.tool_call(label, outcome);
+        result
+    }
+
+    fn dispatch(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Value,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ToolOutput, ServiceError> {
         if !matches!(arguments, Value::Object(_) | Value::Null) {
             return Err(ServiceError::invalid(
                 "arguments",
@@ -683,7 +700,7 @@ impl Service {
             }
             "audit_verify" => {
                 let _: NoArgs = parse(arguments)?;
-                let report = self.ledger().verify();
+                let report = self.verify();
                 let intact = report.is_intact();
                 let text = match &report.failure {
                     None => format!("Intact: {} events, root {}.", report.size, report.root),

@@ -9,13 +9,15 @@
 pub mod args;
 pub mod audit;
 mod error;
+mod jobs;
 mod service;
 mod tools;
 mod updates;
 
 pub use error::ServiceError;
+pub use jobs::{Job, JobLimits, JobStatus, JobsOpenError, STEPS, StepOutcome, StepRecord};
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
-pub use tools::{ToolOutput, ToolSpec, tool_specs};
+pub use tools::{ToolOutput, ToolProgress, ToolSpec, tool_specs};
 pub use updates::{Update, Updates};

@@ -21,6 +21,7 @@ use serde_json::Value;
 use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
 
 use crate::error::ServiceError;
+use crate::jobs::{JobLimits, Jobs};
 
 /// Where the service keeps what, inside the data directory.
 #[derive(Debug, Clone)]
@@ -70,6 +71,8 @@ pub struct ServiceOptions {
     /// How often a write without an expected version is decided again after another writer
     /// got there first.
     pub write_attempts_max: u32,
+    /// Bounds on pipeline jobs.
+    pub jobs: JobLimits,
 }
 
 impl ServiceOptions {
@@ -84,6 +87,7 @@ impl ServiceOptions {
             corpus: CorpusLimits::default(),
             search_results_default: 10,
             write_attempts_max: 5,
+            jobs: JobLimits::default(),
         }
     }
 }
@@ -159,6 +163,7 @@ pub(crate) struct Inner {
     pub(crate) corpus: Corpus,
     pub(crate) options: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) jobs: Jobs,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -191,6 +196,9 @@ pub enum OpenError {
     /// The corpus could not open.
     #[error("the corpus: {0}")]
     Corpus(#[from] sources::CorpusError),
+    /// The jobs folder could not be read.
+    #[error("{0}")]
+    Jobs(#[from] crate::jobs::JobsOpenError),
 }
 
 impl Service {
@@ -210,6 +218,7 @@ impl Service {
         let blobs = BlobStore::open(&options.layout.blobs, options.blobs.clone())?;
         let corpus = Corpus::open(&options.layout.corpus, options.corpus.clone())?;
         let clock = Arc::clone(&options.ledger.clock);
+        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone())?;
         Ok(Service {
             inner: Arc::new(Inner {
                 task_locks: (0..TASK_LOCK_SHARDS)
@@ -221,6 +230,7 @@ impl Service {
                 corpus,
                 options,
                 clock,
+                jobs,
             }),
         })
     }
@@ -250,9 +260,11 @@ impl Service {
         &self.inner.options
     }
 
-    /// Persists derived state and stops the ledger's writer; nothing acknowledged is lost
-    /// without it, but the next open has less to do.
+    /// Stops running pipeline jobs between two steps (they read `interrupted`), persists
+    /// derived state and stops the ledger's writer; nothing acknowledged is lost without it,
+    /// but the next open has less to do.
     pub fn shutdown(&self) {
+        self.inner.jobs.stop_all();
         if let Err(e) = self.inner.projector.snapshot() {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
         }

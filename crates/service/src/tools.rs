@@ -39,6 +39,18 @@ pub struct ToolSpec {
     pub idempotent: bool,
 }
 
+/// How far a long tool call has got, for front ends that report progress (MCP progress
+/// notifications): a search reports once per source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// Units done.
+    pub progress: u64,
+    /// Units in all, when known.
+    pub total: Option<u64>,
+    /// What is happening, for people.
+    pub message: String,
+}
+
 /// A tool's result: the structured object (the single source of truth) and a short text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
@@ -90,6 +102,27 @@ fn write_output(properties: &[(&str, Value)]) -> Value {
     let mut all = vec![("replayed", json!({"type": "boolean"}))];
     all.extend(properties.iter().cloned());
     output(true, &all)
+}
+
+/// The structured result of the job tools: the job as it stands.
+fn job_output() -> Value {
+    let status = json!({
+        "type": "string",
+        "enum": ["running", "waiting", "completed", "failed", "interrupted"],
+    });
+    write_output(&[
+        ("job_id", json!({"type": "string"})),
+        ("status", status),
+        (
+            "step",
+            json!({"type": "integer", "minimum": 1, "maximum": 8}),
+        ),
+        ("steps_total", json!({"type": "integer"})),
+        ("step_name", json!({"type": "string"})),
+        ("progress", json!({"type": "string"})),
+        ("steps", arr()),
+        ("pending_actions", arr()),
+    ])
 }
 
 /// Every built-in tool, in a stable order.
@@ -259,6 +292,20 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             schema_of::<CloseTaskArgs>(),
             write_output(&[("status", json!({"type": "string"}))]),
         ),
+        write(
+            "research_run_pipeline",
+            "Run the research pipeline",
+            "Call to let the service carry a task through its steps in the background: 1 plan (the sub-questions as given), 2 retrieve (each source, for each scope), 3 screen, 4 resolve conflicts, 5 synthesise, 6 build the matrix, 7 conclude, 8 explain. Returns a job_id at once; poll research_job_status. The job stops at step 3 when candidates need your judgement: screen them with synthesis_screen_evidence, then call this again, and it resumes from what the ledger holds.",
+            schema_of::<RunPipelineArgs>(),
+            job_output(),
+        ),
+        read(
+            "research_job_status",
+            "Read a pipeline job",
+            "Call to follow a job started by research_run_pipeline: its status (running, waiting, completed, failed, interrupted), the step it is at, as in \"step 2/8: retrieving evidence 2/3\", the steps done, and the pending actions when it waits for your judgement.",
+            schema_of::<JobStatusArgs>(),
+            job_output(),
+        ),
         read(
             "audit_verify",
             "Verify the ledger",
@@ -347,6 +394,17 @@ impl Service {
         name: &str,
         arguments: &Value,
     ) -> Result<ToolOutput, ServiceError> {
+        self.call_tool_with_progress(caller, name, arguments, &mut |_| {})
+    }
+
+    /// [`Service::call_tool`], telling `progress` how a long call is getting on.
+    pub fn call_tool_with_progress(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Value,
+        progress: &mut dyn FnMut(ToolProgress),
+    ) -> Result<ToolOutput, ServiceError> {
         if !matches!(arguments, Value::Object(_) | Value::Null) {
             return Err(ServiceError::invalid(
                 "arguments",
@@ -388,7 +446,9 @@ impl Service {
                 map.insert("sub_questions".into(), Value::Array(added));
                 Ok(done(map, text))
             }
-            "retrieval_search_evidence" => self.search_evidence(caller, arguments),
+            "retrieval_search_evidence" => self.search_evidence(caller, arguments, progress),
+            "research_run_pipeline" => self.run_pipeline_tool(caller, arguments),
+            "research_job_status" => self.job_status_tool(arguments),
             "retrieval_add_evidence" => self.add_evidence(caller, arguments),
             "retrieval_get_source_detail" => {
                 let a: SourceDetailArgs = parse(arguments)?;
@@ -698,10 +758,25 @@ impl Service {
         name: String,
         arguments: Value,
     ) -> Result<ToolOutput, ServiceError> {
-        let service = self.clone();
-        tokio::task::spawn_blocking(move || service.call_tool(&caller, &name, &arguments))
+        self.call_tool_async_with_progress(caller, name, arguments, Box::new(|_| {}))
             .await
-            .map_err(|e| ServiceError::internal(format!("the call stopped: {e}")))?
+    }
+
+    /// [`Service::call_tool_async`], telling `progress` (on the blocking thread) how a long
+    /// call is getting on.
+    pub async fn call_tool_async_with_progress(
+        &self,
+        caller: Caller,
+        name: String,
+        arguments: Value,
+        mut progress: Box<dyn FnMut(ToolProgress) + Send>,
+    ) -> Result<ToolOutput, ServiceError> {
+        let service = self.clone();
+        tokio::task::spawn_blocking(move || {
+            service.call_tool_with_progress(&caller, &name, &arguments, &mut *progress)
+        })
+        .await
+        .map_err(|e| ServiceError::internal(format!("the call stopped: {e}")))?
     }
 
     fn simple(
@@ -881,6 +956,7 @@ impl Service {
         &self,
         caller: &Caller,
         arguments: &Value,
+        progress: &mut dyn FnMut(ToolProgress),
     ) -> Result<ToolOutput, ServiceError> {
         let a: SearchEvidenceArgs = parse(arguments)?;
         let sources_asked = a
@@ -941,6 +1017,12 @@ impl Service {
                         terms.push(t);
                     }
                 }
+                let total = Some(sources_asked.len() as u64);
+                progress(ToolProgress {
+                    progress: 0,
+                    total,
+                    message: format!("searching corpus for {query:?}"),
+                });
                 let result = self
                     .corpus()
                     .search_with_rules(&query, limit as usize, &terms, &task.rules)
@@ -996,6 +1078,11 @@ impl Service {
                         },
                     });
                 }
+                progress(ToolProgress {
+                    progress: 1,
+                    total,
+                    message: format!("corpus: {} result(s)", results.len()),
+                });
                 Ok(Command::RecordSearch(RecordSearch {
                     query,
                     sources: sources_asked.clone(),

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod concurrency;
+mod jobs;
 mod tools;
 
 use serde_json::{Value, json};

@@ -6,6 +6,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod key;
+pub(crate) mod mcp;
 pub(crate) mod prove;
 pub(crate) mod serve;
 pub(crate) mod verify;

@@ -147,8 +147,11 @@ with isError and a structured error: follow its pending_actions; on session_conf
 task again. Tasks are also resources: ledger://tasks/{task_id}/state, …/events, …/conclusion.";
 
 impl ServerHandler for Bridge {
+    // Logging is deprecated from 2026-07-28, but 2025-11-25 clients still set a level.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_completions()
             .enable_prompts()
             .enable_resources()
@@ -165,6 +168,16 @@ impl ServerHandler for Bridge {
         ServerConfig::new(capabilities)
             .with_server_info(server)
             .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.session.log_level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(

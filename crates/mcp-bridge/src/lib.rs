@@ -15,6 +15,7 @@
 mod bridge;
 mod error;
 mod http;
+mod logging;
 mod prompts;
 mod resources;
 mod subscriptions;

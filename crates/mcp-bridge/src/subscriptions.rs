@@ -18,11 +18,12 @@ use crate::bridge::Bridge;
 use crate::error::resource_not_found;
 use crate::resources::{ResourceUri, changed_by_append};
 
-/// One connection's legacy subscriptions.
+/// What one connection set up: its legacy subscriptions and its log level.
 #[derive(Default)]
 pub(crate) struct Session {
     uris: Arc<Mutex<BTreeSet<String>>>,
     listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(crate) log_level: crate::logging::LevelSetting,
 }
 
 impl Drop for Session {

@@ -127,6 +127,16 @@ pub(crate) async fn call(
     if let Some(notifier) = notifier {
         let _ = notifier.await;
     }
+    let read_only = bridge
+        .shared
+        .tools
+        .iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.annotations.as_ref())
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false);
+    crate::logging::tool_called(&bridge.session.log_level, &context, &name, read_only, &outcome)
+        .await;
 
     if name == RUN_PIPELINE
         && let Ok(out) = &outcome

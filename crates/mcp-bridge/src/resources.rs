@@ -161,14 +161,22 @@ pub(crate) fn list(
                 .with_description("Every research task: question, status, verdict and version.")
                 .with_mime_type(JSON),
         );
-        resources.push(
+        // Listed once there is one to read: a fresh ledger has none until the first is due.
+        let checkpoint = bridge
+            .service()
+            .ledger()
+            .latest_checkpoint()
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        if checkpoint.is_some() {
+            resources.push(
             Resource::new(format!("{PREFIX}checkpoints/latest"), "latest-checkpoint")
                 .with_title("Latest signed checkpoint")
                 .with_description(
                     "The ledger's latest signed checkpoint: tree size, Merkle root, time, key fingerprint, signature.",
                 )
                 .with_mime_type(JSON),
-        );
+            );
+        }
     }
     let page = bridge
         .service()

@@ -135,8 +135,14 @@ pub(crate) async fn call(
         .and_then(|t| t.annotations.as_ref())
         .and_then(|a| a.read_only_hint)
         .unwrap_or(false);
-    crate::logging::tool_called(&bridge.session.log_level, &context, &name, read_only, &outcome)
-        .await;
+    crate::logging::tool_called(
+        &bridge.session.log_level,
+        &context,
+        &name,
+        read_only,
+        &outcome,
+    )
+    .await;
 
     if name == RUN_PIPELINE
         && let Ok(out) = &outcome
@@ -180,20 +186,61 @@ async fn notify_progress(
     }
 }
 
-/// How far a job is, as a number that grows with every step and every unit within one: the
-/// steps finished plus the share of the current one.
+/// Where a job stands as a progress value that only grows: `k` once step `k` is finished, the
+/// share of the current step's units while it runs, and half a step for a stop before the end.
 fn job_progress(job: &Job) -> f64 {
     let done = f64::from(job.step.saturating_sub(1));
-    let within = job
-        .step_progress
-        .as_deref()
-        .and_then(|p| p.split_once('/'))
-        .and_then(|(i, n)| Some((i.parse::<f64>().ok()?, n.parse::<f64>().ok()?)))
-        .filter(|(_, n)| *n > 0.0)
-        .map_or(0.0, |(i, n)| (i - 1.0).max(0.0) / n);
     match job.status {
         service::JobStatus::Completed => f64::from(job.steps_total),
-        _ => done + within,
+        service::JobStatus::Running => {
+            let within = job
+                .step_progress
+                .as_deref()
+                .and_then(|p| p.split_once('/'))
+                .and_then(|(i, n)| Some((i.parse::<f64>().ok()?, n.parse::<f64>().ok()?)))
+                .filter(|(_, n)| *n > 0.0)
+                .map_or(0.0, |(i, n)| (i - 1.0).max(0.0) / n);
+            done + within
+        }
+        _ => done + 0.5,
+    }
+}
+
+/// Reports a job's progress to a client: every finished step once (so none is lost when the
+/// job moves faster than the client is told), then where it stands.
+struct JobReporter<'a> {
+    peer: &'a Peer<RoleServer>,
+    token: ProgressToken,
+    steps_reported: usize,
+    last: Option<f64>,
+}
+
+impl JobReporter<'_> {
+    async fn send(&mut self, value: f64, total: f64, message: String) {
+        // Progress must increase from one notification to the next.
+        if self.last.is_some_and(|l| value <= l) {
+            return;
+        }
+        self.last = Some(value);
+        let param = ProgressNotificationParam::new(self.token.clone(), value)
+            .with_total(total)
+            .with_message(message);
+        // A client that stopped listening still gets the result.
+        let _ = self.peer.notify_progress(param).await;
+    }
+
+    async fn report(&mut self, job: &Job) {
+        let total = f64::from(job.steps_total);
+        for step in job.steps.iter().skip(self.steps_reported) {
+            let message = format!(
+                "step {}/{}: {}: {}",
+                step.step, job.steps_total, step.name, step.detail
+            );
+            self.send(f64::from(step.step), total, message).await;
+        }
+        self.steps_reported = job.steps.len();
+        self.send(job_progress(job), total, job.progress.clone())
+            .await;
     }
 }
 
@@ -208,19 +255,16 @@ async fn follow_job(
         .service()
         .watch_job(job_id)
         .map_err(|e| McpError::internal_error(e.to_string(), Some(e.to_json())))?;
-    let mut last: Option<f64> = None;
+    let mut reporter = notify.map(|(peer, token)| JobReporter {
+        peer,
+        token,
+        steps_reported: 0,
+        last: None,
+    });
     loop {
         let job = watch.borrow_and_update().clone();
-        if let Some((peer, token)) = &notify {
-            let value = job_progress(&job);
-            if last.is_none_or(|l| value > l) {
-                last = Some(value);
-                let param = ProgressNotificationParam::new(token.clone(), value)
-                    .with_total(f64::from(job.steps_total))
-                    .with_message(job.progress.clone());
-                // A client that stopped listening still gets the result.
-                let _ = peer.notify_progress(param).await;
-            }
+        if let Some(reporter) = &mut reporter {
+            reporter.report(&job).await;
         }
         if job.status.is_stopped() {
             return Ok(job);

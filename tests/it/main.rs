@@ -5,6 +5,7 @@ mod audit;
 mod bench;
 mod demo;
 mod ingest;
+mod mcp;
 mod proofs;
 mod server;
 mod verify;

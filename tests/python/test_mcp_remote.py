@@ -25,7 +25,7 @@ def mcp_remote() -> str:
 async def test_a_stdio_client_reaches_serve_through_mcp_remote(server: Server) -> None:
     params = StdioServerParameters(
         command=mcp_remote(),
-        args=[server.url, "--transport", "http-only"],
+        args=[server.url],
         env={"PATH": os.environ.get("PATH", "")},
     )
     async with connect(params, "legacy") as client:
@@ -43,4 +43,4 @@ async def test_a_stdio_client_reaches_serve_through_mcp_remote(server: Server) -
         # mcp-remote passes the client's name on, so the actor is still the client.
         actors = {e["actor"] for e in events["events"]}
         assert len(actors) == 1
-        assert CLIENT_NAME in actors.pop()
+        assert actors.pop().startswith(f"{CLIENT_NAME} (via mcp-remote ")

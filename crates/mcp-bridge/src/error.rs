@@ -36,8 +36,13 @@ pub(crate) fn resource_error(uri: &str, e: &ServiceError) -> McpError {
         ServiceError::LimitExceeded { .. } => {
             McpError::invalid_params(e.to_string(), Some(e.to_json()))
         }
-        _ => McpError::internal_error(e.to_string(), Some(e.to_json())),
+        _ => internal(e),
     }
+}
+
+/// A failure of the service behind a protocol request that is not the client's fault.
+pub(crate) fn internal(e: &ServiceError) -> McpError {
+    McpError::internal_error(e.to_string(), Some(e.to_json()))
 }
 
 /// A prompt asked for with arguments the service refuses.
@@ -48,6 +53,6 @@ pub(crate) fn prompt_error(e: &ServiceError) -> McpError {
         | ServiceError::LimitExceeded { .. } => {
             McpError::invalid_params(e.to_string(), Some(e.to_json()))
         }
-        _ => McpError::internal_error(e.to_string(), Some(e.to_json())),
+        _ => internal(e),
     }
 }

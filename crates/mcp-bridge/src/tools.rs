@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use service::{Job, ServiceError, ToolOutput, ToolProgress};
 
 use crate::bridge::Bridge;
+use crate::error::internal;
 
 /// The tool that starts pipeline jobs: with a progress token it reports every step, and with
 /// the tasks extension it becomes an MCP task.
@@ -254,7 +255,7 @@ async fn follow_job(
     let mut watch = bridge
         .service()
         .watch_job(job_id)
-        .map_err(|e| McpError::internal_error(e.to_string(), Some(e.to_json())))?;
+        .map_err(|e| internal(&e))?;
     let mut reporter = notify.map(|(peer, token)| JobReporter {
         peer,
         token,
@@ -272,10 +273,7 @@ async fn follow_job(
         if watch.changed().await.is_err() {
             // The job was forgotten while running (it cannot be: running jobs are kept);
             // answer with what the service says now.
-            return bridge
-                .service()
-                .job(job_id)
-                .map_err(|e| McpError::internal_error(e.to_string(), Some(e.to_json())));
+            return bridge.service().job(job_id).map_err(|e| internal(&e));
         }
     }
 }

@@ -33,8 +33,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API (default 127.0.0.1:7878): /health, and the front ends.
+    /// Serve the HTTP API (default 127.0.0.1:7878): /health, and the front ends (MCP at /mcp).
     Serve(commands::serve::Args),
+    /// Serve MCP on stdin and stdout, for clients that start the server themselves. Logs go to
+    /// stderr; the command ends when stdin closes.
+    Mcp(commands::mcp::Args),
     /// Run research tasks on the bundled sample corpus, start to finish, and print their
     /// verdicts, explanations and the ledger's verification.
     Demo(commands::demo::Args),
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
+        Command::Mcp(args) => commands::mcp::run(&cli.data_dir, args),
         Command::Demo(args) => commands::demo::run(&cli.data_dir, args),
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
         Command::Replay(args) => commands::audit::replay(&cli.data_dir, args),

@@ -28,6 +28,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The MCP endpoint (Streamable HTTP, both protocol eras) at `/mcp`.
+fn with_mcp(router: Router, mcp: &mcp_bridge::HttpEndpoint) -> Router {
+    router.route_service("/mcp", mcp.service())
+}
+
 /// `GET /health`: whether the store is open and writable, the ledger's size, the last
 /// checkpoint, and the version of the server.
 async fn health(State(state): State<AppState>) -> Json<Value> {
@@ -63,9 +68,13 @@ pub(crate) async fn serve(
     service: Service,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
-    let app = router(AppState {
-        service: service.clone(),
-    });
+    let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), mcp_bridge::BridgeOptions::default());
+    let app = with_mcp(
+        router(AppState {
+            service: service.clone(),
+        }),
+        &mcp,
+    );
     // Contracts reload when their files change.
     let watcher = {
         let service = service.clone();
@@ -82,7 +91,11 @@ pub(crate) async fn serve(
         })
     };
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Open MCP streams (subscriptions, progress) would hold the shutdown open.
+            mcp.stop();
+        })
         .await
         .context("the server stopped")?;
     watcher.abort();

@@ -1,11 +1,18 @@
 //! `research-ledger demo`: research tasks on the bundled sample corpus, start to finish, with
 //! the conclusion cards, the explanations and the verification of the ledger they left.
+//!
+//! The tasks run through the real MCP bridge as a client would: an MCP client (the official
+//! SDK) speaks the protocol to the bridge over an in-process pipe, and every event is recorded
+//! with the client's name as its actor.
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{RoleServer, ServiceExt};
 use serde_json::Value;
-use service::{Caller, Service};
+use service::Service;
 
 use crate::Outcome;
 use crate::demo::{self, Tools};
@@ -22,18 +29,79 @@ pub(crate) struct Args {
     json: bool,
 }
 
-/// The tools of a service in this process.
-struct InProcess<'a> {
-    service: &'a Service,
-    caller: Caller,
+/// The client name the demo's MCP client introduces itself with: the actor of its events.
+const DEMO_CLIENT: &str = "demo-assistant";
+
+/// Bytes buffered each way on the pipe between the demo's client and the bridge.
+const PIPE_BYTES: usize = 1 << 20;
+
+/// The tools as an MCP client reaches them: through the bridge, over an in-process pipe.
+struct OverMcp {
+    runtime: tokio::runtime::Runtime,
+    client: RunningService<RoleClient, ClientConfig>,
+    server: RunningService<RoleServer, mcp_bridge::Bridge>,
 }
 
-impl Tools for InProcess<'_> {
+impl OverMcp {
+    fn connect(service: &Service) -> anyhow::Result<OverMcp> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let (client_end, server_end) = tokio::io::duplex(PIPE_BYTES);
+        let bridge = mcp_bridge::Bridge::new(service.clone(), mcp_bridge::BridgeOptions::default());
+        let config = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(DEMO_CLIENT, env!("CARGO_PKG_VERSION")),
+        );
+        let (server, client) = runtime.block_on(async {
+            // The server answers the client's handshake, so both start together.
+            let server = tokio::spawn(bridge.serve(server_end));
+            let client = config
+                .serve(client_end)
+                .await
+                .context("the MCP client could not connect to the bridge")?;
+            let server = server
+                .await
+                .context("the bridge stopped")?
+                .context("the bridge did not start")?;
+            anyhow::Ok((server, client))
+        })?;
+        Ok(OverMcp {
+            runtime,
+            client,
+            server,
+        })
+    }
+
+    fn close(self) {
+        let OverMcp {
+            runtime,
+            mut client,
+            mut server,
+        } = self;
+        runtime.block_on(async {
+            let _ = client.close().await;
+            let _ = server.close().await;
+        });
+    }
+}
+
+impl Tools for OverMcp {
     fn call(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
-        self.service
-            .call_tool(&self.caller, name, &arguments)
-            .map(|out| out.structured)
-            .map_err(|e| anyhow::anyhow!("{name}: {}", e.to_json()))
+        let Value::Object(arguments) = arguments else {
+            bail!("{name}: the arguments must be a JSON object");
+        };
+        let request = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        let result = self
+            .runtime
+            .block_on(self.client.call_tool(request))
+            .with_context(|| format!("{name}: the MCP call failed"))?;
+        let structured = result.structured_content.unwrap_or(Value::Null);
+        if result.is_error == Some(true) {
+            bail!("{name}: {structured}");
+        }
+        Ok(structured)
     }
 }
 
@@ -88,10 +156,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             data_dir.display()
         );
     }
-    let mut tools = InProcess {
-        service: &service,
-        caller: Caller::new("demo-assistant"),
-    };
+    let mut tools = OverMcp::connect(&service)?;
     let mut tasks = Vec::new();
     let mut outcomes = Vec::new();
     for (i, q) in questions.iter().enumerate() {
@@ -110,6 +175,8 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             "evidence_of": outcome.evidence_of,
         }));
     }
+
+    tools.close();
 
     let report = service.ledger().verify_from_scratch(&mut |_, _| {});
     if args.json {

@@ -7,6 +7,7 @@ pub(crate) mod contracts;
 pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod key;
+pub(crate) mod mcp;
 pub(crate) mod prove;
 pub(crate) mod serve;
 pub(crate) mod verify;

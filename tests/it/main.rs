@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod external;
 mod ingest;
+mod mcp;
 mod proofs;
 mod server;
 mod verify;

@@ -254,6 +254,19 @@ task_write_args!(
     }
 );
 
+task_write_args!(
+    /// `research_run_pipeline`: the research steps as a background job.
+    RunPipelineArgs {}
+);
+
+/// `research_job_status`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobStatusArgs {
+    /// The job, as `research_run_pipeline` named it.
+    pub job_id: String,
+}
+
 /// A read tool about one task.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

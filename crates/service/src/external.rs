@@ -121,6 +121,7 @@ pub(crate) fn spec_of(contract: &Contract) -> ToolSpec {
         output_schema: json!({"type": "object", "properties": outputs, "required": ["tool", "contract_version"]}),
         read_only: false,
         idempotent: false,
+        open_world: true,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod args;
 pub mod audit;
 mod error;
 mod external;
+mod jobs;
 mod metrics;
 mod service;
 pub mod tokens;
@@ -18,8 +19,9 @@ mod updates;
 
 pub use error::ServiceError;
 pub use external::{TOOLS_STREAM, ToolHealth};
+pub use jobs::{Job, JobLimits, JobStatus, JobsOpenError, STEPS, StepOutcome, StepRecord};
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
-pub use tools::{Progress, ToolOutput, ToolSpec, tool_specs};
+pub use tools::{ToolOutput, ToolProgress, ToolSpec, tool_specs};
 pub use updates::{Update, Updates};

@@ -21,6 +21,7 @@ use serde_json::Value;
 use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
 
 use crate::error::ServiceError;
+use crate::jobs::{JobLimits, Jobs};
 
 /// Where the service keeps what, inside the data directory.
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub struct ServiceOptions {
     pub contract_limits: sources::contracts::ContractLimits,
     /// Largest reply an external tool may send.
     pub tool_reply_bytes_max: u64,
+    /// Bounds on pipeline jobs.
+    pub jobs: JobLimits,
 }
 
 impl ServiceOptions {
@@ -96,6 +99,7 @@ impl ServiceOptions {
             tool_endpoint_allow: sources::contracts::EndpointAllowList::default(),
             contract_limits: sources::contracts::ContractLimits::default(),
             tool_reply_bytes_max: 4 * 1024 * 1024,
+            jobs: JobLimits::default(),
         }
     }
 }
@@ -174,6 +178,7 @@ pub(crate) struct Inner {
     pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
     pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
     pub(crate) metrics: crate::metrics::Metrics,
+    pub(crate) jobs: Jobs,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -206,6 +211,9 @@ pub enum OpenError {
     /// The corpus could not open.
     #[error("the corpus: {0}")]
     Corpus(#[from] sources::CorpusError),
+    /// The jobs folder could not be read.
+    #[error("{0}")]
+    Jobs(#[from] crate::jobs::JobsOpenError),
 }
 
 impl Service {
@@ -240,6 +248,7 @@ impl Service {
             tracing::warn!(%problem, "a contract is left out");
         }
         let (tools_version, _) = tokio::sync::watch::channel(0);
+        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone())?;
         Ok(Service {
             inner: Arc::new(Inner {
                 task_locks: (0..TASK_LOCK_SHARDS)
@@ -254,6 +263,7 @@ impl Service {
                 registry: std::sync::RwLock::new(registry),
                 tools_version,
                 metrics: crate::metrics::Metrics::default(),
+                jobs,
             }),
         })
     }
@@ -299,9 +309,11 @@ impl Service {
         &self.inner.options
     }
 
-    /// Persists derived state and stops the ledger's writer; nothing acknowledged is lost
-    /// without it, but the next open has less to do.
+    /// Stops running pipeline jobs between two steps (they read `interrupted`), persists
+    /// derived state and stops the ledger's writer; nothing acknowledged is lost without it,
+    /// but the next open has less to do.
     pub fn shutdown(&self) {
+        self.inner.jobs.stop_all();
         if let Err(e) = self.inner.projector.snapshot() {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
         }

@@ -37,6 +37,20 @@ pub struct ToolSpec {
     pub read_only: bool,
     /// Calling it twice with the same arguments has the effect of calling it once.
     pub idempotent: bool,
+    /// It reaches beyond the ledger and the corpus (a registered external tool).
+    pub open_world: bool,
+}
+
+/// How far a long tool call has got, for front ends that report progress (MCP progress
+/// notifications): a search reports once per source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// Units done.
+    pub progress: u64,
+    /// Units in all, when known.
+    pub total: Option<u64>,
+    /// What is happening, for people.
+    pub message: String,
 }
 
 /// A tool's result: the structured object (the single source of truth) and a short text.
@@ -92,6 +106,27 @@ fn write_output(properties: &[(&str, Value)]) -> Value {
     output(true, &all)
 }
 
+/// The structured result of the job tools: the job as it stands.
+fn job_output() -> Value {
+    let status = json!({
+        "type": "string",
+        "enum": ["running", "waiting", "completed", "failed", "interrupted"],
+    });
+    write_output(&[
+        ("job_id", json!({"type": "string"})),
+        ("status", status),
+        (
+            "step",
+            json!({"type": "integer", "minimum": 1, "maximum": 8}),
+        ),
+        ("steps_total", json!({"type": "integer"})),
+        ("step_name", json!({"type": "string"})),
+        ("progress", json!({"type": "string"})),
+        ("steps", arr()),
+        ("pending_actions", arr()),
+    ])
+}
+
 /// Every built-in tool, in a stable order.
 pub fn tool_specs() -> Vec<ToolSpec> {
     let write =
@@ -103,6 +138,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             output_schema,
             read_only: false,
             idempotent: false,
+            open_world: false,
         };
     let read = |name: &str, title: &str, description: &str, input_schema, output_schema| ToolSpec {
         name: name.to_owned(),
@@ -112,6 +148,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
         output_schema,
         read_only: true,
         idempotent: true,
+        open_world: false,
     };
     vec![
         write(
@@ -260,6 +297,20 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             schema_of::<CloseTaskArgs>(),
             write_output(&[("status", json!({"type": "string"}))]),
         ),
+        write(
+            "research_run_pipeline",
+            "Run the research pipeline",
+            "Call to let the service carry a task through its steps in the background: 1 plan (the sub-questions as given), 2 retrieve (each source, for each scope), 3 screen, 4 resolve conflicts, 5 synthesise, 6 build the matrix, 7 conclude, 8 explain. Returns a job_id at once; poll research_job_status. The job stops at step 3 when candidates need your judgement: screen them with synthesis_screen_evidence, then call this again, and it resumes from what the ledger holds.",
+            schema_of::<RunPipelineArgs>(),
+            job_output(),
+        ),
+        read(
+            "research_job_status",
+            "Read a pipeline job",
+            "Call to follow a job started by research_run_pipeline: its status (running, waiting, completed, failed, interrupted), the step it is at, as in \"step 2/8: retrieving evidence 2/3\", the steps done, and the pending actions when it waits for your judgement.",
+            schema_of::<JobStatusArgs>(),
+            job_output(),
+        ),
         read(
             "audit_verify",
             "Verify the ledger",
@@ -357,7 +408,7 @@ impl Service {
         caller: &Caller,
         name: &str,
         arguments: &Value,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut dyn FnMut(ToolProgress),
     ) -> Result<ToolOutput, ServiceError> {
         let result = self.dispatch(caller, name, arguments, progress);
         let label = if self.has_tool(name) { name } else { "unknown" };
@@ -374,7 +425,7 @@ impl Service {
         caller: &Caller,
         name: &str,
         arguments: &Value,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut dyn FnMut(ToolProgress),
     ) -> Result<ToolOutput, ServiceError> {
         if !matches!(arguments, Value::Object(_) | Value::Null) {
             return Err(ServiceError::invalid(
@@ -418,6 +469,8 @@ impl Service {
                 Ok(done(map, text))
             }
             "retrieval_search_evidence" => self.search_evidence(caller, arguments, progress),
+            "research_run_pipeline" => self.run_pipeline_tool(caller, arguments),
+            "research_job_status" => self.job_status_tool(arguments),
             "retrieval_add_evidence" => self.add_evidence(caller, arguments),
             "retrieval_get_source_detail" => {
                 let a: SourceDetailArgs = parse(arguments)?;
@@ -754,10 +807,25 @@ impl Service {
         name: String,
         arguments: Value,
     ) -> Result<ToolOutput, ServiceError> {
-        let service = self.clone();
-        tokio::task::spawn_blocking(move || service.call_tool(&caller, &name, &arguments))
+        self.call_tool_async_with_progress(caller, name, arguments, Box::new(|_| {}))
             .await
-            .map_err(|e| ServiceError::internal(format!("the call stopped: {e}")))?
+    }
+
+    /// [`Service::call_tool_async`], telling `progress` (on the blocking thread) how a long
+    /// call is getting on.
+    pub async fn call_tool_async_with_progress(
+        &self,
+        caller: Caller,
+        name: String,
+        arguments: Value,
+        mut progress: Box<dyn FnMut(ToolProgress) + Send>,
+    ) -> Result<ToolOutput, ServiceError> {
+        let service = self.clone();
+        tokio::task::spawn_blocking(move || {
+            service.call_tool_with_progress(&caller, &name, &arguments, &mut *progress)
+        })
+        .await
+        .map_err(|e| ServiceError::internal(format!("the call stopped: {e}")))?
     }
 
     fn simple(
@@ -937,7 +1005,7 @@ impl Service {
         &self,
         caller: &Caller,
         arguments: &Value,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut dyn FnMut(ToolProgress),
     ) -> Result<ToolOutput, ServiceError> {
         let a: SearchEvidenceArgs = parse(arguments)?;
         let sources_asked = a
@@ -1006,9 +1074,9 @@ impl Service {
             let state = self.state(&a.task_id)?;
             let query = search_query(&state, &a)?;
             for (i, contract) in external.iter().enumerate() {
-                progress(Progress {
-                    done: i as u64,
-                    total,
+                progress(ToolProgress {
+                    progress: i as u64,
+                    total: Some(total),
                     message: format!("asking {} ({}/{total})", contract.name, i + 1),
                 });
                 match self.search_external(
@@ -1044,9 +1112,9 @@ impl Service {
             }
         }
         if ask_corpus {
-            progress(Progress {
-                done: external.len() as u64,
-                total,
+            progress(ToolProgress {
+                progress: external.len() as u64,
+                total: Some(total),
                 message: format!("searching the corpus ({total}/{total})"),
             });
         }
@@ -1105,9 +1173,9 @@ impl Service {
                 }))
             },
         )?;
-        progress(Progress {
-            done: total,
-            total,
+        progress(ToolProgress {
+            progress: total,
+            total: Some(total),
             message: "recorded".into(),
         });
         let recorded = written.events.iter().find_map(|(_, _, e)| match e {
@@ -1238,17 +1306,6 @@ fn search_query(state: &TaskState, a: &SearchEvidenceArgs) -> Result<String, Ser
         .clone()
         .or(sub_question_text)
         .unwrap_or_else(|| task.question.clone()))
-}
-
-/// How far a long call has come, for progress notifications.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
-    /// Steps done.
-    pub done: u64,
-    /// Steps in all.
-    pub total: u64,
-    /// What is happening now.
-    pub message: String,
 }
 
 fn hex_of(hash: &research::Hash32) -> String {

@@ -4,6 +4,7 @@
 
 mod concurrency;
 mod fuzz_regressions;
+mod jobs;
 mod tools;
 
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@ use super::{add, call, open_task, service};
 #[test]
 fn every_tool_name_is_valid_for_every_client_and_has_schemas() {
     let specs = service::tool_specs();
-    assert_eq!(specs.len(), 16);
+    assert_eq!(specs.len(), 18);
     for spec in &specs {
         assert!(
             spec.name.len() <= 64

@@ -14,6 +14,11 @@ mod tools;
 mod updates;
 
 pub use error::ServiceError;
+// Front ends name the types of what they read (tasks, events, proofs) through the service, so
+// they depend on it alone.
+pub use ledger;
+pub use projections;
+pub use research;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };

@@ -6,6 +6,7 @@
 
 mod commands;
 mod demo;
+mod export;
 mod server;
 
 use std::path::PathBuf;
@@ -32,7 +33,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API (default 127.0.0.1:7878): /health, and the front ends.
+    /// Serve the HTTP API (default 127.0.0.1:7878): /health, /graphql (+ /graphql/ws),
+    /// /v1/export, and the front ends.
     Serve(commands::serve::Args),
     /// Run research tasks on the bundled sample corpus, start to finish, and print their
     /// verdicts, explanations and the ledger's verification.

@@ -18,13 +18,18 @@ use service::Service;
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub(crate) service: Service,
+    /// How the GraphQL API is served.
+    pub(crate) graphql: graphql::Options,
 }
 
 /// Every route of the server.
 pub(crate) fn router(state: AppState) -> Router {
+    let graphql = graphql::router(state.service.clone(), state.graphql.clone());
     Router::new()
         .route("/health", get(health))
+        .merge(crate::export::routes())
         .with_state(state)
+        .merge(graphql)
 }
 
 /// `GET /health`: whether the store is open and writable, the ledger's size, the last
@@ -61,9 +66,11 @@ pub(crate) async fn bind(
 pub(crate) async fn serve(
     service: Service,
     listener: tokio::net::TcpListener,
+    graphql: graphql::Options,
 ) -> anyhow::Result<()> {
     let app = router(AppState {
         service: service.clone(),
+        graphql,
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

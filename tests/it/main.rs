@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod demo;
+mod graphql;
 mod ingest;
 mod proofs;
 mod server;

@@ -233,3 +233,139 @@ async fn resolutions_are_for_pending_conflicts_and_appeals_for_decided_ones() {
                 "humanDecisions": [{"kind": "APPEAL", "outcome": "OPPOSES", "actor": "local"}]}])
     );
 }
+
+#[tokio::test]
+async fn a_verdict_reads_with_its_history_explanation_and_why_graph() {
+    let (_dir, schema) = schema_with(Limits::default());
+    let task = task_with_conflict(&schema, "BLOG").await;
+    let steps = r#"mutation($t: ID!) {
+        buildDecisionMatrix(taskId: $t) { sessionVersion }
+        generateConclusion(taskId: $t) { sessionVersion result }
+        explainReasoning(taskId: $t) { sessionVersion }
+    }"#;
+    let out = run(&schema, steps, json!({"t": task})).await;
+    assert!(out.get("errors").is_none(), "{out}");
+    let issued = out["data"]["generateConclusion"]["result"].clone();
+
+    let out = run(
+        &schema,
+        r#"query($t: ID!) { task(id: $t) {
+            status
+            decisionMatrix { rows { evidenceId status } aggregates { stance items } }
+            conclusion { conclusionId stance confidence components { relevance consistency recency diversity }
+                         evidence { evidenceId } adjudications { conflictId tier winner } current stale markdown }
+            explanation { conclusionId markdown lines { index parent cites { seq hash } } }
+            whyGraph { conclusionId root nodes { id kind } edges { from to kind } }
+            evidence { evidenceId status content contentHash }
+        } }"#,
+        json!({"t": task}),
+    )
+    .await;
+    assert!(out.get("errors").is_none(), "{out}");
+    let t = &out["data"]["task"];
+    assert_eq!(t["status"], "CONCLUDED");
+    // The government item outranks the blog by authority: the blog's item is overruled.
+    assert_eq!(
+        t["decisionMatrix"]["rows"],
+        json!([{"evidenceId": "ev-1", "status": "ADOPTED"}, {"evidenceId": "ev-2", "status": "OVERRULED"}])
+    );
+    let c = &t["conclusion"];
+    assert_eq!(c["conclusionId"], issued["conclusion_id"]);
+    assert_eq!(c["confidence"], issued["confidence"]);
+    assert_eq!(
+        c["components"]["relevance"],
+        issued["components"]["relevance"]
+    );
+    assert_eq!(c["evidence"], json!([{"evidenceId": "ev-1"}]));
+    assert_eq!(
+        c["adjudications"],
+        json!([{"conflictId": "cf-1", "tier": "AUTHORITY", "winner": "SUPPORTS"}])
+    );
+    assert_eq!(
+        (c["current"].clone(), c["stale"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(c["markdown"], issued["markdown"]);
+    assert_eq!(t["explanation"]["conclusionId"], c["conclusionId"]);
+    let lines = t["explanation"]["lines"].as_array().unwrap();
+    assert!(lines.len() > 3, "{lines:?}");
+    assert!(lines.iter().skip(1).all(|l| !l["parent"].is_null()));
+    assert!(
+        lines
+            .iter()
+            .any(|l| !l["cites"].as_array().unwrap().is_empty())
+    );
+
+    let graph = &t["whyGraph"];
+    assert_eq!(graph["root"], "conclusion/cl-1");
+    let nodes: Vec<(&str, &str)> = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap(), n["kind"].as_str().unwrap()))
+        .collect();
+    for wanted in [
+        ("conclusion/cl-1", "conclusion"),
+        ("component/relevance", "component"),
+        ("evidence/ev-1", "evidence"),
+        ("evidence/ev-2", "evidence"),
+        ("conflict/cf-1", "conflict"),
+    ] {
+        assert!(nodes.contains(&wanted), "{wanted:?} not in {nodes:?}");
+    }
+    let edges = graph["edges"].as_array().unwrap();
+    assert!(edges.contains(
+        &json!({"from": "conclusion/cl-1", "to": "conflict/cf-1", "kind": "ADJUDICATION"})
+    ));
+    assert!(
+        edges.contains(
+            &json!({"from": "conflict/cf-1", "to": "evidence/ev-2", "kind": "OVERRULED"})
+        )
+    );
+
+    // The full text comes from the content store, and has the hash the event records.
+    let item = &t["evidence"][0];
+    assert_eq!(item["content"], "tide-office.example.org");
+    assert_eq!(
+        item["contentHash"],
+        service::research::Hash32(*blake3::hash(b"tide-office.example.org").as_bytes()).to_hex()
+    );
+
+    // An appeal makes the verdict stale; a new one supersedes it, and the history says so.
+    let appeal = run(
+        &schema,
+        r#"mutation($t: ID!) {
+            appealAdjudication(taskId: $t, conflictId: "cf-1", winner: BOTH_STAND, reason: "both measured") {
+                state { status conclusion { stale staleCause { kind subject } } }
+            }
+        }"#,
+        json!({"t": task}),
+    )
+    .await;
+    assert_eq!(
+        appeal["data"]["appealAdjudication"]["state"],
+        json!({"status": "STALE", "conclusion": {"stale": true,
+               "staleCause": {"kind": "adjudication_appealed", "subject": "cf-1"}}}),
+        "{appeal}"
+    );
+    let out = run(&schema, steps, json!({"t": task})).await;
+    assert!(out.get("errors").is_none(), "{out}");
+    let out = run(
+        &schema,
+        r#"query($t: ID!) { task(id: $t) {
+            conclusions { conclusionId current stale supersedes supersededBy }
+            whyGraph(conclusionId: "cl-1") { conclusionId asOfVersion }
+        } }"#,
+        json!({"t": task}),
+    )
+    .await;
+    assert_eq!(
+        out["data"]["task"]["conclusions"],
+        json!([
+            {"conclusionId": "cl-1", "current": false, "stale": true, "supersedes": null, "supersededBy": "cl-2"},
+            {"conclusionId": "cl-2", "current": true, "stale": false, "supersedes": "cl-1", "supersededBy": null},
+        ]),
+        "{out}"
+    );
+    assert_eq!(out["data"]["task"]["whyGraph"]["conclusionId"], "cl-1");
+}

@@ -311,6 +311,19 @@ fn each_limit_is_refused_with_its_name_and_value() {
         &format!("{{ tasks(first: 3) {{ {NODE} }} }}"),
         json!({}),
     );
+    // Fields that read storage cost more: five earlier states are 1 + 5 × (10 + 1) points.
+    let states: String = (1..=5)
+        .map(|i| format!("s{i}: state(atVersion: 1) {{ version }} "))
+        .collect();
+    let (_, out) = post(
+        addr,
+        &format!("query($t: ID!) {{ task(id: $t) {{ {states} }} }}"),
+        json!({"t": task}),
+    );
+    assert_eq!(
+        limit(&out["errors"][0]),
+        ("complexity_points_max".into(), 50, 56)
+    );
 
     // Page size, for the index and for an audit trail.
     let error = gql_error(addr, "{ tasks(first: 4) { edges { cursor } } }", json!({}));

@@ -6,7 +6,8 @@
 //! introspection fields like any other: introspection is where a schema has cycles
 //! (`__type { fields { type { fields … } } }`), so it is where depth needs a bound; the default
 //! leaves room for the introspection query GraphiQL and code generators send. Complexity counts
-//! one point per field, and a page of `first` items counts its selection `first` times.
+//! one point per field, a page of `first` items counts its selection `first` times, and a field
+//! that reads storage rather than memory counts [`STORAGE_READ_POINTS`].
 
 use std::sync::Arc;
 
@@ -43,6 +44,11 @@ impl Default for Limits {
         }
     }
 }
+
+/// The complexity of a field that reads the ledger or the content store (an earlier state, a
+/// why-graph, a proof, an evidence text) rather than memory: asking for many of them through
+/// aliases costs accordingly.
+pub(crate) const STORAGE_READ_POINTS: usize = 10;
 
 /// Items in a page when the query does not say, unless the page limit is lower.
 pub(crate) const PAGE_ITEMS_DEFAULT: usize = 20;

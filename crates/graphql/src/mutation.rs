@@ -21,6 +21,7 @@ use service::{ServiceError, ToolOutput};
 use crate::context;
 use crate::enums::{HumanOutcome, Mode, SourceType, Stance};
 use crate::error::{blocking, to_gql};
+use crate::limits::STORAGE_READ_POINTS;
 use crate::task::StateView;
 
 /// What a write did.
@@ -43,6 +44,7 @@ pub(crate) struct WriteResult {
 #[async_graphql::ComplexObject]
 impl WriteResult {
     /// The task as this write left it (its state at `sessionVersion`).
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn state(&self, ctx: &Context<'_>) -> async_graphql::Result<StateView> {
         let service = context::service(ctx)?.clone();
         let task_id = self.task_id.0.clone();

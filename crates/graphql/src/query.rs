@@ -10,7 +10,7 @@ use crate::context;
 use crate::enums::{TaskStatus, Verdict};
 use crate::error::{blocking, from_proof, from_read, invalid, to_gql};
 use crate::ledger::{ConsistencyProof, InclusionProof, LedgerEvent, LedgerInfo, Verification};
-use crate::limits::{page_complexity, page_size};
+use crate::limits::{STORAGE_READ_POINTS, page_complexity, page_size};
 use crate::task::{Task, TaskConnection};
 
 /// The root of every query.
@@ -71,6 +71,7 @@ impl Query {
 
     /// Verifies what was appended and checkpointed since the last verification (the chain, the
     /// tree against every signed checkpoint, every signature) and reports on the whole ledger.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn verify(&self, ctx: &Context<'_>) -> async_graphql::Result<Verification> {
         let service = context::service(ctx)?.clone();
         let report = blocking(move || Ok(service.ledger().verify())).await?;
@@ -79,6 +80,7 @@ impl Query {
 
     /// A proof that the event at `seq` is in the tree of a signed checkpoint: the one of
     /// `treeSize`, or the latest.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn inclusion_proof(
         &self,
         ctx: &Context<'_>,
@@ -97,6 +99,7 @@ impl Query {
     }
 
     /// A proof that the tree of the checkpoint of size `to` extends that of size `from`.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn consistency_proof(
         &self,
         ctx: &Context<'_>,
@@ -115,6 +118,7 @@ impl Query {
     }
 
     /// One event, by its seq or by its hash (give exactly one).
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn event(
         &self,
         ctx: &Context<'_>,

@@ -14,6 +14,7 @@ use service::{Service, ServiceError, Update, Updates};
 use crate::context;
 use crate::error::{blocking, from_read, to_gql};
 use crate::ledger::LedgerEvent;
+use crate::limits::STORAGE_READ_POINTS;
 use crate::views::Conclusion;
 
 /// An event just appended.
@@ -61,6 +62,7 @@ impl EventNotice {
     }
 
     /// The whole event, its decoded payload included.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn event(&self, ctx: &Context<'_>) -> async_graphql::Result<LedgerEvent> {
         let service = context::service(ctx)?.clone();
         let seq = self.update.seq;

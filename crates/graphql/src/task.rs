@@ -19,7 +19,7 @@ use crate::context;
 use crate::enums::{EvidenceStatus, Mode, TaskStatus};
 use crate::error::{blocking, invalid, to_gql};
 use crate::ledger::LedgerEvent;
-use crate::limits::{page_complexity, page_size};
+use crate::limits::{STORAGE_READ_POINTS, page_complexity, page_size};
 use crate::page::{PageInfo, event_cursor, event_cursor_version};
 use crate::views::{
     Conclusion, Conflict, DecisionMatrix, Evidence, Explanation, PendingAction, SubQuestion,
@@ -228,6 +228,7 @@ impl TaskHead {
 
     /// The task as it stood after its first `atVersion` events (time travel); at the head
     /// when none is given.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn state(
         &self,
         ctx: &Context<'_>,
@@ -247,6 +248,7 @@ impl TaskHead {
 
     /// The why-graph of a conclusion (the current one when none is named): what it rests on,
     /// as the task stood when it was issued.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn why_graph(
         &self,
         ctx: &Context<'_>,

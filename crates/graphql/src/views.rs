@@ -27,6 +27,7 @@ use crate::enums::{
     Stance, Tier, Verdict, VerdictRule,
 };
 use crate::error::blocking;
+use crate::limits::STORAGE_READ_POINTS;
 
 /// JSON of something serialisable; `null` if it cannot be (it always can: these are plain
 /// data types).
@@ -196,6 +197,7 @@ impl Evidence {
 #[ComplexObject]
 impl Evidence {
     /// The full text, read from the content store and checked against `contentHash`.
+    #[graphql(complexity = "STORAGE_READ_POINTS + child_complexity")]
     async fn content(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
         let service = context::service(ctx)?.clone();
         let hash = self.hash;

@@ -545,7 +545,8 @@ pub(crate) struct StaleCause {
     pub(crate) event: Provenance,
 }
 
-/// A conclusion: the conclusion card of SPEC §10 with its history marks and its event.
+/// A conclusion: the conclusion card, the single source of truth for a verdict, with its
+/// history marks and the event that issued it.
 #[derive(SimpleObject, Debug, Clone)]
 pub(crate) struct Conclusion {
     /// Its id (`cl-N`).

@@ -6,6 +6,7 @@
 
 mod commands;
 mod demo;
+mod export;
 mod rest;
 mod server;
 
@@ -33,7 +34,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API (default 127.0.0.1:7878): /health, and the front ends (MCP at /mcp).
+    /// Serve the HTTP API (default 127.0.0.1:7878): /health, MCP at /mcp, /graphql (+
+    /// /graphql/ws), /v1/export, and the REST view of the tools.
     Serve(commands::serve::Args),
     /// Serve MCP on stdin and stdout, for clients that start the server themselves. Logs go to
     /// stderr; the command ends when stdin closes.

@@ -18,14 +18,19 @@ use service::Service;
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub(crate) service: Service,
+    /// How the GraphQL API is served.
+    pub(crate) graphql: graphql::Options,
 }
 
 /// Every route of the server.
 pub(crate) fn router(state: AppState) -> Router {
+    let graphql = graphql::router(state.service.clone(), state.graphql.clone());
     Router::new()
         .route("/health", get(health))
         .merge(crate::rest::routes())
+        .merge(crate::export::routes())
         .with_state(state)
+        .merge(graphql)
 }
 
 /// The MCP endpoint (Streamable HTTP, both protocol eras) at `/mcp`.
@@ -67,11 +72,13 @@ pub(crate) async fn bind(
 pub(crate) async fn serve(
     service: Service,
     listener: tokio::net::TcpListener,
+    graphql: graphql::Options,
 ) -> anyhow::Result<()> {
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), mcp_bridge::BridgeOptions::default());
     let app = with_mcp(
         router(AppState {
             service: service.clone(),
+            graphql,
         }),
         &mcp,
     );

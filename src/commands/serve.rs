@@ -15,6 +15,39 @@ pub(crate) struct Args {
     listen: SocketAddr,
     #[command(flatten)]
     allow: super::contracts::AllowArgs,
+    #[command(flatten)]
+    graphql: GraphqlArgs,
+}
+
+/// The limits of the GraphQL API.
+#[derive(Debug, clap::Args)]
+struct GraphqlArgs {
+    /// Deepest nesting of fields in one GraphQL query, introspection included.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_DEPTH_LEVELS_MAX", default_value_t = graphql::Limits::default().depth_levels_max)]
+    graphql_depth_levels_max: usize,
+    /// Most complexity points in one GraphQL query (a point per field, times `first` in a page).
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_COMPLEXITY_POINTS_MAX", default_value_t = graphql::Limits::default().complexity_points_max)]
+    graphql_complexity_points_max: usize,
+    /// Most items one GraphQL page may ask for.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_PAGE_ITEMS_MAX", default_value_t = graphql::Limits::default().page_items_max)]
+    graphql_page_items_max: usize,
+    /// Largest GraphQL request body, and largest WebSocket message.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_REQUEST_BYTES_MAX", default_value_t = graphql::Limits::default().request_bytes_max)]
+    graphql_request_bytes_max: usize,
+}
+
+impl GraphqlArgs {
+    fn options(&self) -> graphql::Options {
+        graphql::Options {
+            limits: graphql::Limits {
+                depth_levels_max: self.graphql_depth_levels_max,
+                complexity_points_max: self.graphql_complexity_points_max,
+                page_items_max: self.graphql_page_items_max,
+                request_bytes_max: self.graphql_request_bytes_max,
+            },
+            ..graphql::Options::default()
+        }
+    }
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
@@ -48,7 +81,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             "research-ledger serving {} on http://{bound} (loopback only: no access tokens are configured)",
             data_dir.display()
         );
-        crate::server::serve(service, listener).await
+        crate::server::serve(service, listener, args.graphql.options()).await
     })?;
     Ok(Outcome::Passed)
 }

@@ -5,6 +5,7 @@ mod audit;
 mod bench;
 mod demo;
 mod external;
+mod graphql;
 mod ingest;
 mod mcp;
 mod proofs;

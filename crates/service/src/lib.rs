@@ -20,6 +20,11 @@ mod updates;
 pub use error::ServiceError;
 pub use external::{TOOLS_STREAM, ToolHealth};
 pub use jobs::{Job, JobLimits, JobStatus, JobsOpenError, STEPS, StepOutcome, StepRecord};
+// Front ends name the types of what they read (tasks, events, proofs) through the service, so
+// they depend on it alone.
+pub use ledger;
+pub use projections;
+pub use research;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };

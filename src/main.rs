@@ -4,16 +4,19 @@
 //! check failed (the ledger does not verify, a proof is invalid); 2 when the command could not
 //! run (bad arguments, the data directory is locked, an I/O error).
 
+mod auth;
 mod commands;
+mod config;
 mod demo;
 mod export;
 mod rest;
 mod server;
+mod tokens_api;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
 /// An event-sourced, hash-chained research ledger.
 #[derive(Debug, Parser)]
@@ -27,6 +30,27 @@ struct Cli {
         default_value = "./data"
     )]
     data_dir: PathBuf,
+
+    /// The configuration file (default: `research-ledger.toml` in the working directory, when
+    /// there is one). Flags win over environment variables, which win over the file.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_CONFIG",
+        value_name = "FILE"
+    )]
+    config: Option<PathBuf>,
+
+    /// How logs on stderr look: lines for people, or one JSON object per line. The level is
+    /// set by `RESEARCH_LEDGER_LOG` (e.g. `info`, `research_ledger=debug`).
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
 
     #[command(subcommand)]
     command: Command,
@@ -72,6 +96,53 @@ enum Command {
     Ingest(commands::ingest::Args),
     /// Measure the product on this machine: figures next to raw baselines from the same run.
     Bench(commands::bench::Args),
+    /// Make, list and revoke the access tokens of the server, in the data directory's token
+    /// file (which a running server re-reads) or through a running server with `--server`.
+    Token(commands::token::Args),
+}
+
+/// How logs look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logs go to stderr: stdout carries what commands print. `serve` logs each request (info);
+/// other commands only warnings, unless `RESEARCH_LEDGER_LOG` says otherwise.
+fn init_logs(format: LogFormat, serving: bool) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(if serving { "info" } else { "warn" })
+        });
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+}
+
+/// The command line, with the configuration file's values beneath it.
+fn parse() -> Result<Cli, clap::Error> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = match config::load(Cli::command(), &args) {
+        Ok(command) => command,
+        Err(e) => {
+            return Err(
+                Cli::command().error(clap::error::ErrorKind::InvalidValue, format!("{e:#}"))
+            );
+        }
+    };
+    let matches = command.try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -82,14 +153,11 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    init_logs(cli.log_format, matches!(cli.command, Command::Serve(_)));
     let result = match &cli.command {
         Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
         Command::Mcp(args) => commands::mcp::run(&cli.data_dir, args),
@@ -107,6 +175,7 @@ fn main() -> ExitCode {
         Command::Key(args) => commands::key::run(&cli.data_dir, args),
         Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Token(args) => commands::token::run(&cli.data_dir, args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

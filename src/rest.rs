@@ -2,11 +2,11 @@
 //! like an MCP tool call), `POST /v1/tools/register`, `DELETE /v1/tools/{name}` and
 //! `GET /v1/sessions/{id}` (a task's state with its session version).
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use service::{Caller, ServiceError};
@@ -55,9 +55,10 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/v1/sessions/{id}", get(session))
 }
 
-/// Who is calling. Until access tokens name the caller, the REST view is one anonymous client.
-fn caller() -> Caller {
-    Caller::new("rest-client")
+/// Who is calling: the holder of the request's access token, or, on a server without tokens,
+/// one local client.
+pub(crate) fn caller(authenticated: Option<Extension<Caller>>) -> Caller {
+    authenticated.map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
 }
 
 async fn list(State(state): State<AppState>) -> Json<Value> {
@@ -93,6 +94,7 @@ struct CallBody {
 
 async fn call(
     State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let body: CallBody =
@@ -102,13 +104,14 @@ async fn call(
         })?;
     let out = state
         .service
-        .call_tool_async(caller(), body.name, body.arguments)
+        .call_tool_async(caller(authenticated), body.name, body.arguments)
         .await?;
     Ok(Json(json!({ "result": out.structured, "text": out.text })))
 }
 
 async fn register(
     State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let text = String::from_utf8(body.to_vec()).map_err(|_| ServiceError::InvalidArgument {
@@ -116,7 +119,8 @@ async fn register(
         message: "the contract is not UTF-8 text".into(),
     })?;
     let service = state.service.clone();
-    let name = tokio::task::spawn_blocking(move || service.register_tool(&text))
+    let caller = caller(authenticated);
+    let name = tokio::task::spawn_blocking(move || service.register_tool(&caller, &text))
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))??;
     Ok((StatusCode::CREATED, Json(json!({ "registered": name }))))
@@ -124,11 +128,13 @@ async fn register(
 
 async fn unregister(
     State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let service = state.service.clone();
     let removed = name.clone();
-    tokio::task::spawn_blocking(move || service.unregister_tool(&removed))
+    let caller = caller(authenticated);
+    tokio::task::spawn_blocking(move || service.unregister_tool(&caller, &removed))
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))??;
     Ok(Json(json!({ "unregistered": name })))

@@ -1,41 +1,199 @@
-//! The HTTP server: one axum router that every front end adds its routes to, served with a
-//! graceful shutdown that loses nothing acknowledged.
+//! The HTTP server: one axum router that every front end adds its routes to, behind the same
+//! layers, served with a graceful shutdown that loses nothing acknowledged.
+//!
+//! Every request passes, outermost first: the request log (one line per request with its
+//! status and duration), the limits (requests in flight, request time, declared body size),
+//! and the access check ([`crate::auth`]). A request refused by a limit or the access check
+//! gets the structured error body of every other refusal.
 //!
 //! On SIGTERM or Ctrl-C the server stops accepting connections, lets requests in flight finish,
-//! then shuts the service down: the projections are snapshotted and the ledger's writer stops
-//! after the appends queued for it (every acknowledged append was already durable).
+//! then shuts the service down: the projections are snapshotted, a signed checkpoint covers
+//! everything appended, and the ledger's writer stops after the appends queued for it (every
+//! acknowledged append was already durable).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use service::Service;
+use service::{Caller, Service, ServiceError};
+use tokio::sync::Semaphore;
+
+use crate::auth::Auth;
+
+/// Bounds on every HTTP request, whatever route it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HttpLimits {
+    /// Largest request body, in bytes (GraphQL has its own, usually lower, bound).
+    pub(crate) request_bytes_max: usize,
+    /// Longest a request may take to produce its response.
+    pub(crate) request_time_max: Duration,
+    /// Requests being handled at once; more are refused, not queued.
+    pub(crate) requests_in_flight_max: usize,
+}
+
+/// How the server serves.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerOptions {
+    /// How the GraphQL API is served.
+    pub(crate) graphql: graphql::Options,
+    /// How the MCP endpoint is served.
+    pub(crate) bridge: mcp_bridge::BridgeOptions,
+    /// Who may call.
+    pub(crate) auth: Arc<Auth>,
+    /// Bounds on every request.
+    pub(crate) limits: HttpLimits,
+}
 
 /// The state every route shares.
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub(crate) service: Service,
-    /// How the GraphQL API is served.
-    pub(crate) graphql: graphql::Options,
+    /// Who may call.
+    pub(crate) auth: Arc<Auth>,
 }
 
-/// Every route of the server.
-pub(crate) fn router(state: AppState) -> Router {
-    let graphql = graphql::router(state.service.clone(), state.graphql.clone());
-    Router::new()
+/// What the limits layer shares.
+#[derive(Debug, Clone)]
+struct Gate {
+    in_flight: Arc<Semaphore>,
+    limits: HttpLimits,
+}
+
+/// Every route of the server, behind its layers; the MCP endpoint too when given.
+pub(crate) fn router(
+    service: &Service,
+    options: &ServerOptions,
+    mcp: Option<&mcp_bridge::HttpEndpoint>,
+) -> Router {
+    let mut graphql_options = options.graphql.clone();
+    let auth = options.auth.clone();
+    graphql_options.authenticator = Some(graphql::Authenticator(Arc::new(move |token| {
+        auth.caller_of_token(token)
+    })));
+    let state = AppState {
+        service: service.clone(),
+        auth: options.auth.clone(),
+    };
+    let mut app = Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .merge(crate::rest::routes())
         .merge(crate::export::routes())
+        .merge(crate::tokens_api::routes())
         .with_state(state)
-        .merge(graphql)
+        .merge(graphql::router(service.clone(), graphql_options));
+    if let Some(mcp) = mcp {
+        app = app.route_service("/mcp", mcp.service());
+    }
+    let gate = Gate {
+        in_flight: Arc::new(Semaphore::new(options.limits.requests_in_flight_max)),
+        limits: options.limits,
+    };
+    app.layer(middleware::from_fn_with_state(
+        options.auth.clone(),
+        crate::auth::layer,
+    ))
+    .layer(DefaultBodyLimit::max(options.limits.request_bytes_max))
+    .layer(middleware::from_fn_with_state(gate, limit))
+    .layer(middleware::from_fn(log))
 }
 
-/// The MCP endpoint (Streamable HTTP, both protocol eras) at `/mcp`.
-fn with_mcp(router: Router, mcp: &mcp_bridge::HttpEndpoint) -> Router {
-    router.route_service("/mcp", mcp.service())
+/// The structured error of a refused request, with its status.
+fn refusal(status: StatusCode, error: &ServiceError) -> Response {
+    (status, Json(error.to_json())).into_response()
+}
+
+/// Refuses a request past a limit: too many in flight (503, try again shortly), a declared
+/// body over the bound (413), or one that takes too long (504; a write it started may still
+/// land, which is what idempotency keys are for).
+async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let HttpLimits {
+        request_bytes_max,
+        request_time_max,
+        requests_in_flight_max,
+    } = gate.limits;
+    let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
+        let mut response = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &ServiceError::LimitExceeded {
+                limit: "requests_in_flight_max".into(),
+                max: requests_in_flight_max as u64,
+                actual: requests_in_flight_max as u64 + 1,
+            },
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    if let Some(declared) = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| *n > request_bytes_max as u64)
+    {
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &ServiceError::LimitExceeded {
+                limit: "request_bytes_max".into(),
+                max: request_bytes_max as u64,
+                actual: declared,
+            },
+        );
+    }
+    match tokio::time::timeout(request_time_max, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => refusal(
+            StatusCode::GATEWAY_TIMEOUT,
+            &ServiceError::Timeout(format!(
+                "the request took longer than {} ms; a write it started may still land: retry it with the same idempotency key",
+                request_time_max.as_millis()
+            )),
+        ),
+    }
+}
+
+/// One log line per request: method, path, status, duration and who called.
+async fn log(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let actor = response
+        .extensions()
+        .get::<Caller>()
+        .map(|c| c.actor.clone());
+    tracing::info!(
+        target: "research_ledger::http",
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        actor = actor.as_deref().unwrap_or("-"),
+        "request"
+    );
+    response
+}
+
+/// `GET /metrics`: the service's counters in the Prometheus text format. Any token's holder
+/// may read them.
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.service.metrics(),
+    )
 }
 
 /// `GET /health`: whether the store is open and writable, the ledger's size, the last
@@ -72,21 +230,15 @@ pub(crate) async fn bind(
 pub(crate) async fn serve(
     service: Service,
     listener: tokio::net::TcpListener,
-    graphql: graphql::Options,
+    options: ServerOptions,
 ) -> anyhow::Result<()> {
-    let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), mcp_bridge::BridgeOptions::default());
-    let app = with_mcp(
-        router(AppState {
-            service: service.clone(),
-            graphql,
-        }),
-        &mcp,
-    );
+    let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
+    let app = router(&service, &options, Some(&mcp));
     // Contracts reload when their files change.
     let watcher = {
         let service = service.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 let service = service.clone();

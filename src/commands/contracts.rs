@@ -40,7 +40,11 @@ enum Action {
 pub(crate) struct AllowArgs {
     /// Where tools may live (`scheme://host`, `scheme://host:port` or `scheme://*.domain`);
     /// repeat for more. Loopback only when none is given.
-    #[arg(long = "tool-endpoint-allow", value_name = "URL")]
+    #[arg(
+        long = "tool-endpoint-allow",
+        id = "tool_endpoint_allow",
+        value_name = "URL"
+    )]
     pub(crate) rules: Vec<String>,
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod key;
 pub(crate) mod mcp;
 pub(crate) mod prove;
 pub(crate) mod serve;
+pub(crate) mod token;
 pub(crate) mod verify;
 
 use std::path::Path;
@@ -33,6 +34,7 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
         &ledger_dir(data_dir),
         LedgerOptions {
             lock_note: Some(note),
+            limits: crate::config::limits().ledger.clone(),
             ..LedgerOptions::default()
         },
     )
@@ -41,7 +43,7 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
 
 /// Opens the service over a data directory for a command-line run.
 pub(crate) fn open_service(data_dir: &Path) -> anyhow::Result<service::Service> {
-    let mut options = service::ServiceOptions::new(data_dir);
+    let mut options = crate::config::service_options(data_dir);
     options.ledger.lock_note = Some(format!(
         "research-ledger {} (pid {})",
         std::env::args().nth(1).unwrap_or_default(),

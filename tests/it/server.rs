@@ -167,7 +167,7 @@ fn the_server_refuses_to_listen_beyond_loopback_without_tokens() {
     let out = super::run(data.path(), &["serve", "--listen", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        super::stderr(&out).contains("loopback only"),
+        super::stderr(&out).contains("without access tokens"),
         "{}",
         super::stderr(&out)
     );

@@ -24,7 +24,8 @@ use axum::{Extension, Router};
 use service::{Caller, Service, ServiceError};
 
 use crate::error::to_server_error;
-use crate::{Options, ResearchSchema, build_schema};
+use crate::limits::SubscriptionSlots;
+use crate::{Authenticator, Options, ResearchSchema, build_schema};
 
 /// What the routes share.
 #[derive(Clone)]
@@ -156,22 +157,54 @@ async fn websocket(
     if let Some(refused) = foreign_origin(&headers) {
         return refused;
     }
-    let caller = caller
-        .map(|Extension(c)| c)
-        .unwrap_or_else(|| Caller::new(http.options.anonymous_actor.clone()));
-    let mut data = Data::default();
-    data.insert(caller);
     let bytes_max = http.options.limits.request_bytes_max;
     let schema = http.schema.clone();
+    let anonymous = http.options.anonymous_actor.clone();
+    // A caller the server authenticated from the handshake's header; otherwise the
+    // connection_init payload names one (browsers cannot set headers on a WebSocket).
+    let known = caller.map(|Extension(c)| c);
+    let authenticator = http.options.authenticator.clone();
+    let subscriptions_max = http.options.limits.subscriptions_per_connection_max;
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(bytes_max)
         .max_frame_size(bytes_max)
         .on_upgrade(move |socket| {
             GraphQLWebSocket::new(socket, schema, protocol)
-                .with_data(data)
+                .on_connection_init(move |payload| async move {
+                    let caller = match (known, authenticator) {
+                        (Some(caller), _) => caller,
+                        (None, None) => Caller::new(anonymous),
+                        (None, Some(Authenticator(check))) => {
+                            let token = init_token(&payload);
+                            match check(token.as_deref()).map_err(to_server_error)? {
+                                Some(caller) => caller,
+                                None => Caller::new(anonymous),
+                            }
+                        }
+                    };
+                    let mut data = Data::default();
+                    data.insert(caller);
+                    data.insert(SubscriptionSlots::new(subscriptions_max));
+                    Ok(data)
+                })
                 .serve()
         })
+}
+
+/// The token in a `connection_init` payload: `{"Authorization": "Bearer TOKEN"}` (any case of
+/// the key), as GraphQL WebSocket clients send headers there.
+fn init_token(payload: &serde_json::Value) -> Option<String> {
+    let object = payload.as_object()?;
+    let value = object
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, value)| value.as_str())?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_owned())
+        .filter(|t| !t.is_empty())
 }
 
 /// `GET /graphql`: GraphiQL, talking to this server over HTTP and WebSocket.

@@ -32,8 +32,10 @@ mod subscription;
 mod task;
 mod views;
 
+use std::sync::Arc;
+
 use async_graphql::Schema;
-use service::Service;
+use service::{Caller, Service, ServiceError};
 
 pub use http::router;
 pub use limits::Limits;
@@ -51,6 +53,9 @@ pub struct Options {
     pub limits: Limits,
     /// The actor recorded for writes whose request carries no authenticated caller.
     pub anonymous_actor: String,
+    /// How a WebSocket that brought no `Authorization` header authenticates from its
+    /// `connection_init` payload; without one, such a socket is an anonymous local caller.
+    pub authenticator: Option<Authenticator>,
 }
 
 impl Default for Options {
@@ -58,9 +63,33 @@ impl Default for Options {
         Options {
             limits: Limits::default(),
             anonymous_actor: "local".to_owned(),
+            authenticator: None,
         }
     }
 }
+
+/// The check of a token (or of its absence): `Ok(Some)` names the caller, `Ok(None)` is a
+/// local caller where the server needs no token, `Err` refuses.
+pub type AuthenticateFn =
+    dyn Fn(Option<&str>) -> Result<Option<Caller>, ServiceError> + Send + Sync;
+
+/// The server's token check, handed to the WebSocket endpoint.
+#[derive(Clone)]
+pub struct Authenticator(pub Arc<AuthenticateFn>);
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authenticator")
+    }
+}
+
+impl PartialEq for Authenticator {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Authenticator {}
 
 /// The schema over `service`.
 pub fn build_schema(service: Service, options: Options) -> ResearchSchema {

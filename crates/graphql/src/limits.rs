@@ -32,6 +32,8 @@ pub struct Limits {
     pub page_items_max: usize,
     /// Largest request body, and largest WebSocket message.
     pub request_bytes_max: usize,
+    /// Subscriptions one WebSocket may hold at once.
+    pub subscriptions_per_connection_max: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +43,7 @@ impl Default for Limits {
             complexity_points_max: 5_000,
             page_items_max: 100,
             request_bytes_max: 1024 * 1024,
+            subscriptions_per_connection_max: 256,
         }
     }
 }
@@ -171,5 +174,32 @@ mod tests {
         assert_eq!(page_complexity(None, 3), 60);
         assert_eq!(page_complexity(Some(-4), 3), 3);
         assert_eq!(page_complexity(Some(i32::MAX), usize::MAX), usize::MAX);
+    }
+}
+
+/// The subscriptions one WebSocket may still open; each holds a permit until it ends.
+#[derive(Debug, Clone)]
+pub(crate) struct SubscriptionSlots {
+    slots: Arc<tokio::sync::Semaphore>,
+    max: usize,
+}
+
+impl SubscriptionSlots {
+    pub(crate) fn new(max: usize) -> Self {
+        SubscriptionSlots {
+            slots: Arc::new(tokio::sync::Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// A slot for one more subscription, or the limit's error.
+    pub(crate) fn take(&self) -> async_graphql::Result<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            crate::error::to_gql(ServiceError::LimitExceeded {
+                limit: "subscriptions_per_connection_max".into(),
+                max: self.max as u64,
+                actual: self.max as u64 + 1,
+            })
+        })
     }
 }

@@ -14,7 +14,7 @@ use service::{Service, ServiceError, Update, Updates};
 use crate::context;
 use crate::error::{blocking, from_read, to_gql};
 use crate::ledger::LedgerEvent;
-use crate::limits::STORAGE_READ_POINTS;
+use crate::limits::{STORAGE_READ_POINTS, SubscriptionSlots};
 use crate::views::Conclusion;
 
 /// An event just appended.
@@ -121,6 +121,15 @@ fn updates_of(
     })
 }
 
+/// A slot of the connection's subscription limit (none outside a WebSocket).
+fn subscription_slot(
+    ctx: &Context<'_>,
+) -> async_graphql::Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+    ctx.data_opt::<SubscriptionSlots>()
+        .map(SubscriptionSlots::take)
+        .transpose()
+}
+
 /// The root of every subscription.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Subscription;
@@ -136,13 +145,18 @@ impl Subscription {
         task_id: Option<ID>,
         from_seq: Option<u64>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<EventNotice>> + use<>> {
+        let slot = subscription_slot(ctx)?;
         let service = context::service(ctx)?;
         let updates = updates_of(service, task_id, from_seq, None);
         Ok(async_graphql::futures_util::StreamExt::map(
             updates,
-            |update| match update {
-                Ok(update) => Ok(EventNotice { update }),
-                Err(e) => Err(to_gql(e)),
+            move |update| {
+                // Held for as long as the stream lives.
+                let _slot = &slot;
+                match update {
+                    Ok(update) => Ok(EventNotice { update }),
+                    Err(e) => Err(to_gql(e)),
+                }
             },
         ))
     }
@@ -155,11 +169,14 @@ impl Subscription {
         from_seq: Option<u64>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ConclusionNotice>> + use<>>
     {
+        let slot = subscription_slot(ctx)?;
         let service = context::service(ctx)?.clone();
         let updates = updates_of(&service, task_id, from_seq, Some("conclusion_issued"));
         Ok(async_graphql::futures_util::StreamExt::then(
             updates,
             move |update| {
+                // Held for as long as the stream lives.
+                let _slot = &slot;
                 let service = service.clone();
                 async move {
                     let update = update.map_err(to_gql)?;

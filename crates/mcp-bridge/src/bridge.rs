@@ -118,9 +118,18 @@ impl Bridge {
         &self.shared.options
     }
 
-    /// The caller of a request: the client's name (from `initialize` in 2025-11-25, from the
-    /// request's `_meta` from 2026-07-28), until access tokens name the caller instead.
+    /// The caller of a request: the holder of the access token the HTTP server checked (it
+    /// puts the caller into the request's extensions); otherwise, on stdio or on a server
+    /// without tokens, a local caller named as the client names itself (from `initialize` in
+    /// 2025-11-25, from the request's `_meta` from 2026-07-28).
     pub(crate) fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        if let Some(caller) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+        {
+            return caller.clone();
+        }
         let name = context
             .client_info()
             .map(|info| info.name.trim().to_owned())

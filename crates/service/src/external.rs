@@ -17,6 +17,7 @@ use sources::contracts::{CallError, Contract, ContractProblem, Field, FieldType,
 
 use crate::error::ServiceError;
 use crate::service::{Caller, Service, Target, WriteOptions, canonical_json};
+use crate::tokens::Role;
 use crate::tools::{ToolOutput, ToolSpec, tool_specs};
 
 /// The stream that records calls of external tools made outside any task.
@@ -229,7 +230,8 @@ impl Service {
 
     /// Registers a tool from its contract's text (YAML or JSON); it persists in the contracts
     /// directory.
-    pub fn register_tool(&self, text: &str) -> Result<String, ServiceError> {
+    pub fn register_tool(&self, caller: &Caller, text: &str) -> Result<String, ServiceError> {
+        caller.require(Role::Admin, "registering a tool")?;
         let contract = self.registry_mut().register(text).map_err(|e| match e {
             sources::contracts::RegistryError::Invalid(problems) => ServiceError::InvalidArgument {
                 field: problems
@@ -248,7 +250,8 @@ impl Service {
     }
 
     /// Removes a registered tool.
-    pub fn unregister_tool(&self, name: &str) -> Result<(), ServiceError> {
+    pub fn unregister_tool(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
+        caller.require(Role::Admin, "removing a tool")?;
         self.registry_mut().unregister(name).map_err(|e| match e {
             sources::contracts::RegistryError::NotFound(name) => ServiceError::NotFound {
                 resource: "tool",

@@ -28,5 +28,6 @@ pub use research;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
-pub use tools::{ToolOutput, ToolProgress, ToolSpec, tool_specs};
+pub use tokens::Role;
+pub use tools::{ToolOutput, ToolProgress, ToolSpec, role_for_tool, tool_specs};
 pub use updates::{Update, Updates};

@@ -22,6 +22,7 @@ use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
 
 use crate::error::ServiceError;
 use crate::jobs::{JobLimits, Jobs};
+use crate::tokens::Role;
 
 /// Where the service keeps what, inside the data directory.
 #[derive(Debug, Clone)]
@@ -104,19 +105,41 @@ impl ServiceOptions {
     }
 }
 
-/// Who is calling: the actor of every event the call writes.
+/// Who is calling: the actor of every event the call writes, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The name recorded as the actor.
     pub actor: String,
+    /// What the caller may do.
+    pub role: Role,
 }
 
 impl Caller {
-    /// A caller named `actor`.
+    /// A local caller named `actor`, with every right: the command line, stdio, and a server
+    /// that has no access tokens and so listens on loopback only.
     pub fn new(actor: impl Into<String>) -> Self {
+        Caller::with_role(actor, Role::Admin)
+    }
+
+    /// A caller named `actor` with `role`: the holder of an access token.
+    pub fn with_role(actor: impl Into<String>, role: Role) -> Self {
         Caller {
             actor: actor.into(),
+            role,
         }
+    }
+
+    /// Refuses unless the caller's role includes `needed`; `what` names what was asked.
+    pub fn require(&self, needed: Role, what: &str) -> Result<(), ServiceError> {
+        if self.role >= needed {
+            return Ok(());
+        }
+        Err(ServiceError::Forbidden(format!(
+            "{what} needs the role {} or above; {} has the role {}",
+            needed.name(),
+            self.actor,
+            self.role.name()
+        )))
     }
 }
 
@@ -317,7 +340,20 @@ impl Service {
         if let Err(e) = self.inner.projector.snapshot() {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
         }
-        self.inner.ledger.shutdown();
+        // A signed checkpoint of everything appended, so the next audit starts from it.
+        let ledger = &self.inner.ledger;
+        let covered = ledger
+            .latest_checkpoint()
+            .ok()
+            .flatten()
+            .map_or(0, |c| c.tree_size);
+        if ledger.head().size > covered && ledger.poisoned().is_none() {
+            match ledger.checkpoint() {
+                Ok(c) => tracing::info!(tree_size = c.tree_size, "checkpoint written on shutdown"),
+                Err(e) => tracing::error!(error = %e, "no checkpoint on shutdown"),
+            }
+        }
+        ledger.shutdown();
     }
 
     /// A task's state now.

@@ -108,6 +108,10 @@ pub enum TokenError {
     },
 }
 
+/// Serialises the read-modify-write of token files within a process, so two requests that add
+/// tokens at once both land.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The token file of a data directory.
 #[derive(Debug, Clone)]
 pub struct TokenStore {
@@ -192,6 +196,7 @@ impl TokenStore {
         if !valid_name(name) {
             return Err(TokenError::BadName(name.to_owned()));
         }
+        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
         let mut file = self.read()?;
         if file
             .tokens
@@ -219,6 +224,7 @@ impl TokenStore {
 
     /// Revokes the token of this name.
     pub fn revoke(&self, name: &str) -> Result<(), TokenError> {
+        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
         let mut file = self.read()?;
         let Some(entry) = file
             .tokens

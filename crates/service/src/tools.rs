@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::args::*;
 use crate::error::ServiceError;
 use crate::service::{Caller, Service, Target, WriteOptions, Written};
+use crate::tokens::Role;
 
 /// One tool as clients see it.
 #[derive(Debug, Clone)]
@@ -390,6 +391,18 @@ fn evidence_view(state: &TaskState, id: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The role a tool needs: reads for auditors, human decisions on conflicts for reviewers, every
+/// other write for writers — registered tools included, since their calls are recorded.
+pub fn role_for_tool(name: &str) -> Role {
+    if name == "evaluation_resolve_conflict" {
+        return Role::Reviewer;
+    }
+    match tool_specs().iter().find(|t| t.name == name) {
+        Some(spec) if spec.read_only => Role::Auditor,
+        _ => Role::Writer,
+    }
+}
+
 impl Service {
     /// Calls a built-in tool, blocking until it is done. Unknown names are `not_found` (the
     /// MCP bridge answers them as a protocol error before they get here).
@@ -410,7 +423,13 @@ impl Service {
         arguments: &Value,
         progress: &mut dyn FnMut(ToolProgress),
     ) -> Result<ToolOutput, ServiceError> {
-        let result = self.dispatch(caller, name, arguments, progress);
+        let result = if self.has_tool(name) {
+            caller
+                .require(role_for_tool(name), &format!("the tool {name}"))
+                .and_then(|()| self.dispatch(caller, name, arguments, progress))
+        } else {
+            self.dispatch(caller, name, arguments, progress)
+        };
         let label = if self.has_tool(name) { name } else { "unknown" };
         let outcome = match &result {
             Ok(_) => "ok",

@@ -8,6 +8,7 @@ mod external;
 mod graphql;
 mod ingest;
 mod mcp;
+mod operations;
 mod proofs;
 mod server;
 mod verify;

@@ -8,15 +8,23 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// A running `research-ledger serve`, stopped with SIGTERM when dropped.
+/// A running `research-ledger serve`, stopped with SIGTERM when dropped. Its stderr (the
+/// request log among it) is drained as it comes, so a busy server never blocks on a full pipe.
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    drain: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
     /// Starts a server on a free loopback port over `data`.
     pub(crate) fn start(data: &Path, extra: &[&str]) -> Server {
+        Server::start_with(data, extra, &[])
+    }
+
+    /// Starts a server with `extra` flags and `env` variables.
+    pub(crate) fn start_with(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
             .arg("--data-dir")
             .arg(data)
@@ -24,6 +32,7 @@ impl Server {
             .args(extra)
             .env_remove("RESEARCH_LEDGER_DATA_DIR")
             .env_remove("RESEARCH_LEDGER_LISTEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -43,22 +52,54 @@ impl Server {
             })
             .parse()
             .expect("an address");
-        Server { child, addr }
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut stderr = child.stderr.take().expect("stderr");
+        let sink = log.clone();
+        let drain = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Server {
+            child,
+            addr,
+            log,
+            drain: Some(drain),
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+    pub(crate) fn stop(self) -> std::process::ExitStatus {
+        self.stop_with_stderr().0
+    }
+
+    /// Sends SIGTERM, waits for the exit, and returns its status and everything on stderr.
+    pub(crate) fn stop_with_stderr(mut self) -> (std::process::ExitStatus, String) {
         terminate(&self.child);
         let status = self.child.wait().expect("the server exits");
-        std::mem::forget(self);
-        status
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        let stderr = self.stderr();
+        (status, stderr)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        terminate(&self.child);
-        let _ = self.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            terminate(&self.child);
+            let _ = self.child.wait();
+        }
     }
 }
 

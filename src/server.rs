@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::body::HttpBody;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -111,9 +112,10 @@ fn refusal(status: StatusCode, error: &ServiceError) -> Response {
     (status, Json(error.to_json())).into_response()
 }
 
-/// Refuses a request past a limit: too many in flight (503, try again shortly), a declared
-/// body over the bound (413), or one that takes too long (504; a write it started may still
-/// land, which is what idempotency keys are for).
+/// Refuses a request past a limit: too many in flight (503, try again shortly: never queued,
+/// though a body already on its way is read and dropped first), a declared body over the bound
+/// (413), or one that takes too long (504; a write it started may still land, which is what
+/// idempotency keys are for).
 async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let HttpLimits {
         request_bytes_max,
@@ -121,6 +123,7 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         requests_in_flight_max,
     } = gate.limits;
     let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
+        discard_body(request, request_bytes_max, request_time_max).await;
         let mut response = refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             &ServiceError::LimitExceeded {
@@ -160,6 +163,38 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
             )),
         ),
     }
+}
+
+/// Reads and drops the body of a request refused before its handler runs, up to `bytes_max`
+/// and for no longer than `time_max`. The client may already be sending it, and a connection
+/// closed with data unread is reset, taking the refusal with it: the client would see a reset
+/// connection instead of the error and its `Retry-After`. A client that waits to be asked for
+/// the body (`Expect: 100-continue`) is not asked, and a body declared over `bytes_max` is not
+/// read either.
+async fn discard_body(request: Request, bytes_max: usize, time_max: Duration) {
+    let headers = request.headers();
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let too_large = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > bytes_max as u64);
+    if expects_continue || too_large {
+        return;
+    }
+    let mut body = request.into_body();
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(time_max, async {
+        while read <= bytes_max {
+            match std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |data| data.len()),
+                Some(Err(_)) | None => break,
+            }
+        }
+    })
+    .await;
 }
 
 /// One log line per request: method, path, status, duration and who called.

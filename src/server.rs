@@ -250,13 +250,28 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
+/// Connections the kernel may complete before the server accepts them (it caps the number at
+/// `net.core.somaxconn`). A burst of new connections beyond it is dropped or reset by the
+/// kernel before the server could answer, even with `limit_exceeded`; the usual 1024 is less
+/// than the 1,200 concurrent writers the server is meant to take.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds `addr` (the port may be 0: the address actually bound is returned with the listener).
 pub(crate) async fn bind(
     addr: SocketAddr,
 ) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restarted server may take its port straight back.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    let listener = listen().with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     Ok((listener, bound))
 }

@@ -3,18 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::server::{Server, get_json, request};
+use crate::server::{Server, call_tool, get_json, request};
 
 fn call(server: &Server, name: &str, arguments: Value) -> (u16, Value) {
-    let body = serde_json::to_vec(&json!({"name": name, "arguments": arguments})).unwrap();
-    let (status, body) = request(
-        server.addr,
-        "POST",
-        "/v1/tools/call",
-        &[("Content-Type", "application/json")],
-        &body,
-    );
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    call_tool(server.addr, name, arguments)
 }
 
 fn open_task(server: &Server) -> String {

@@ -178,6 +178,28 @@ pub(crate) fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
+/// Posts `value` as JSON; returns the status and the body as JSON (null when it is not).
+pub(crate) fn post_json(addr: SocketAddr, path: &str, value: &Value) -> (u16, Value) {
+    let body = serde_json::to_vec(value).expect("JSON");
+    let (status, body) = request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &body,
+    );
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Calls a tool through the REST view (`POST /v1/tools/call`).
+pub(crate) fn call_tool(addr: SocketAddr, name: &str, arguments: Value) -> (u16, Value) {
+    post_json(
+        addr,
+        "/v1/tools/call",
+        &serde_json::json!({"name": name, "arguments": arguments}),
+    )
+}
+
 #[test]
 fn health_answers_and_sigterm_stops_the_server_cleanly() {
     let data = tempfile::tempdir().unwrap();

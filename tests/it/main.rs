@@ -3,6 +3,7 @@
 
 mod audit;
 mod bench;
+mod concurrency;
 mod demo;
 mod external;
 mod graphql;

@@ -117,40 +117,207 @@ pub(crate) fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    let stream = connect(addr).expect("connect");
+    request_on(stream, method, path, headers, body)
+}
+
+/// A connection for one request.
+pub(crate) fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    Ok(stream)
+}
+
+/// One HTTP/1.1 request on a connection made with [`connect`]; returns the status and the body.
+pub(crate) fn request_on(
+    mut stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let addr = stream.peer_addr().expect("a peer");
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
+        .write_all(head(addr, method, path, headers, body.len()).as_bytes())
+        .expect("write");
+    stream.write_all(body).expect("write");
+    let response = read_response(&mut stream).expect("read");
+    let response = Response::parse(&response).expect("a response");
+    (response.status, response.body)
+}
+
+/// Reads a response up to the end of the connection. A server that answers before it has read
+/// the whole request (one refused for its size) and closes with the rest unread resets the
+/// connection: once a whole response has come, a reset ends it like the end of the stream.
+fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionReset
+                    && Response::parse(&got).is_some_and(|r| r.is_whole()) =>
+            {
+                return Ok(got);
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e} after {:?}", String::from_utf8_lossy(&got)),
+                ));
+            }
+        }
+    }
+}
+
+/// The head of a request on a connection of its own.
+fn head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body_len: usize,
+) -> String {
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
     );
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).expect("write");
-    stream.write_all(body).expect("write");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read");
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a response head");
-    let head = String::from_utf8_lossy(&response[..split]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status");
-    let mut body = response[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
+    head
+}
+
+/// A response as it came over the wire.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    /// The status line and the header lines.
+    pub(crate) head: String,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Response {
+    /// Reads a whole response (head, then a body with a length, chunked or up to the end).
+    fn parse(response: &[u8]) -> Option<Response> {
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&response[..split]).into_owned();
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        let mut body = response[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body);
+        }
+        Some(Response { status, head, body })
     }
-    (status, body)
+
+    /// Whether the body is as long as the head says.
+    fn is_whole(&self) -> bool {
+        self.header("content-length")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n == self.body.len())
+    }
+
+    /// The value of the header `name` (in any case), if it was sent.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The body as JSON; null when it is not JSON.
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// A request sent as far as the end of its head, with `Expect: 100-continue`, its body held
+/// back: the server either takes it in (asks for the body, and from then on the request is
+/// in flight until it answers) or answers at once without it.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The server asked for the body.
+    Admitted(HeldRequest),
+    /// The server answered without reading the body.
+    Answered(Response),
+}
+
+/// A request the server took in and waits to read the body of.
+#[derive(Debug)]
+pub(crate) struct HeldRequest {
+    stream: TcpStream,
+    body: Vec<u8>,
+}
+
+/// Sends the head of a request and waits for the server to either ask for its body or answer.
+/// Errors are returned rather than raised, so that callers in step with others can keep step.
+pub(crate) fn hold(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> std::io::Result<Held> {
+    let mut stream = connect(addr)?;
+    let mut headers = headers.to_vec();
+    headers.push(("Expect", "100-continue"));
+    stream.write_all(head(addr, method, path, &headers, body.len()).as_bytes())?;
+    let mut got = read_head(&mut stream)?;
+    if got.starts_with(b"HTTP/1.1 100 ") {
+        return Ok(Held::Admitted(HeldRequest { stream, body }));
+    }
+    got.extend(read_response(&mut stream)?);
+    Response::parse(&got)
+        .map(Held::Answered)
+        .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}
+
+impl HeldRequest {
+    /// Sends the body and reads the response.
+    pub(crate) fn finish(mut self) -> std::io::Result<Response> {
+        self.stream.write_all(&self.body)?;
+        let response = read_response(&mut self.stream)?;
+        Response::parse(&response).ok_or_else(|| std::io::Error::other("not an HTTP response"))
+    }
+}
+
+/// Reads a response head, byte by byte: nothing after it is consumed.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the connection closed after {:?}",
+                    String::from_utf8_lossy(&got)
+                ),
+            ));
+        }
+        got.push(byte[0]);
+    }
+    Ok(got)
+}
+
+/// A connection the server has accepted and is ready to read the next request on: it answered
+/// a `GET /health` on it and kept it open.
+pub(crate) fn connect_served(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let mut stream = connect(addr)?;
+    stream.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let head = read_head(&mut stream)?;
+    let length = Response::parse(&head)
+        .and_then(|r| r.header("content-length")?.parse::<usize>().ok())
+        .ok_or_else(|| std::io::Error::other("a response without a length"))?;
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body)?;
+    Ok(stream)
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {

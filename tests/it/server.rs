@@ -77,6 +77,16 @@ impl Server {
         String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
 
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub(crate) fn kill(mut self) -> std::process::ExitStatus {
+        self.child.kill().expect("SIGKILL");
+        let status = self.child.wait().expect("the server is gone");
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        status
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub(crate) fn stop(self) -> std::process::ExitStatus {
         self.stop_with_stderr().0
@@ -117,10 +127,22 @@ pub(crate) fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
+    try_request(addr, method, path, headers, body).expect("a whole HTTP response")
+}
+
+/// One HTTP/1.1 request that may fail: the server may be gone before it connects, while it
+/// writes or before the whole response arrives (a response cut short is an error, never a
+/// shorter body).
+pub(crate) fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let cut = |what: &str| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what.to_owned());
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -129,47 +151,47 @@ pub(crate) fn request(
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).expect("write");
-    stream.write_all(body).expect("write");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
     let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read");
+    stream.read_to_end(&mut response)?;
     let split = response
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .expect("a response head");
-    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+        .ok_or_else(|| cut("no response head"))?;
+    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .expect("a status");
+        .ok_or_else(|| cut("no status"))?;
     let mut body = response[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body).ok_or_else(|| cut("a chunked body cut short"))?;
+    } else if let Some(length) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|l| l.trim().parse::<usize>().ok())
+        && body.len() != length
     {
-        body = dechunk(&body);
+        return Err(cut("a body of another length than its content-length"));
     }
-    (status, body)
+    Ok((status, body))
 }
 
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
+/// The body of a chunked response, or none when it ends before its last chunk.
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let Some(line_end) = data.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&data[..line_end]).unwrap_or("0").trim(),
-            16,
-        )
-        .unwrap_or(0);
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
         if size == 0 {
-            return out;
+            return Some(out);
         }
         let start = line_end + 2;
-        out.extend_from_slice(&data[start..start + size]);
-        data = &data[start + size + 2..];
+        out.extend_from_slice(data.get(start..start + size)?);
+        data = data.get(start + size + 2..)?;
     }
 }
 

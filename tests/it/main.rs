@@ -3,6 +3,7 @@
 
 mod audit;
 mod bench;
+mod crash;
 mod demo;
 mod external;
 mod graphql;

@@ -276,6 +276,21 @@ pub(crate) async fn bind(
     Ok((listener, bound))
 }
 
+/// Reloads the contracts of external tools when their files change (checked every second), so
+/// MCP clients hear `tools/list_changed`. Runs until aborted.
+pub(crate) fn watch_contracts(service: Service) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let service = service.clone();
+            if let Ok(true) = tokio::task::spawn_blocking(move || service.refresh_tools()).await {
+                tracing::info!("contracts changed; the tool list was reloaded");
+            }
+        }
+    })
+}
+
 /// Serves every route on `listener` until SIGTERM or Ctrl-C, then shuts down gracefully.
 pub(crate) async fn serve(
     service: Service,
@@ -284,21 +299,7 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
     let app = router(&service, &options, Some(&mcp));
-    // Contracts reload when their files change.
-    let watcher = {
-        let service = service.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                let service = service.clone();
-                if let Ok(true) = tokio::task::spawn_blocking(move || service.refresh_tools()).await
-                {
-                    tracing::info!("contracts changed; the tool list was reloaded");
-                }
-            }
-        })
-    };
+    let watcher = watch_contracts(service.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

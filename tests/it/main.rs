@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod concurrency;
+mod crash;
 mod demo;
 mod external;
 mod graphql;

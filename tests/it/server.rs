@@ -77,6 +77,16 @@ impl Server {
         String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
 
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub(crate) fn kill(mut self) -> std::process::ExitStatus {
+        self.child.kill().expect("SIGKILL");
+        let status = self.child.wait().expect("the server is gone");
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        status
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub(crate) fn stop(self) -> std::process::ExitStatus {
         self.stop_with_stderr().0
@@ -117,8 +127,20 @@ pub(crate) fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let stream = connect(addr).expect("connect");
-    request_on(stream, method, path, headers, body)
+    try_request(addr, method, path, headers, body).expect("a whole HTTP response")
+}
+
+/// One HTTP/1.1 request that may fail: the server may be gone before it connects, while it
+/// writes or before the whole response arrives (a response cut short is an error, never a
+/// shorter body).
+pub(crate) fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    try_request_on(connect(addr)?, method, path, headers, body)
 }
 
 /// A connection for one request.
@@ -130,20 +152,43 @@ pub(crate) fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
 
 /// One HTTP/1.1 request on a connection made with [`connect`]; returns the status and the body.
 pub(crate) fn request_on(
-    mut stream: TcpStream,
+    stream: TcpStream,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let addr = stream.peer_addr().expect("a peer");
-    stream
-        .write_all(head(addr, method, path, headers, body.len()).as_bytes())
-        .expect("write");
-    stream.write_all(body).expect("write");
-    let response = read_response(&mut stream).expect("read");
-    let response = Response::parse(&response).expect("a response");
-    (response.status, response.body)
+    try_request_on(stream, method, path, headers, body).expect("a whole HTTP response")
+}
+
+fn try_request_on(
+    mut stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let addr = stream.peer_addr()?;
+    stream.write_all(head(addr, method, path, headers, body.len()).as_bytes())?;
+    stream.write_all(body)?;
+    let response = read_response(&mut stream)?;
+    let response = Response::parse(&response).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no whole response: no head, or a chunked body cut short",
+        )
+    })?;
+    if response
+        .header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n != response.body.len())
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "a body of another length than its content-length",
+        ));
+    }
+    Ok((response.status, response.body))
 }
 
 /// Reads a response up to the end of the connection. A server that answers before it has read
@@ -211,7 +256,7 @@ impl Response {
             .to_ascii_lowercase()
             .contains("transfer-encoding: chunked")
         {
-            body = dechunk(&body);
+            body = dechunk(&body)?;
         }
         Some(Response { status, head, body })
     }
@@ -320,23 +365,19 @@ pub(crate) fn connect_served(addr: SocketAddr) -> std::io::Result<TcpStream> {
     Ok(stream)
 }
 
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
+/// The body of a chunked response, or none when it ends before its last chunk.
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let Some(line_end) = data.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&data[..line_end]).unwrap_or("0").trim(),
-            16,
-        )
-        .unwrap_or(0);
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
         if size == 0 {
-            return out;
+            return Some(out);
         }
         let start = line_end + 2;
-        out.extend_from_slice(&data[start..start + size]);
-        data = &data[start + size + 2..];
+        out.extend_from_slice(data.get(start..start + size)?);
+        data = data.get(start + size + 2..)?;
     }
 }
 

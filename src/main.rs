@@ -4,12 +4,19 @@
 //! check failed (the ledger does not verify, a proof is invalid); 2 when the command could not
 //! run (bad arguments, the data directory is locked, an I/O error).
 
+mod auth;
 mod commands;
+mod config;
+mod demo;
+mod export;
+mod rest;
+mod server;
+mod tokens_api;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
 /// An event-sourced, hash-chained research ledger.
 #[derive(Debug, Parser)]
@@ -24,15 +31,58 @@ struct Cli {
     )]
     data_dir: PathBuf,
 
+    /// The configuration file (default: `research-ledger.toml` in the working directory, when
+    /// there is one). Flags win over environment variables, which win over the file.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_CONFIG",
+        value_name = "FILE"
+    )]
+    config: Option<PathBuf>,
+
+    /// How logs on stderr look: lines for people, or one JSON object per line. The level is
+    /// set by `RESEARCH_LEDGER_LOG` (e.g. `info`, `research_ledger=debug`).
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the HTTP API (default 127.0.0.1:7878): /health, MCP at /mcp, /graphql (+
+    /// /graphql/ws), /v1/export, and the REST view of the tools.
+    Serve(commands::serve::Args),
+    /// Serve MCP on stdin and stdout, for clients that start the server themselves. Logs go to
+    /// stderr; the command ends when stdin closes.
+    Mcp(commands::mcp::Args),
+    /// Run research tasks on the bundled sample corpus, start to finish, and print their
+    /// verdicts, explanations and the ledger's verification.
+    Demo(commands::demo::Args),
     /// Verify the whole ledger from its first event: every hash, every link, every seq, the
     /// Merkle tree against every signed checkpoint, and every signature.
     Verify(commands::verify::Args),
+    /// Show a task as it stands or stood at a version; `--check` re-derives every score,
+    /// adjudication and conclusion from the events it cites.
+    Replay(commands::audit::ReplayArgs),
+    /// Why a task's verdict is what it is, every line citing ledger events. Writes nothing.
+    Explain(commands::audit::ExplainArgs),
+    /// Write an export bundle of some tasks or the whole ledger, for auditors or as a backup.
+    Export(commands::audit::ExportArgs),
+    /// Check an export bundle offline, with no data directory; say where it is wrong.
+    VerifyBundle(commands::audit::VerifyBundleArgs),
+    /// Restore a data directory from a whole-ledger bundle, verifying it first.
+    Import(commands::audit::ImportArgs),
+    /// Check the contracts of external tools, or call each to see that it keeps its contract.
+    Contracts(commands::contracts::Args),
     /// Write a signed checkpoint of the ledger as it stands and print it (JSON).
     Checkpoint(commands::checkpoint::Args),
     /// Print a proof that an event is in a checkpoint, or that one checkpoint extends another.
@@ -46,6 +96,53 @@ enum Command {
     Ingest(commands::ingest::Args),
     /// Measure the product on this machine: figures next to raw baselines from the same run.
     Bench(commands::bench::Args),
+    /// Make, list and revoke the access tokens of the server, in the data directory's token
+    /// file (which a running server re-reads) or through a running server with `--server`.
+    Token(commands::token::Args),
+}
+
+/// How logs look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logs go to stderr: stdout carries what commands print. `serve` logs each request (info);
+/// other commands only warnings, unless `RESEARCH_LEDGER_LOG` says otherwise.
+fn init_logs(format: LogFormat, serving: bool) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(if serving { "info" } else { "warn" })
+        });
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+}
+
+/// The command line, with the configuration file's values beneath it.
+fn parse() -> Result<Cli, clap::Error> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = match config::load(Cli::command(), &args) {
+        Ok(command) => command,
+        Err(e) => {
+            return Err(
+                Cli::command().error(clap::error::ErrorKind::InvalidValue, format!("{e:#}"))
+            );
+        }
+    };
+    let matches = command.try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// The outcome of a command that ran: whether its checks passed.
@@ -56,22 +153,29 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    init_logs(cli.log_format, matches!(cli.command, Command::Serve(_)));
     let result = match &cli.command {
+        Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
+        Command::Mcp(args) => commands::mcp::run(&cli.data_dir, args),
+        Command::Demo(args) => commands::demo::run(&cli.data_dir, args),
         Command::Verify(args) => commands::verify::run(&cli.data_dir, args),
+        Command::Replay(args) => commands::audit::replay(&cli.data_dir, args),
+        Command::Explain(args) => commands::audit::explain(&cli.data_dir, args),
+        Command::Export(args) => commands::audit::export(&cli.data_dir, args),
+        Command::VerifyBundle(args) => commands::audit::verify_bundle(args),
+        Command::Import(args) => commands::audit::import(&cli.data_dir, args),
+        Command::Contracts(args) => commands::contracts::run(&cli.data_dir, args),
         Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),
         Command::Key(args) => commands::key::run(&cli.data_dir, args),
         Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Token(args) => commands::token::run(&cli.data_dir, args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

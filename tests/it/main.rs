@@ -1,9 +1,18 @@
 //! End-to-end tests of the `research-ledger` binary, spawned as a user would run it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod audit;
 mod bench;
+mod concurrency;
+mod crash;
+mod demo;
+mod external;
+mod graphql;
 mod ingest;
+mod mcp;
+mod operations;
 mod proofs;
+mod server;
 mod verify;
 
 use std::path::Path;

@@ -229,9 +229,25 @@ pub struct ScreeningInput {
     /// The stance, required to adopt an item that was added without one.
     #[serde(default)]
     pub stance: Option<Stance>,
+    /// Where the item's scope goes: kept, or moved to a sub-question or the main question.
+    #[serde(default)]
+    pub sub_question: ScopeChoice,
     /// Why; may be empty.
     #[serde(default)]
     pub reason: String,
+}
+
+/// The scope a screening gives an item.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeChoice {
+    /// Keep the scope it has.
+    #[default]
+    Keep,
+    /// It answers the main question.
+    MainQuestion,
+    /// It answers this sub-question, by id.
+    SubQuestion(String),
 }
 
 /// Screen a batch of items.

@@ -13,7 +13,7 @@ use crate::codec::encode;
 use crate::command::{
     AddEvidence, Cause, CloseTask, Command, CommandContext, EvidenceInput, ExpandSubQuestions,
     NewEvent, OpenTask, RecordExternalToolCall, RecordSearch, ResolveConflict, RetractEvidence,
-    ScreenEvidence,
+    ScopeChoice, ScreenEvidence,
 };
 use crate::derive::{self, adjudicate, conclude, explain, matrix, synthesis};
 use crate::event::{
@@ -871,12 +871,27 @@ fn screen(
                 ),
             ));
         }
+        let sub_question = match &decision.sub_question {
+            ScopeChoice::Keep => item.scope().clone(),
+            ScopeChoice::MainQuestion => None,
+            ScopeChoice::SubQuestion(id) => {
+                let id = SubQuestionId::new(id.trim());
+                if state.sub_question(&id).is_none() {
+                    return Err(Refusal::NotFound {
+                        what: "sub_question",
+                        id: id.to_string(),
+                    });
+                }
+                Some(id)
+            }
+        };
         let mut causes = Causes::new(state);
         causes.cite(&item.provenance.cite);
         events.push(causes.event(Event::EvidenceScreened(EvidenceScreened {
             evidence_id: item.id().clone(),
             decision: decision.decision,
             stance,
+            sub_question,
             reason: decision.reason.trim().to_string(),
         })));
     }

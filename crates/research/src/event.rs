@@ -260,6 +260,10 @@ pub struct EvidenceScreened {
     pub decision: ScreeningDecision,
     /// The item's stance from now on (given at screening, or kept from adding).
     pub stance: Option<Stance>,
+    /// The item's scope from now on: the sub-question it answers, none for the main question
+    /// (given at screening, or kept). A screener who reads an item often sees better than the
+    /// search that found it which sub-question it answers.
+    pub sub_question: Option<SubQuestionId>,
     /// Why, as the screener put it (may be empty).
     pub reason: String,
 }

@@ -25,7 +25,7 @@ use crate::rules::{Mode, RuleSet, Stance};
 /// something else; whoever keeps encoded states (snapshots of read models) records this version
 /// beside them and discards any of another. Bump it whenever a field of the state, or of a type
 /// the state holds, is added, removed, reordered or retyped.
-pub const STATE_FORMAT_VERSION: u16 = 1;
+pub const STATE_FORMAT_VERSION: u16 = 2;
 
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +118,8 @@ pub struct ScreeningRecord {
     pub decision: ScreeningDecision,
     /// The stance from then on.
     pub stance: Option<Stance>,
+    /// The scope from then on.
+    pub sub_question: Option<SubQuestionId>,
     /// Why.
     pub reason: String,
     /// The event.
@@ -157,6 +159,15 @@ impl EvidenceRecord {
         match self.screenings.last() {
             Some(screening) => screening.stance,
             None => self.added.stance,
+        }
+    }
+
+    /// The scope in force: the sub-question it answers (none for the main question), from the
+    /// last screening, else as added.
+    pub fn scope(&self) -> &Option<SubQuestionId> {
+        match self.screenings.last() {
+            Some(screening) => &screening.sub_question,
+            None => &self.added.sub_question,
         }
     }
 
@@ -499,6 +510,7 @@ impl TaskState {
                 self.evidence[index].screenings.push(ScreeningRecord {
                     decision: e.decision,
                     stance: e.stance,
+                    sub_question: e.sub_question.clone(),
                     reason: e.reason.clone(),
                     provenance: provenance.clone(),
                 });
@@ -967,7 +979,7 @@ impl TaskState {
             scopes.push(Some(sub_question.sub_question.id.clone()));
         }
         for item in &self.evidence {
-            let scope = item.added.sub_question.clone();
+            let scope = item.scope().clone();
             if !scopes.contains(&scope) {
                 scopes.push(scope);
             }

@@ -424,7 +424,7 @@ impl TaskState {
                     relevance: a.relevance,
                     relevance_basis: a.relevance_basis,
                     stance: item.stance(),
-                    sub_question: a.sub_question.clone(),
+                    sub_question: item.scope().clone(),
                     status,
                     authority: a.authority,
                     reliability: a.reliability,

@@ -15,6 +15,7 @@
 //! that knows about the ledger: it records nothing itself.
 
 pub mod blobs;
+pub mod contracts;
 pub mod corpus;
 pub mod document;
 pub mod ingest;

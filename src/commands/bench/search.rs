@@ -15,8 +15,8 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sources::{Corpus, CorpusLimits, Defaults, tokenize};
 
-use crate::commands::ingest::ingest_with_progress;
 use crate::Outcome;
+use crate::commands::ingest::ingest_with_progress;
 
 /// Arguments of `bench search`.
 #[derive(Debug, clap::Args)]

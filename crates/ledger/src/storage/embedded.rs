@@ -1924,7 +1924,9 @@ impl Storage for EmbeddedStorage {
             },
             other => other,
         };
-        while cursor.next_frame().map_err(damaged_at)? {
+        // The cursor reads no frame at or past the head (`size`): one there may be a frame the
+        // writer is writing right now, whose bytes are not all there yet.
+        while visited < max && cursor.next_frame().map_err(damaged_at)? {
             let first = cursor.body.first_seq;
             for i in 0..cursor.body.events.len() {
                 let seq = first + i as u64;

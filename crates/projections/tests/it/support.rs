@@ -14,7 +14,7 @@ use ledger::{
 use projections::{Projector, ProjectorOptions};
 use research::command::{
     AddEvidence, CloseTask, EvidenceInput, ExpandSubQuestions, OpenTask, RecordExternalToolCall,
-    ResolveConflict, RetractEvidence, ScreenEvidence, ScreeningInput,
+    ResolveConflict, RetractEvidence, ScopeChoice, ScreenEvidence, ScreeningInput,
 };
 use research::event::{HumanOutcome, RelevanceBasis, ScreeningDecision};
 use research::rules::{Mode, Stance};
@@ -306,6 +306,7 @@ pub(crate) fn adopt(id: &str) -> ScreeningInput {
         evidence_id: id.into(),
         decision: ScreeningDecision::Adopt,
         stance: None,
+        sub_question: ScopeChoice::Keep,
         reason: String::new(),
     }
 }
@@ -322,6 +323,7 @@ pub(crate) fn reject(id: &str, reason: &str) -> ScreeningInput {
         evidence_id: id.into(),
         decision: ScreeningDecision::Reject,
         stance: None,
+        sub_question: ScopeChoice::Keep,
         reason: reason.into(),
     }
 }

@@ -19,7 +19,7 @@ pub(crate) fn participants(state: &TaskState, scope: &Option<SubQuestionId>) -> 
     state
         .evidence()
         .iter()
-        .filter(|item| &item.added.sub_question == scope)
+        .filter(|item| item.scope() == scope)
         .filter(|item| item.recorded_status() == EvidenceStatus::Adopted)
         .filter_map(|item| {
             let side = match item.stance()? {

@@ -16,7 +16,7 @@ pub(crate) fn synthesis(state: &TaskState) -> SynthesisRecorded {
                 .iter()
                 .filter(|(item, status)| {
                     matches!(status, EvidenceStatus::Adopted | EvidenceStatus::Overruled)
-                        && item.added.sub_question == scope
+                        && *item.scope() == scope
                         && item.stance() == Some(stance)
                 })
                 .collect();

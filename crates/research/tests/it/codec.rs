@@ -3,7 +3,7 @@
 
 use expect_test::expect;
 use research::event::{EVENT_KINDS, EvidenceScreened, ScreeningDecision, TaskClosed};
-use research::ids::EvidenceId;
+use research::ids::{EvidenceId, SubQuestionId};
 use research::rules::Stance;
 use research::{Command, DecodeError, Event, decode, encode};
 
@@ -80,9 +80,10 @@ fn the_wire_format_is_pinned() {
         evidence_id: EvidenceId::nth(3),
         decision: ScreeningDecision::Adopt,
         stance: Some(Stance::Opposes),
+        sub_question: Some(SubQuestionId::nth(2)),
         reason: "ok".into(),
     });
-    expect![[r#"[1, 0, 4, 101, 118, 45, 51, 0, 1, 1, 2, 111, 107]"#]]
+    expect!["[1, 0, 4, 101, 118, 45, 51, 0, 1, 1, 1, 4, 115, 113, 45, 50, 2, 111, 107]"]
         .assert_eq(&format!("{:?}", encode(&screened)));
     let closed = Event::TaskClosed(TaskClosed { reason: None });
     expect![[r#"[1, 0, 0]"#]].assert_eq(&format!("{:?}", encode(&closed)));

@@ -143,18 +143,21 @@ fn screen_evidence_keeps_or_sets_the_stance() {
             evidence_id: EvidenceId::nth(1),
             decision: ScreeningDecision::Adopt,
             stance: Some(Stance::Supports),
+            sub_question: None,
             reason: String::new(),
         }),
         Event::EvidenceScreened(EvidenceScreened {
             evidence_id: EvidenceId::nth(2),
             decision: ScreeningDecision::Adopt,
             stance: Some(Stance::Neutral),
+            sub_question: None,
             reason: String::new(),
         }),
         Event::EvidenceScreened(EvidenceScreened {
             evidence_id: EvidenceId::nth(3),
             decision: ScreeningDecision::Reject,
             stance: None,
+            sub_question: None,
             reason: "off topic".into(),
         }),
     ]);

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use research::command::{ScopeChoice, ScreeningInput};
 use research::event::{ConclusionIssued, EvidenceStatus, HumanOutcome, Side, Tier};
 use research::ids::{ConclusionId, ConflictId, EvidenceId};
 use research::rules::{
     Components, Mode, RulesOverride, Stance, ThresholdsOverride, Verdict, VerdictRule,
 };
 use research::state::HumanDecisionKind;
-use research::{Cause, Command, Event, TaskStatus};
+use research::{Cause, Command, Event, Refusal, TaskStatus};
 
 use crate::support::*;
 
@@ -147,6 +148,68 @@ fn items_in_different_scopes_are_never_adjudicated_against_each_other() {
     // Their disagreement shows in consistency instead.
     assert_eq!(issued.components.consistency, 0.5);
     assert_eq!(issued.rule, VerdictRule::Divided);
+}
+
+#[test]
+fn screening_moves_an_item_to_the_scope_it_answers() {
+    // Found by a search of the main question, the opposing item turns out, on reading, to
+    // answer the sub-question: the screener moves it there, and it is adjudicated there.
+    let mut task = Task::from_commands(vec![
+        open(),
+        sub_questions(&["Supply growth?"]),
+        add(vec![
+            in_scope(
+                item("a.gov", "government", "2025-06-01", Some(Stance::Supports)),
+                "sq-1",
+            ),
+            item("b.org", "blog", "2025-06-01", Some(Stance::Opposes)),
+        ]),
+    ]);
+    let moved = ScreeningInput {
+        sub_question: ScopeChoice::SubQuestion("sq-1".into()),
+        ..adopt("ev-2")
+    };
+    task.ok(screen(vec![adopt("ev-1"), moved]));
+    let scopes: Vec<_> = task
+        .state
+        .evidence_views()
+        .into_iter()
+        .map(|v| v.sub_question.map(|s| s.to_string()))
+        .collect();
+    assert_eq!(
+        scopes,
+        vec![Some("sq-1".to_owned()), Some("sq-1".to_owned())]
+    );
+    task.ok(Command::RunConflictResolution);
+    let conflicts = task.state.conflict_views();
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(
+        conflicts[0].scope.as_ref().map(|s| s.to_string()),
+        Some("sq-1".to_owned())
+    );
+    assert_eq!(conflicts[0].tier, Tier::Authority);
+
+    // And back to the main question, which dissolves the conflict at the next resolution.
+    let back = ScreeningInput {
+        sub_question: ScopeChoice::MainQuestion,
+        ..adopt("ev-2")
+    };
+    task.ok(screen(vec![back]));
+    task.ok(Command::RunConflictResolution);
+    assert!(task.state.conflict_views().iter().all(|c| !c.current));
+
+    // A sub-question that does not exist is refused.
+    let nowhere = ScreeningInput {
+        sub_question: ScopeChoice::SubQuestion("sq-9".into()),
+        ..adopt("ev-2")
+    };
+    assert!(matches!(
+        task.run(&screen(vec![nowhere])),
+        Err(Refusal::NotFound {
+            what: "sub_question",
+            ..
+        })
+    ));
 }
 
 /// Two supporting items in the main scope and one opposing in a sub-question.

@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use research::command::{
     AddEvidence, CloseTask, EvidenceInput, ExpandSubQuestions, OpenTask, RecordSearch,
-    ResolveConflict, RetractEvidence, ScreenEvidence, ScreeningInput, SearchCandidate,
+    ResolveConflict, RetractEvidence, ScopeChoice, ScreenEvidence, ScreeningInput, SearchCandidate,
 };
 use research::event::{HumanOutcome, RelevanceBasis, ScreeningDecision};
 use research::rules::{Mode, RulesOverride, Stance};
@@ -118,6 +118,7 @@ pub(crate) fn adopt(id: &str) -> ScreeningInput {
         evidence_id: id.into(),
         decision: ScreeningDecision::Adopt,
         stance: None,
+        sub_question: ScopeChoice::Keep,
         reason: String::new(),
     }
 }
@@ -134,6 +135,7 @@ pub(crate) fn reject(id: &str, reason: &str) -> ScreeningInput {
         evidence_id: id.into(),
         decision: ScreeningDecision::Reject,
         stance: None,
+        sub_question: ScopeChoice::Keep,
         reason: reason.into(),
     }
 }

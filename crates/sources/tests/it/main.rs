@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod blobs;
+mod contracts;
 mod ingest;
 mod search;
 mod summary;

@@ -1,0 +1,285 @@
+//! The GraphQL API over HTTP: `POST /graphql` for queries and mutations, `GET /graphql` for
+//! GraphiQL, `GET /graphql/ws` for subscriptions (graphql-transport-ws, and the older
+//! graphql-ws protocol for clients that only speak it).
+//!
+//! The server answers on loopback without credentials, so the browser is the one client that
+//! could be turned against it: a page on another site can send a simple cross-site POST, or
+//! open a WebSocket, to `127.0.0.1`. Two checks close that. `POST /graphql` takes only
+//! `application/json`, which a browser will not send cross-site without asking first (a CORS
+//! preflight this server never grants); and a request that carries an `Origin` — browsers
+//! always send one on WebSocket handshakes and cross-site POSTs — must come from the server's
+//! own origin.
+
+use std::sync::Arc;
+
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql::{Data, Response as GqlResponse};
+use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Router};
+use service::{Caller, Service, ServiceError};
+
+use crate::error::to_server_error;
+use crate::limits::SubscriptionSlots;
+use crate::{Authenticator, Options, ResearchSchema, build_schema};
+
+/// What the routes share.
+#[derive(Clone)]
+struct Http {
+    schema: ResearchSchema,
+    options: Arc<Options>,
+}
+
+/// The routes of the GraphQL API, ready to merge into the server's router. A layer in front
+/// of them may put the authenticated [`Caller`] into the request's extensions; without one,
+/// writes are recorded as [`Options::anonymous_actor`].
+pub fn router(service: Service, options: Options) -> Router {
+    let schema = build_schema(service, options.clone());
+    Router::new()
+        .route("/graphql", get(graphiql).post(post))
+        .route("/graphql/ws", get(websocket))
+        .with_state(Http {
+            schema,
+            options: Arc::new(options),
+        })
+}
+
+/// A GraphQL response that holds only `error`, with an HTTP status, for requests refused
+/// before they reach the schema.
+fn refuse(status: StatusCode, error: ServiceError) -> Response {
+    let body = GqlResponse::from_errors(vec![to_server_error(error)]);
+    (status, GraphQLResponse::from(body)).into_response()
+}
+
+/// The refusal of a request from a browser page of another origin.
+fn foreign_origin(headers: &HeaderMap) -> Option<Response> {
+    let origin = headers.get(header::ORIGIN)?;
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, authority)| authority.trim_end_matches('/'));
+    match (origin_host, host) {
+        (Some(origin_host), Some(host)) if origin_host.eq_ignore_ascii_case(host) => None,
+        _ => Some(refuse(
+            StatusCode::FORBIDDEN,
+            ServiceError::Forbidden(format!(
+                "requests from the origin {} are refused: only pages served by this server may call it",
+                origin.to_str().unwrap_or("(not text)")
+            )),
+        )),
+    }
+}
+
+fn caller_of(extensions: &axum::http::Extensions, options: &Options) -> Caller {
+    extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(|| Caller::new(options.anonymous_actor.clone()))
+}
+
+/// `POST /graphql`: one query or mutation, as JSON.
+async fn post(State(http): State<Http>, request: Request) -> Response {
+    if let Some(refused) = foreign_origin(request.headers()) {
+        return refused;
+    }
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ServiceError::InvalidArgument {
+                field: "content-type".into(),
+                message: "send the request as application/json: {\"query\": …, \"variables\": …}"
+                    .into(),
+            },
+        );
+    }
+    let caller = caller_of(request.extensions(), &http.options);
+    let bytes_max = http.options.limits.request_bytes_max;
+    let too_large = |actual: u64| {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ServiceError::LimitExceeded {
+                limit: "request_bytes_max".into(),
+                max: bytes_max as u64,
+                actual,
+            },
+        )
+    };
+    // A declared length over the limit is refused before anything is read.
+    if let Some(declared) = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| *n > bytes_max as u64)
+    {
+        return too_large(declared);
+    }
+    let bytes = match axum::body::to_bytes(request.into_body(), bytes_max).await {
+        Ok(bytes) => bytes,
+        // An undeclared length is read up to the limit and no further.
+        Err(_) => return too_large(bytes_max as u64 + 1),
+    };
+    let graphql_request: async_graphql::Request = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                ServiceError::InvalidArgument {
+                    field: "body".into(),
+                    message: format!("not a GraphQL request: {e}"),
+                },
+            );
+        }
+    };
+    GraphQLResponse::from(http.schema.execute(graphql_request.data(caller)).await).into_response()
+}
+
+/// `GET /graphql/ws`: subscriptions (and queries and mutations) over one WebSocket.
+async fn websocket(
+    State(http): State<Http>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if let Some(refused) = foreign_origin(&headers) {
+        return refused;
+    }
+    let bytes_max = http.options.limits.request_bytes_max;
+    let schema = http.schema.clone();
+    let anonymous = http.options.anonymous_actor.clone();
+    // A caller the server authenticated from the handshake's header; otherwise the
+    // connection_init payload names one (browsers cannot set headers on a WebSocket).
+    let known = caller.map(|Extension(c)| c);
+    let authenticator = http.options.authenticator.clone();
+    let subscriptions_max = http.options.limits.subscriptions_per_connection_max;
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .max_message_size(bytes_max)
+        .max_frame_size(bytes_max)
+        .on_upgrade(move |socket| {
+            GraphQLWebSocket::new(socket, schema, protocol)
+                .on_connection_init(move |payload| async move {
+                    let caller = match (known, authenticator) {
+                        (Some(caller), _) => caller,
+                        (None, None) => Caller::new(anonymous),
+                        (None, Some(Authenticator(check))) => {
+                            let token = init_token(&payload);
+                            match check(token.as_deref()).map_err(to_server_error)? {
+                                Some(caller) => caller,
+                                None => Caller::new(anonymous),
+                            }
+                        }
+                    };
+                    let mut data = Data::default();
+                    data.insert(caller);
+                    data.insert(SubscriptionSlots::new(subscriptions_max));
+                    Ok(data)
+                })
+                .serve()
+        })
+}
+
+/// The token in a `connection_init` payload: `{"Authorization": "Bearer TOKEN"}` (any case of
+/// the key), as GraphQL WebSocket clients send headers there.
+fn init_token(payload: &serde_json::Value) -> Option<String> {
+    let object = payload.as_object()?;
+    let value = object
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, value)| value.as_str())?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+/// `GET /graphql`: GraphiQL, talking to this server over HTTP and WebSocket.
+async fn graphiql() -> Html<&'static str> {
+    Html(GRAPHIQL)
+}
+
+/// The GraphiQL page. Its scripts come from unpkg.com at pinned versions, as GraphiQL is
+/// distributed; the API itself needs none of them.
+const GRAPHIQL: &str = r#"<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8">
+    <meta name="robots" content="noindex">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <title>research-ledger · GraphiQL</title>
+    <style>
+      body { margin: 0; height: 100%; overflow: hidden; }
+      #graphiql { height: 100vh; }
+    </style>
+    <script crossorigin src="https://unpkg.com/react@18.3.1/umd/react.production.min.js"></script>
+    <script crossorigin src="https://unpkg.com/react-dom@18.3.1/umd/react-dom.production.min.js"></script>
+    <script crossorigin src="https://unpkg.com/graphql-ws@5.16.0/umd/graphql-ws.min.js"></script>
+    <link rel="stylesheet" href="https://unpkg.com/graphiql@3.9.0/graphiql.min.css">
+  </head>
+  <body>
+    <div id="graphiql">Loading GraphiQL from unpkg.com… Without it, POST queries to /graphql as JSON.</div>
+    <script crossorigin src="https://unpkg.com/graphiql@3.9.0/graphiql.min.js"></script>
+    <script>
+      const http = new URL('/graphql', window.location.href);
+      const ws = new URL('/graphql/ws', window.location.href);
+      ws.protocol = ws.protocol === 'https:' ? 'wss:' : 'ws:';
+      const fetcher = GraphiQL.createFetcher({
+        url: http.toString(),
+        wsClient: graphqlWs.createClient({ url: ws.toString() }),
+      });
+      ReactDOM.createRoot(document.getElementById('graphiql')).render(
+        React.createElement(GraphiQL, { fetcher, defaultEditorToolsVisibility: true }),
+      );
+    </script>
+  </body>
+</html>
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        if let Some(o) = origin {
+            h.insert(header::ORIGIN, HeaderValue::from_str(o).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_the_servers_own_origin_or_none_may_call() {
+        assert!(foreign_origin(&headers(None, "127.0.0.1:7878")).is_none());
+        assert!(
+            foreign_origin(&headers(Some("http://127.0.0.1:7878"), "127.0.0.1:7878")).is_none()
+        );
+        assert!(
+            foreign_origin(&headers(Some("http://127.0.0.1:7878/"), "127.0.0.1:7878")).is_none()
+        );
+        for bad in [
+            "http://evil.example",
+            "http://127.0.0.1:9999",
+            "null",
+            "http://127.0.0.1:7878.evil.example",
+        ] {
+            let refused = foreign_origin(&headers(Some(bad), "127.0.0.1:7878")).unwrap();
+            assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The bridge's own errors, and the one mapping from the service's errors to protocol errors
+//! for requests that are not tool calls (tool calls answer with tool results instead).
+
+use rmcp::ErrorData as McpError;
+use serde_json::json;
+use service::ServiceError;
+
+/// Why the bridge could not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// The transport failed before the first exchange (stdin closed, the client spoke
+    /// something else).
+    #[error("the MCP server did not start: {0}")]
+    Start(String),
+    /// The server's task ended abnormally.
+    #[error("the MCP server stopped: {0}")]
+    Stopped(String),
+}
+
+/// A resource that does not exist: `-32002` for 2025-era clients, `-32602` from 2026-07-28
+/// (the SDK rewrites the code for the newer era).
+pub(crate) fn resource_not_found(uri: &str, why: impl std::fmt::Display) -> McpError {
+    McpError::resource_not_found(
+        format!("no resource {uri}: {why}"),
+        Some(json!({ "uri": uri })),
+    )
+}
+
+/// A resource read that failed in the service.
+pub(crate) fn resource_error(uri: &str, e: &ServiceError) -> McpError {
+    match e {
+        ServiceError::NotFound { .. } | ServiceError::InvalidArgument { .. } => {
+            resource_not_found(uri, e)
+        }
+        ServiceError::LimitExceeded { .. } => {
+            McpError::invalid_params(e.to_string(), Some(e.to_json()))
+        }
+        _ => internal(e),
+    }
+}
+
+/// A failure of the service behind a protocol request that is not the client's fault.
+pub(crate) fn internal(e: &ServiceError) -> McpError {
+    McpError::internal_error(e.to_string(), Some(e.to_json()))
+}
+
+/// A prompt asked for with arguments the service refuses.
+pub(crate) fn prompt_error(e: &ServiceError) -> McpError {
+    match e {
+        ServiceError::NotFound { .. }
+        | ServiceError::InvalidArgument { .. }
+        | ServiceError::LimitExceeded { .. } => {
+            McpError::invalid_params(e.to_string(), Some(e.to_json()))
+        }
+        _ => internal(e),
+    }
+}

@@ -1,0 +1,307 @@
+//! Tools: the service's contract as MCP tools, tool calls as tool results, progress
+//! notifications, and pipeline runs as MCP tasks.
+//!
+//! Only an unknown tool is a protocol error (`-32602`): the client asked for something this
+//! server does not have. Everything the service refuses — bad arguments, the wrong order, a
+//! stale version, a reused key, a closed task — is a tool result with `isError: true` whose
+//! `structuredContent` is the service's structured error, so the model reads what to do next.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
+    JsonObject, ProgressNotificationParam, ProgressToken, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskExit, TaskOptions};
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use serde_json::{Value, json};
+use service::{Job, ServiceError, ToolOutput, ToolProgress};
+
+use crate::bridge::Bridge;
+use crate::error::internal;
+
+/// The tool that starts pipeline jobs: with a progress token it reports every step, and with
+/// the tasks extension it becomes an MCP task.
+const RUN_PIPELINE: &str = "research_run_pipeline";
+
+/// Progress messages queued between the blocking call and the notifier.
+const PROGRESS_QUEUE: usize = 64;
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Every tool of the service's contract, with its schemas and annotations. Nothing is ever
+/// deleted, so no tool is destructive; reads are read-only and idempotent; every tool works on
+/// the ledger and the embedded corpus only, a closed world.
+pub(crate) fn tools(service: &service::Service) -> Vec<Tool> {
+    service
+        .tools()
+        .into_iter()
+        .map(|spec| {
+            let mut annotations = ToolAnnotations::with_title(spec.title.clone())
+                .read_only(spec.read_only)
+                .destructive(false)
+                .open_world(spec.open_world);
+            if spec.idempotent {
+                annotations = annotations.idempotent(true);
+            }
+            Tool::new(
+                spec.name,
+                spec.description,
+                Arc::new(object(spec.input_schema)),
+            )
+            .with_title(spec.title)
+            .with_raw_output_schema(Arc::new(object(spec.output_schema)))
+            .with_annotations(annotations)
+        })
+        .collect()
+}
+
+/// A service answer as a tool result: the structured object plus a short text, or the
+/// structured error with `isError`.
+pub(crate) fn tool_result(outcome: Result<ToolOutput, ServiceError>) -> CallToolResult {
+    match outcome {
+        Ok(out) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(out.text)]);
+            result.structured_content = Some(out.structured);
+            result
+        }
+        Err(e) => {
+            let body = e.to_json();
+            // The text carries the whole error too: clients that show only text still see
+            // the code, the pending actions or the current version.
+            let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+                "{}: {}\n{}",
+                e.code(),
+                e,
+                body
+            ))]);
+            result.structured_content = Some(body);
+            result
+        }
+    }
+}
+
+pub(crate) async fn call(
+    bridge: &Bridge,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResponse, McpError> {
+    let name = request.name.to_string();
+    if !bridge.service().has_tool(&name) {
+        return Err(McpError::invalid_params(
+            format!("unknown tool {name:?}; tools/list names the tools of this server"),
+            Some(json!({ "tool": name })),
+        ));
+    }
+    let arguments = request.arguments.map_or(Value::Null, Value::Object);
+    let caller = bridge.caller(&context);
+    let token = context.meta.get_progress_token();
+    let tasks_declared = context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks());
+
+    let (progress, notifier) = match &token {
+        Some(token) => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<ToolProgress>(PROGRESS_QUEUE);
+            let notifier = tokio::spawn(notify_progress(context.peer.clone(), token.clone(), rx));
+            let report: Box<dyn FnMut(ToolProgress) + Send> = Box::new(move |p| {
+                // On the blocking thread; a client that stopped listening only loses progress.
+                let _ = tx.blocking_send(p);
+            });
+            (report, Some(notifier))
+        }
+        None => {
+            let report: Box<dyn FnMut(ToolProgress) + Send> = Box::new(|_| {});
+            (report, None)
+        }
+    };
+    let outcome = bridge
+        .service()
+        .call_tool_async_with_progress(caller, name.clone(), arguments, progress)
+        .await;
+    // Every progress notification goes out before the result it belongs to.
+    if let Some(notifier) = notifier {
+        let _ = notifier.await;
+    }
+    let read_only = bridge
+        .service()
+        .tools()
+        .iter()
+        .any(|t| t.name == name && t.read_only);
+    crate::logging::tool_called(
+        &bridge.session.log_level,
+        &context,
+        &name,
+        read_only,
+        &outcome,
+    )
+    .await;
+
+    if name == RUN_PIPELINE
+        && let Ok(out) = &outcome
+        && let Some(job_id) = out.structured["job_id"].as_str()
+    {
+        let replayed = out.structured["replayed"] == true;
+        if tasks_declared {
+            return Ok(CallToolResponse::Task(pipeline_task(
+                bridge, job_id, replayed,
+            )?));
+        }
+        if let Some(token) = token {
+            let job = follow_job(bridge, job_id, Some((&context.peer, token))).await?;
+            return Ok(tool_result(Ok(job.to_output(replayed))).into());
+        }
+    }
+    Ok(tool_result(outcome).into())
+}
+
+async fn notify_progress(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    mut rx: tokio::sync::mpsc::Receiver<ToolProgress>,
+) {
+    let mut last = None;
+    while let Some(p) = rx.recv().await {
+        let value = p.progress as f64;
+        // Progress must increase from one notification to the next.
+        if last.is_some_and(|l| value <= l) {
+            continue;
+        }
+        last = Some(value);
+        let mut param =
+            ProgressNotificationParam::new(token.clone(), value).with_message(p.message);
+        if let Some(total) = p.total {
+            param = param.with_total(total as f64);
+        }
+        if peer.notify_progress(param).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Where a job stands as a progress value that only grows: `k` once step `k` is finished, the
+/// share of the current step's units while it runs, and half a step for a stop before the end.
+fn job_progress(job: &Job) -> f64 {
+    let done = f64::from(job.step.saturating_sub(1));
+    match job.status {
+        service::JobStatus::Completed => f64::from(job.steps_total),
+        service::JobStatus::Running => {
+            let within = job
+                .step_progress
+                .as_deref()
+                .and_then(|p| p.split_once('/'))
+                .and_then(|(i, n)| Some((i.parse::<f64>().ok()?, n.parse::<f64>().ok()?)))
+                .filter(|(_, n)| *n > 0.0)
+                .map_or(0.0, |(i, n)| (i - 1.0).max(0.0) / n);
+            done + within
+        }
+        _ => done + 0.5,
+    }
+}
+
+/// Reports a job's progress to a client: every finished step once (so none is lost when the
+/// job moves faster than the client is told), then where it stands.
+struct JobReporter<'a> {
+    peer: &'a Peer<RoleServer>,
+    token: ProgressToken,
+    steps_reported: usize,
+    last: Option<f64>,
+}
+
+impl JobReporter<'_> {
+    async fn send(&mut self, value: f64, total: f64, message: String) {
+        // Progress must increase from one notification to the next.
+        if self.last.is_some_and(|l| value <= l) {
+            return;
+        }
+        self.last = Some(value);
+        let param = ProgressNotificationParam::new(self.token.clone(), value)
+            .with_total(total)
+            .with_message(message);
+        // A client that stopped listening still gets the result.
+        let _ = self.peer.notify_progress(param).await;
+    }
+
+    async fn report(&mut self, job: &Job) {
+        let total = f64::from(job.steps_total);
+        for step in job.steps.iter().skip(self.steps_reported) {
+            let message = format!(
+                "step {}/{}: {}: {}",
+                step.step, job.steps_total, step.name, step.detail
+            );
+            self.send(f64::from(step.step), total, message).await;
+        }
+        self.steps_reported = job.steps.len();
+        self.send(job_progress(job), total, job.progress.clone())
+            .await;
+    }
+}
+
+/// Waits for a job to stop (completed, waiting for screening, failed, interrupted), telling
+/// the client of every step when it gave a progress token.
+async fn follow_job(
+    bridge: &Bridge,
+    job_id: &str,
+    notify: Option<(&Peer<RoleServer>, ProgressToken)>,
+) -> Result<Job, McpError> {
+    let mut watch = bridge
+        .service()
+        .watch_job(job_id)
+        .map_err(|e| internal(&e))?;
+    let mut reporter = notify.map(|(peer, token)| JobReporter {
+        peer,
+        token,
+        steps_reported: 0,
+        last: None,
+    });
+    loop {
+        let job = watch.borrow_and_update().clone();
+        if let Some(reporter) = &mut reporter {
+            reporter.report(&job).await;
+        }
+        if job.status.is_stopped() {
+            return Ok(job);
+        }
+        if watch.changed().await.is_err() {
+            // The job was forgotten while running (it cannot be: running jobs are kept);
+            // answer with what the service says now.
+            return bridge.service().job(job_id).map_err(|e| internal(&e));
+        }
+    }
+}
+
+/// A pipeline run as an MCP task: the task completes when the job stops, with the job as its
+/// result. Cancelling the task stops the waiting, not the job, which ends at its next stop on
+/// its own.
+fn pipeline_task(
+    bridge: &Bridge,
+    job_id: &str,
+    replayed: bool,
+) -> Result<CreateTaskResult, McpError> {
+    let options = TaskOptions::new()
+        .with_ttl_ms(bridge.options().task_ttl_ms)
+        .with_poll_interval_ms(500)
+        .with_status_message(format!("pipeline job {job_id}"));
+    let waiter = bridge.clone();
+    let job_id = job_id.to_owned();
+    let task = bridge.shared.tasks.spawn(options, move |context| {
+        Box::pin(async move {
+            let follow = follow_job(&waiter, &job_id, None);
+            tokio::select! {
+                job = follow => {
+                    let job = job.map_err(TaskExit::Error)?;
+                    context.set_status_message(job.progress.clone());
+                    Ok(tool_result(Ok(job.to_output(replayed))))
+                }
+                () = context.cancelled() => Err(TaskExit::Cancelled),
+            }
+        })
+    });
+    Ok(CreateTaskResult::new(task))
+}

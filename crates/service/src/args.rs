@@ -1,0 +1,375 @@
+//! The arguments of every tool, as clients send them: the contract clients and auditors script
+//! against (SPEC §5 and §10). Each type gives the tool's input schema and is read strictly: an
+//! unknown argument is refused, not ignored, so a misspelt one never goes unnoticed.
+//!
+//! Every write tool also takes `expected_version` (refused with `session_conflict` when the task
+//! is elsewhere) and `idempotency_key` (a retry with the same key and arguments returns the
+//! original result, marked `replayed`).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `research_open_task`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenTaskArgs {
+    /// The research question.
+    pub question: String,
+    /// Constraints on the research (scope, period, region, …).
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// The date the research is as of, `YYYY-MM-DD`; today (UTC) when absent.
+    #[serde(default)]
+    pub research_date: Option<String>,
+    /// `tool_constrained` (default): every step through the tools in order. `agent_led`: free
+    /// order; generating a conclusion runs the conflict rules and matrix itself.
+    #[serde(default)]
+    pub mode: Option<ModeArg>,
+    /// Overrides of rule set v1's parameters, validated and recorded with the task.
+    #[serde(default)]
+    pub rules: Option<RulesArg>,
+    /// Refused unless the task is at this version (0 for a new task).
+    #[serde(default)]
+    pub expected_version: Option<u64>,
+    /// Makes a retry safe: the same key and arguments return the original result.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// The workflow mode of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeArg {
+    /// Every step through the tools in order.
+    ToolConstrained,
+    /// Free order.
+    AgentLed,
+}
+
+/// Overrides of rule set v1 (SPEC §10).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RulesArg {
+    /// All four weights together; they must sum to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<WeightsArg>,
+    /// Recency half-life in days (> 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_life_days: Option<f64>,
+    /// Authority by source type, for the types to change.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub authority: BTreeMap<String, f64>,
+    /// Thresholds to change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<ThresholdsArg>,
+}
+
+/// The four weights of the conclusion formula.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsArg {
+    /// Weight of mean relevance.
+    pub relevance: f64,
+    /// Weight of consistency.
+    pub consistency: f64,
+    /// Weight of mean recency.
+    pub recency: f64,
+    /// Weight of source diversity.
+    pub diversity: f64,
+}
+
+/// Thresholds of rule set v1.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdsArg {
+    /// Authority gap that decides a conflict (0.15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority_gap: Option<f64>,
+    /// Publication gap in days that decides a conflict (30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recency_gap_days: Option<f64>,
+    /// Consistency needed for a stance (2/3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<f64>,
+    /// Confidence below which evidence is insufficient (0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_floor: Option<f64>,
+    /// Independent sources for full diversity (3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diversity_sources: Option<f64>,
+}
+
+/// Arguments every write tool on an existing task takes besides its own.
+macro_rules! task_write_args {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* pub $field:ident : $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// The task.
+            pub task_id: String,
+            $($(#[$fmeta])* pub $field: $ty,)*
+            /// Refused with `session_conflict` unless the task is at this version.
+            #[serde(default)]
+            pub expected_version: Option<u64>,
+            /// Makes a retry safe: the same key and arguments return the original result.
+            #[serde(default)]
+            pub idempotency_key: Option<String>,
+        }
+    };
+}
+
+task_write_args!(
+    /// `research_expand_subquestions`.
+    ExpandSubquestionsArgs {
+        /// The sub-questions to add, in order.
+        pub sub_questions: Vec<String>,
+    }
+);
+
+task_write_args!(
+    /// `retrieval_search_evidence`.
+    SearchEvidenceArgs {
+        /// What to search for; the sub-question's text, or else the task question, when absent.
+        #[serde(default)]
+        pub query: Option<String>,
+        /// The sub-question the results answer (their scope), by id.
+        #[serde(default)]
+        pub sub_question: Option<String>,
+        /// Sources to ask; `corpus` (the embedded corpus) when absent.
+        #[serde(default)]
+        pub sources: Option<Vec<String>>,
+        /// Most results per source (default 10).
+        #[serde(default)]
+        pub limit: Option<u32>,
+    }
+);
+
+task_write_args!(
+    /// `retrieval_add_evidence`: evidence the client found itself (origin `client`).
+    AddEvidenceArgs {
+        /// The publisher, or a URL (its host is used).
+        pub source: String,
+        /// Where it can be read.
+        #[serde(default)]
+        pub url: Option<String>,
+        /// `YYYY-MM-DD`.
+        pub publish_date: String,
+        /// primary_data, government, academic_paper, institutional_report, news_original,
+        /// news_reprint, blog, social or other.
+        pub source_type: String,
+        /// The full text; kept in the content store, cited by its hash.
+        pub content: String,
+        /// At most 800 characters; cut from the content at a sentence end when absent.
+        #[serde(default)]
+        pub summary: Option<String>,
+        /// Stance toward the main question, if already known.
+        #[serde(default)]
+        pub stance: Option<StanceArg>,
+        /// Relevance in [0, 1]; IDF coverage of the question's terms when absent.
+        #[serde(default)]
+        pub relevance: Option<f64>,
+        /// Citations, when known.
+        #[serde(default)]
+        pub citation_count: Option<u64>,
+        /// The sub-question it answers, by id.
+        #[serde(default)]
+        pub sub_question: Option<String>,
+    }
+);
+
+task_write_args!(
+    /// `retrieval_retract_evidence`.
+    RetractEvidenceArgs {
+        /// The item.
+        pub evidence_id: String,
+        /// Why.
+        pub reason: String,
+    }
+);
+
+/// One screening decision.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScreeningArg {
+    /// The item.
+    pub evidence_id: String,
+    /// Adopt (true) or reject (false).
+    pub adopt: bool,
+    /// Stance toward the main question; needed to adopt an item added without one.
+    #[serde(default)]
+    pub stance: Option<StanceArg>,
+    /// The sub-question the item answers, when reading it shows it answers another scope than
+    /// the search that found it: a sub-question id, or null for the main question. Absent keeps
+    /// the item's scope. Conflicts are adjudicated within a scope.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schemars(with = "Option<String>")]
+    pub sub_question: Option<Option<String>>,
+    /// Why.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Tells an absent field (`None`) from one given as `null` (`Some(None)`).
+fn present_or_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
+}
+
+task_write_args!(
+    /// `synthesis_screen_evidence`.
+    ScreenEvidenceArgs {
+        /// One decision per item.
+        pub decisions: Vec<ScreeningArg>,
+    }
+);
+
+task_write_args!(
+    /// A write tool that takes no arguments of its own.
+    TaskArgs {}
+);
+
+task_write_args!(
+    /// `evaluation_resolve_conflict`: a person decides a pending conflict, or appeals an
+    /// automatic adjudication.
+    ResolveConflictArgs {
+        /// The conflict.
+        pub conflict_id: String,
+        /// The side that wins, or `both_stand`.
+        pub winner: WinnerArg,
+        /// Why.
+        pub reason: String,
+    }
+);
+
+task_write_args!(
+    /// `research_close_task`.
+    CloseTaskArgs {
+        /// Why.
+        #[serde(default)]
+        pub reason: Option<String>,
+    }
+);
+
+task_write_args!(
+    /// `research_run_pipeline`: the research steps as a background job.
+    RunPipelineArgs {}
+);
+
+/// `research_job_status`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobStatusArgs {
+    /// The job, as `research_run_pipeline` named it.
+    pub job_id: String,
+}
+
+/// A read tool about one task.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskReadArgs {
+    /// The task.
+    pub task_id: String,
+}
+
+/// `retrieval_get_source_detail`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceDetailArgs {
+    /// The task.
+    pub task_id: String,
+    /// The item.
+    pub evidence_id: String,
+}
+
+/// A tool that takes no arguments.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// A stance toward the main question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StanceArg {
+    /// It supports the claim the question asks about.
+    Supports,
+    /// It opposes it.
+    Opposes,
+    /// It takes no side.
+    Neutral,
+}
+
+/// The outcome of a human decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WinnerArg {
+    /// The supporting side wins.
+    Supports,
+    /// The opposing side wins.
+    Opposes,
+    /// Neither side is overruled.
+    BothStand,
+}
+
+impl From<StanceArg> for research::rules::Stance {
+    fn from(s: StanceArg) -> Self {
+        match s {
+            StanceArg::Supports => research::rules::Stance::Supports,
+            StanceArg::Opposes => research::rules::Stance::Opposes,
+            StanceArg::Neutral => research::rules::Stance::Neutral,
+        }
+    }
+}
+
+impl From<WinnerArg> for research::event::HumanOutcome {
+    fn from(w: WinnerArg) -> Self {
+        match w {
+            WinnerArg::Supports => research::event::HumanOutcome::Supports,
+            WinnerArg::Opposes => research::event::HumanOutcome::Opposes,
+            WinnerArg::BothStand => research::event::HumanOutcome::BothStand,
+        }
+    }
+}
+
+impl From<ModeArg> for research::rules::Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::ToolConstrained => research::rules::Mode::ToolConstrained,
+            ModeArg::AgentLed => research::rules::Mode::AgentLed,
+        }
+    }
+}
+
+/// Reads the arguments of a built-in tool as a call would, without calling it: what is wrong
+/// with them, or nothing.
+pub fn parse_for_tool(
+    name: &str,
+    arguments: &serde_json::Value,
+) -> Result<(), crate::ServiceError> {
+    use crate::tools::parse;
+    match name {
+        "research_open_task" => parse::<OpenTaskArgs>(arguments).map(drop),
+        "research_expand_subquestions" => parse::<ExpandSubquestionsArgs>(arguments).map(drop),
+        "retrieval_search_evidence" => parse::<SearchEvidenceArgs>(arguments).map(drop),
+        "retrieval_add_evidence" => parse::<AddEvidenceArgs>(arguments).map(drop),
+        "retrieval_get_source_detail" => parse::<SourceDetailArgs>(arguments).map(drop),
+        "retrieval_retract_evidence" => parse::<RetractEvidenceArgs>(arguments).map(drop),
+        "synthesis_screen_evidence" => parse::<ScreenEvidenceArgs>(arguments).map(drop),
+        "synthesis_research_synthesis"
+        | "evaluation_conflict_resolution"
+        | "evaluation_build_decision_matrix"
+        | "evaluation_generate_conclusion"
+        | "evaluation_explain_reasoning" => parse::<TaskArgs>(arguments).map(drop),
+        "evaluation_resolve_conflict" => parse::<ResolveConflictArgs>(arguments).map(drop),
+        "research_summarize_state" => parse::<TaskReadArgs>(arguments).map(drop),
+        "research_close_task" => parse::<CloseTaskArgs>(arguments).map(drop),
+        "audit_verify" => parse::<NoArgs>(arguments).map(drop),
+        other => Err(crate::ServiceError::NotFound {
+            resource: "tool",
+            id: other.to_owned(),
+        }),
+    }
+}

@@ -1,0 +1,199 @@
+//! The service's one error type, and its wire form.
+//!
+//! Every front end reports an error as `{"error": CODE, "message": …, …details}` (MCP tool
+//! results with `isError`, GraphQL `extensions` in upper case, REST bodies). The codes are a
+//! contract clients script against; this is the one place they are made.
+
+use serde_json::{Value, json};
+
+/// Why a call was not carried out.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The domain refused the command: bad input, the wrong order, a closed task, a limit.
+    #[error("{0}")]
+    Refused(research::Refusal),
+    /// An argument is malformed before the domain could look at it.
+    #[error("{message}")]
+    InvalidArgument {
+        /// The argument, as the client named it.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The task moved on since the caller read it: fetch the latest session and decide again.
+    #[error("task {task_id} is at version {current_version}, not {expected_version}")]
+    SessionConflict {
+        /// The task.
+        task_id: String,
+        /// The version the caller expected.
+        expected_version: u64,
+        /// The version it is at.
+        current_version: u64,
+    },
+    /// The idempotency key was first used for a different command.
+    #[error("idempotency key {key:?} was already used for a different command")]
+    IdempotencyKeyReused {
+        /// The key.
+        key: String,
+    },
+    /// Something named does not exist.
+    #[error("no {resource} {id}")]
+    NotFound {
+        /// What kind of thing.
+        resource: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// A limit of the service was reached.
+    #[error("{limit} is {max}; the request has {actual}")]
+    LimitExceeded {
+        /// The limit's name.
+        limit: String,
+        /// Its value.
+        max: u64,
+        /// What was asked for.
+        actual: u64,
+    },
+    /// An evidence source failed; the others may still have answered.
+    #[error("source {source_name} failed: {message}")]
+    SourceFailed {
+        /// The source.
+        source_name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The call needs credentials it did not bring.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A registered external tool broke its contract.
+    #[error("tool {tool} broke its contract: {detail}")]
+    ContractViolation {
+        /// The tool.
+        tool: String,
+        /// How.
+        detail: String,
+    },
+    /// Something took longer than allowed.
+    #[error("{0}")]
+    Timeout(String),
+    /// The service itself failed (storage, a damaged ledger). A write may or may not have
+    /// happened: retry with the same idempotency key to find out.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ServiceError::Refused(refusal) => refusal.code(),
+            ServiceError::InvalidArgument { .. } => "invalid_argument",
+            ServiceError::SessionConflict { .. } => "session_conflict",
+            ServiceError::IdempotencyKeyReused { .. } => "idempotency_key_reused",
+            ServiceError::NotFound { .. } => "not_found",
+            ServiceError::LimitExceeded { .. } => "limit_exceeded",
+            ServiceError::SourceFailed { .. } => "source_failed",
+            ServiceError::Unauthenticated(_) => "unauthenticated",
+            ServiceError::Forbidden(_) => "forbidden",
+            ServiceError::ContractViolation { .. } => "contract_violation",
+            ServiceError::Timeout(_) => "timeout",
+            ServiceError::Internal(_) => "internal",
+        }
+    }
+
+    /// The structured error body.
+    pub fn to_json(&self) -> Value {
+        if let ServiceError::Refused(refusal) = self {
+            return refusal.to_json();
+        }
+        let mut body = json!({ "error": self.code(), "message": self.to_string() });
+        if let Value::Object(map) = &mut body {
+            match self {
+                ServiceError::InvalidArgument { field, .. } => {
+                    map.insert("field".into(), json!(field));
+                }
+                ServiceError::SessionConflict {
+                    task_id,
+                    current_version,
+                    ..
+                } => {
+                    map.insert("task_id".into(), json!(task_id));
+                    map.insert("current_version".into(), json!(current_version));
+                    map.insert("suggested_action".into(), json!("fetch_latest_session"));
+                }
+                ServiceError::IdempotencyKeyReused { key } => {
+                    map.insert("idempotency_key".into(), json!(key));
+                }
+                ServiceError::NotFound { resource, id } => {
+                    map.insert("resource".into(), json!(resource));
+                    map.insert("id".into(), json!(id));
+                }
+                ServiceError::LimitExceeded { limit, max, actual } => {
+                    map.insert("limit".into(), json!(limit));
+                    map.insert("max".into(), json!(max));
+                    map.insert("actual".into(), json!(actual));
+                }
+                ServiceError::SourceFailed { source_name, .. } => {
+                    map.insert("source".into(), json!(source_name));
+                }
+                ServiceError::ContractViolation { tool, detail } => {
+                    map.insert("tool".into(), json!(tool));
+                    map.insert("detail".into(), json!(detail));
+                }
+                _ => {}
+            }
+        }
+        body
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ServiceError::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
+        ServiceError::Internal(e.to_string())
+    }
+}
+
+impl From<research::Refusal> for ServiceError {
+    fn from(refusal: research::Refusal) -> Self {
+        ServiceError::Refused(refusal)
+    }
+}
+
+impl From<projections::QueryError> for ServiceError {
+    fn from(e: projections::QueryError) -> Self {
+        use projections::QueryError as Q;
+        match e {
+            Q::TaskNotFound { task_id } => ServiceError::NotFound {
+                resource: "task",
+                id: task_id,
+            },
+            Q::VersionBeyondHead {
+                requested, head, ..
+            } => ServiceError::invalid(
+                "version",
+                format!("version {requested} is beyond the task's head, {head}"),
+            ),
+            Q::LimitExceeded {
+                limit,
+                max,
+                requested,
+            } => ServiceError::LimitExceeded {
+                limit: limit.to_string(),
+                max,
+                actual: requested,
+            },
+            Q::InvalidCursor { .. } => ServiceError::invalid("cursor", e.to_string()),
+            Q::InvalidArgument { .. } => ServiceError::invalid("query", e.to_string()),
+            other => ServiceError::internal(other),
+        }
+    }
+}

@@ -1,0 +1,669 @@
+//! The service: one ledger, its read models, the content store and the corpus, and the write
+//! path every command takes.
+//!
+//! A write goes: idempotency key first (a retry of a command that succeeded is answered from the
+//! events it wrote, even if the same command would now be refused), then the expected version,
+//! then `research::decide` on the task's state, then one conditional append, then the
+//! projection catches up so the caller reads its own write. Content blobs are made durable
+//! before the event that cites them is appended.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ledger::{
+    AppendError, AppendRequest, Causation, Clock, Digest, ExpectedVersion, Idempotency, Ledger,
+    LedgerOptions, NewEvent,
+};
+use projections::{Projector, ProjectorOptions};
+use research::command::Command;
+use research::{CommandContext, TaskState};
+use serde_json::Value;
+use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
+
+use crate::error::ServiceError;
+use crate::jobs::{JobLimits, Jobs};
+use crate::tokens::Role;
+
+/// Where the service keeps what, inside the data directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The ledger.
+    pub ledger: PathBuf,
+    /// Projection snapshots.
+    pub projections: PathBuf,
+    /// Content blobs.
+    pub blobs: PathBuf,
+    /// The embedded corpus.
+    pub corpus: PathBuf,
+    /// Pipeline jobs.
+    pub jobs: PathBuf,
+    /// Contracts of registered external tools.
+    pub contracts: PathBuf,
+}
+
+impl Layout {
+    /// The standard layout under `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        Layout {
+            ledger: data_dir.join("ledger"),
+            projections: data_dir.join("projections"),
+            blobs: data_dir.join("blobs"),
+            corpus: data_dir.join("corpus"),
+            jobs: data_dir.join("jobs"),
+            contracts: data_dir.join("contracts"),
+        }
+    }
+}
+
+/// Everything the service is opened with.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Where things are.
+    pub layout: Layout,
+    /// The ledger's options (limits, clock, checkpoints).
+    pub ledger: LedgerOptions,
+    /// Limits of the read models.
+    pub projections: projections::Limits,
+    /// Limits of the research domain.
+    pub research: research::Limits,
+    /// The content store's options.
+    pub blobs: BlobOptions,
+    /// The corpus's limits.
+    pub corpus: CorpusLimits,
+    /// Results per source when a search does not say.
+    pub search_results_default: u32,
+    /// How often a write without an expected version is decided again after another writer
+    /// got there first.
+    pub write_attempts_max: u32,
+    /// Where registered tools may live; requests go nowhere else.
+    pub tool_endpoint_allow: sources::contracts::EndpointAllowList,
+    /// Limits on contracts.
+    pub contract_limits: sources::contracts::ContractLimits,
+    /// Largest reply an external tool may send.
+    pub tool_reply_bytes_max: u64,
+    /// Bounds on pipeline jobs.
+    pub jobs: JobLimits,
+}
+
+impl ServiceOptions {
+    /// The defaults, with everything under `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        ServiceOptions {
+            layout: Layout::new(data_dir),
+            ledger: LedgerOptions::default(),
+            projections: projections::Limits::default(),
+            research: research::Limits::default(),
+            blobs: BlobOptions::default(),
+            corpus: CorpusLimits::default(),
+            search_results_default: 10,
+            write_attempts_max: 5,
+            tool_endpoint_allow: sources::contracts::EndpointAllowList::default(),
+            contract_limits: sources::contracts::ContractLimits::default(),
+            tool_reply_bytes_max: 4 * 1024 * 1024,
+            jobs: JobLimits::default(),
+        }
+    }
+}
+
+/// Who is calling: the actor of every event the call writes, and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The name recorded as the actor.
+    pub actor: String,
+    /// What the caller may do.
+    pub role: Role,
+}
+
+impl Caller {
+    /// A local caller named `actor`, with every right: the command line, stdio, and a server
+    /// that has no access tokens and so listens on loopback only.
+    pub fn new(actor: impl Into<String>) -> Self {
+        Caller::with_role(actor, Role::Admin)
+    }
+
+    /// A caller named `actor` with `role`: the holder of an access token.
+    pub fn with_role(actor: impl Into<String>, role: Role) -> Self {
+        Caller {
+            actor: actor.into(),
+            role,
+        }
+    }
+
+    /// Refuses unless the caller's role includes `needed`; `what` names what was asked.
+    pub fn require(&self, needed: Role, what: &str) -> Result<(), ServiceError> {
+        if self.role >= needed {
+            return Ok(());
+        }
+        Err(ServiceError::Forbidden(format!(
+            "{what} needs the role {} or above; {} has the role {}",
+            needed.name(),
+            self.actor,
+            self.role.name()
+        )))
+    }
+}
+
+/// How a write is guarded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Refuse unless the task is at this version.
+    pub expected_version: Option<u64>,
+    /// The command's idempotency key.
+    pub idempotency_key: Option<String>,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The task.
+    pub task_id: String,
+    /// The task's version after the write (the session version).
+    pub session_version: u64,
+    /// The events the command wrote, with their seq and hash.
+    pub events: Vec<(u64, Digest, research::Event)>,
+    /// True when this is the original result of an earlier call with the same idempotency key.
+    pub replayed: bool,
+    /// The task as the write left it.
+    pub state: Arc<TaskState>,
+}
+
+/// The task a write is for.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A task that does not exist yet.
+    New(&'a str),
+    /// An existing task.
+    Existing(&'a str),
+}
+
+impl Target<'_> {
+    fn id(&self) -> &str {
+        match self {
+            Target::New(id) | Target::Existing(id) => id,
+        }
+    }
+}
+
+/// How many locks the writes of different tasks are spread over.
+const TASK_LOCK_SHARDS: usize = 256;
+
+pub(crate) struct Inner {
+    /// Writes to one task are decided one at a time in this process, so concurrent callers
+    /// queue rather than decide on a state that is about to move. (Writers elsewhere, on a
+    /// shared backend, still meet the ledger's version check.)
+    task_locks: Vec<std::sync::Mutex<()>>,
+    pub(crate) ledger: Ledger,
+    pub(crate) projector: Projector,
+    pub(crate) blobs: BlobStore,
+    pub(crate) corpus: Corpus,
+    pub(crate) options: ServiceOptions,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
+    pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
+    pub(crate) metrics: crate::metrics::Metrics,
+    pub(crate) jobs: Jobs,
+}
+
+/// The service. Cheap to clone; every clone is the same service.
+#[derive(Clone)]
+pub struct Service {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("ledger", &self.inner.options.layout.ledger)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the service could not open.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The ledger could not open (its directory is locked by another process, or damaged).
+    #[error("the ledger: {0}")]
+    Ledger(#[from] ledger::StorageError),
+    /// The read models could not open.
+    #[error("the projections: {0}")]
+    Projections(#[from] projections::OpenError),
+    /// The content store could not open.
+    #[error("the content store: {0}")]
+    Blobs(#[from] sources::BlobError),
+    /// The corpus could not open.
+    #[error("the corpus: {0}")]
+    Corpus(#[from] sources::CorpusError),
+    /// The jobs folder could not be read.
+    #[error("{0}")]
+    Jobs(#[from] crate::jobs::JobsOpenError),
+}
+
+impl Service {
+    /// Opens the service over its data directory, creating what is missing.
+    pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
+        let ledger = Ledger::open(&options.layout.ledger, options.ledger.clone())?;
+        let projector = Projector::open(
+            ledger.clone(),
+            ProjectorOptions {
+                limits: options.projections.clone(),
+                snapshot_dir: Some(options.layout.projections.clone()),
+            },
+        )?;
+        if let Some(stall) = projector.stall() {
+            tracing::error!(?stall, "the projection stopped at an event it cannot fold");
+        }
+        let blobs = BlobStore::open(&options.layout.blobs, options.blobs.clone())?;
+        let corpus = Corpus::open(&options.layout.corpus, options.corpus.clone())?;
+        let clock = Arc::clone(&options.ledger.clock);
+        let built_in: Vec<String> = crate::tools::tool_specs()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
+        let registry = sources::contracts::Registry::load(
+            &options.layout.contracts,
+            options.tool_endpoint_allow.clone(),
+            options.contract_limits,
+            &reserved,
+        );
+        for problem in registry.problems() {
+            tracing::warn!(%problem, "a contract is left out");
+        }
+        let (tools_version, _) = tokio::sync::watch::channel(0);
+        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone())?;
+        Ok(Service {
+            inner: Arc::new(Inner {
+                task_locks: (0..TASK_LOCK_SHARDS)
+                    .map(|_| std::sync::Mutex::new(()))
+                    .collect(),
+                ledger,
+                projector,
+                blobs,
+                corpus,
+                options,
+                clock,
+                registry: std::sync::RwLock::new(registry),
+                tools_version,
+                metrics: crate::metrics::Metrics::default(),
+                jobs,
+            }),
+        })
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+
+    /// The read models.
+    pub fn projector(&self) -> &Projector {
+        &self.inner.projector
+    }
+
+    /// The content store.
+    pub fn blobs(&self) -> &BlobStore {
+        &self.inner.blobs
+    }
+
+    /// The embedded corpus.
+    pub fn corpus(&self) -> &Corpus {
+        &self.inner.corpus
+    }
+
+    /// What the service counts, in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        self.inner
+            .metrics
+            .render(self.inner.ledger.head().size, self.inner.projector.lag())
+    }
+
+    /// Verifies what was appended since the last verification, counting failures.
+    pub fn verify(&self) -> ledger::VerifyReport {
+        let report = self.inner.ledger.verify();
+        if !report.is_intact() {
+            self.inner.metrics.verification_failed();
+        }
+        report
+    }
+
+    /// The options the service was opened with.
+    pub fn options(&self) -> &ServiceOptions {
+        &self.inner.options
+    }
+
+    /// Stops running pipeline jobs between two steps (they read `interrupted`), persists
+    /// derived state and stops the ledger's writer; nothing acknowledged is lost without it,
+    /// but the next open has less to do.
+    pub fn shutdown(&self) {
+        self.inner.jobs.stop_all();
+        if let Err(e) = self.inner.projector.snapshot() {
+            tracing::warn!(error = %e, "no projection snapshot on shutdown");
+        }
+        // A signed checkpoint of everything appended, so the next audit starts from it.
+        let ledger = &self.inner.ledger;
+        let covered = ledger
+            .latest_checkpoint()
+            .ok()
+            .flatten()
+            .map_or(0, |c| c.tree_size);
+        if ledger.head().size > covered && ledger.poisoned().is_none() {
+            match ledger.checkpoint() {
+                Ok(c) => tracing::info!(tree_size = c.tree_size, "checkpoint written on shutdown"),
+                Err(e) => tracing::error!(error = %e, "no checkpoint on shutdown"),
+            }
+        }
+        ledger.shutdown();
+    }
+
+    /// A task's state now.
+    pub fn state(&self, task_id: &str) -> Result<Arc<TaskState>, ServiceError> {
+        Ok(self.inner.projector.state(task_id)?)
+    }
+
+    /// A task's state at a version (time travel), or now.
+    pub fn state_at(
+        &self,
+        task_id: &str,
+        version: Option<u64>,
+    ) -> Result<Arc<TaskState>, ServiceError> {
+        match version {
+            None => self.state(task_id),
+            Some(v) => Ok(self.inner.projector.state_at(task_id, v)?),
+        }
+    }
+
+    /// Runs one command: idempotency, expected version, decide, append, catch up. `make`
+    /// builds the command from the task's current state and may be called again if another
+    /// writer moved the task first (only when the caller gave no expected version).
+    pub fn write(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        target: Target<'_>,
+        guard: &WriteOptions,
+        make: &mut dyn FnMut(&TaskState) -> Result<Command, ServiceError>,
+    ) -> Result<Written, ServiceError> {
+        let inner = &self.inner;
+        let task_id = target.id().to_owned();
+        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
+        let _task = inner.task_locks[shard]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let idempotency = match &guard.idempotency_key {
+            None => None,
+            Some(key) => {
+                if key.is_empty() || key.len() > inner.ledger.limits().idempotency_key_bytes_max {
+                    return Err(ServiceError::invalid(
+                        "idempotency_key",
+                        format!(
+                            "an idempotency key is 1 to {} bytes",
+                            inner.ledger.limits().idempotency_key_bytes_max
+                        ),
+                    ));
+                }
+                let fingerprint = fingerprint(tool, arguments, &caller.actor);
+                // The key first: a retry of a command that succeeded gets its original result.
+                if let Some(record) = inner
+                    .ledger
+                    .idempotency(key)
+                    .map_err(ServiceError::internal)?
+                {
+                    if record.fingerprint != fingerprint {
+                        return Err(ServiceError::IdempotencyKeyReused { key: key.clone() });
+                    }
+                    return self.replay(&record);
+                }
+                Some(Idempotency {
+                    key: key.clone(),
+                    fingerprint,
+                })
+            }
+        };
+
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let state = match target {
+                Target::New(_) => Arc::new(TaskState::new()),
+                Target::Existing(id) => self.state(id)?,
+            };
+            let current = state.version();
+            if let Some(expected) = guard.expected_version
+                && expected != current
+            {
+                return Err(ServiceError::SessionConflict {
+                    task_id,
+                    expected_version: expected,
+                    current_version: current,
+                });
+            }
+            let command = make(&state)?;
+            let context = CommandContext {
+                now: inner.clock.now(),
+                limits: inner.options.research.clone(),
+            };
+            let decided = research::decide(&state, &command, &context)?;
+            let events: Vec<NewEvent> = decided
+                .iter()
+                .map(|e| NewEvent {
+                    kind: e.event.kind().to_owned(),
+                    payload: research::encode(&e.event),
+                    causation: e
+                        .causation
+                        .iter()
+                        .map(|c| match c {
+                            research::Cause::Event(hash) => Causation::Event(Digest(*hash)),
+                            research::Cause::InBatch(i) => Causation::InBatch(*i),
+                        })
+                        .collect(),
+                })
+                .collect();
+            let request = AppendRequest {
+                stream: task_id.clone(),
+                expected: ExpectedVersion::Exact(current),
+                actor: caller.actor.clone(),
+                events,
+                idempotency: idempotency.clone(),
+            };
+            let started = std::time::Instant::now();
+            let appended = inner.ledger.append(request);
+            if let Ok(receipt) = &appended
+                && !receipt.replayed
+            {
+                inner
+                    .metrics
+                    .append(receipt.events.len() as u64, started.elapsed());
+                for event in &decided {
+                    match &event.event {
+                        research::Event::ConflictsAdjudicated(c) => {
+                            for a in &c.adjudications {
+                                inner.metrics.conflict(a.tier.name());
+                            }
+                        }
+                        research::Event::ConflictResolved(_)
+                        | research::Event::AdjudicationAppealed(_) => {
+                            inner.metrics.conflict("human");
+                        }
+                        research::Event::ConclusionIssued(c) => {
+                            inner.metrics.conclusion(c.stance.name());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            match appended {
+                Ok(receipt) => {
+                    if receipt.replayed {
+                        // Another call with the same key and command won the race.
+                        let record = inner
+                            .ledger
+                            .idempotency(
+                                &idempotency
+                                    .as_ref()
+                                    .map(|i| i.key.clone())
+                                    .unwrap_or_default(),
+                            )
+                            .map_err(ServiceError::internal)?
+                            .ok_or_else(|| {
+                                ServiceError::internal("a replayed append has no record")
+                            })?;
+                        return self.replay(&record);
+                    }
+                    let last = receipt.events.last().map_or(0, |e| e.seq);
+                    inner
+                        .projector
+                        .catch_up_to(last)
+                        .map_err(ServiceError::internal)?;
+                    let state = self.state(&task_id)?;
+                    let events = receipt
+                        .events
+                        .iter()
+                        .zip(decided)
+                        .map(|(r, d)| (r.seq, r.hash, d.event))
+                        .collect();
+                    return Ok(Written {
+                        task_id,
+                        session_version: receipt.stream_version,
+                        events,
+                        replayed: false,
+                        state,
+                    });
+                }
+                Err(AppendError::VersionConflict { current: now, .. }) => {
+                    if guard.expected_version.is_some()
+                        || attempts >= inner.options.write_attempts_max
+                        || matches!(target, Target::New(_))
+                    {
+                        return Err(ServiceError::SessionConflict {
+                            task_id,
+                            expected_version: current,
+                            current_version: now,
+                        });
+                    }
+                    // Another writer moved the task: catch up and decide again.
+                    inner.projector.catch_up().map_err(ServiceError::internal)?;
+                }
+                Err(AppendError::IdempotencyKeyReused { key }) => {
+                    return Err(ServiceError::IdempotencyKeyReused { key });
+                }
+                Err(AppendError::LimitExceeded { limit, max, actual }) => {
+                    return Err(ServiceError::LimitExceeded {
+                        limit: limit.to_owned(),
+                        max,
+                        actual,
+                    });
+                }
+                Err(e) => return Err(ServiceError::internal(e)),
+            }
+        }
+    }
+
+    /// The original result of a command, rebuilt from the events it wrote.
+    fn replay(&self, record: &ledger::IdempotencyRecord) -> Result<Written, ServiceError> {
+        let inner = &self.inner;
+        let last = record.first_seq + u64::from(record.event_count.max(1)) - 1;
+        inner
+            .projector
+            .catch_up_to(last)
+            .map_err(ServiceError::internal)?;
+        let recorded = inner
+            .ledger
+            .read_range(record.first_seq, record.event_count as usize)
+            .map_err(ServiceError::internal)?;
+        let mut events = Vec::with_capacity(recorded.len());
+        for e in recorded {
+            let event = research::decode(&e.kind, &e.payload).map_err(ServiceError::internal)?;
+            events.push((e.seq, e.hash, event));
+        }
+        let state = inner
+            .projector
+            .state_at(&record.stream, record.stream_version)?;
+        Ok(Written {
+            task_id: record.stream.clone(),
+            session_version: record.stream_version,
+            events,
+            replayed: true,
+            state,
+        })
+    }
+}
+
+/// The fingerprint of a command: its tool, its arguments other than the expected version and
+/// the key (in a canonical JSON form, keys sorted), and the actor.
+pub fn fingerprint(tool: &str, arguments: &Value, actor: &str) -> Digest {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"research-ledger/command/v1\0");
+    hasher.update(tool.as_bytes());
+    hasher.update(b"\0");
+    let mut canonical = String::new();
+    write_canonical(arguments, true, &mut canonical);
+    hasher.update(canonical.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(actor.as_bytes());
+    Digest(*hasher.finalize().as_bytes())
+}
+
+/// A value's canonical JSON text: object keys sorted, no whitespace.
+pub(crate) fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, false, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, top: bool, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|k| !(top && (*k == "expected_version" || *k == "idempotency_key")))
+                .collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*key).clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(*key) {
+                    write_canonical(v, false, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, false, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fingerprint_ignores_key_order_and_the_guard_arguments() {
+        let a = json!({"task_id": "t", "query": "q", "limit": 3, "expected_version": 4, "idempotency_key": "k"});
+        let b = json!({"limit": 3, "query": "q", "task_id": "t"});
+        assert_eq!(fingerprint("x", &a, "alice"), fingerprint("x", &b, "alice"));
+        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("x", &a, "bob"));
+        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("y", &a, "alice"));
+        let c = json!({"limit": 4, "query": "q", "task_id": "t"});
+        assert_ne!(fingerprint("x", &b, "alice"), fingerprint("x", &c, "alice"));
+        // Nested keys named like the guards are arguments like any other.
+        let d = json!({"rules": {"expected_version": 1}});
+        let e = json!({"rules": {}});
+        assert_ne!(fingerprint("x", &d, "a"), fingerprint("x", &e, "a"));
+    }
+}

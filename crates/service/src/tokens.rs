@@ -1,0 +1,326 @@
+//! Access tokens and roles.
+//!
+//! A token is 32 random bytes shown once, as `rl_` and 64 hex digits; only its blake3 hash is
+//! kept, in `DATA_DIR/tokens.json` (mode 0600), so a copy of the file grants nothing. Each token
+//! has a name — the actor of every event its holder causes — and a role. Roles include the ones
+//! before them:
+//!
+//! | role | may |
+//! |---|---|
+//! | `auditor` | read: queries, resources, read-only tools, export, metrics |
+//! | `writer` | also write: the research tools and mutations |
+//! | `reviewer` | also decide conflicts: resolutions and appeals |
+//! | `admin` | also administer: register tools, manage tokens, checkpoints, ingest |
+//!
+//! The server re-reads the file when it changes, so `research-ledger token add|revoke` take
+//! effect on a running server without a restart.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What a caller may do. Each role includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads.
+    Auditor,
+    /// Writes.
+    Writer,
+    /// Decides conflicts.
+    Reviewer,
+    /// Administers.
+    Admin,
+}
+
+impl Role {
+    /// The role's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Auditor => "auditor",
+            Role::Writer => "writer",
+            Role::Reviewer => "reviewer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auditor" => Ok(Role::Auditor),
+            "writer" => Ok(Role::Writer),
+            "reviewer" => Ok(Role::Reviewer),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!(
+                "{other:?} is not a role: auditor, writer, reviewer or admin"
+            )),
+        }
+    }
+}
+
+/// One token as kept: never the token itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenEntry {
+    /// The holder's name: the actor of the events they cause.
+    pub name: String,
+    /// What they may do.
+    pub role: Role,
+    /// blake3 of the token, hex.
+    pub hash: String,
+    /// When it was made (RFC 3339).
+    pub created_at: String,
+    /// When it was revoked, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TokenFile {
+    tokens: Vec<TokenEntry>,
+}
+
+/// Why a token operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The name is taken by a token that is not revoked.
+    #[error("a token named {0} exists; revoke it first")]
+    NameTaken(String),
+    /// The name is not usable as an actor.
+    #[error("{0:?} is not a token name: 1 to 64 letters, digits, '_', '-', '.' or '@'")]
+    BadName(String),
+    /// No token has this name.
+    #[error("no token named {0}")]
+    NotFound(String),
+    /// The file could not be read or written.
+    #[error("{path}: {detail}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What happened.
+        detail: String,
+    },
+}
+
+/// Serialises the read-modify-write of token files within a process, so two requests that add
+/// tokens at once both land.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The token file of a data directory.
+#[derive(Debug, Clone)]
+pub struct TokenStore {
+    path: PathBuf,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'@'))
+}
+
+fn hash_of(token: &str) -> String {
+    blake3::hash(token.as_bytes()).to_hex().to_string()
+}
+
+impl TokenStore {
+    /// The store at `path` (usually `DATA_DIR/tokens.json`).
+    pub fn new(path: PathBuf) -> Self {
+        TokenStore { path }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<TokenFile, TokenError> {
+        match fs::read_to_string(&self.path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| TokenError::File {
+                path: self.path.clone(),
+                detail: format!("not a token file: {e}"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TokenFile::default()),
+            Err(e) => Err(TokenError::File {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    fn write(&self, file: &TokenFile) -> Result<(), TokenError> {
+        let err = |e: std::io::Error| TokenError::File {
+            path: self.path.clone(),
+            detail: e.to_string(),
+        };
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        fs::create_dir_all(dir).map_err(err)?;
+        let temp = self.path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(file).map_err(|e| TokenError::File {
+            path: self.path.clone(),
+            detail: e.to_string(),
+        })?;
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(err)?;
+        out.write_all(&text)
+            .and_then(|()| out.sync_all())
+            .map_err(err)?;
+        fs::rename(&temp, &self.path).map_err(err)?;
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)
+    }
+
+    /// Every token, revoked ones included.
+    pub fn list(&self) -> Result<Vec<TokenEntry>, TokenError> {
+        Ok(self.read()?.tokens)
+    }
+
+    /// Whether any token is in force: without one, the server is for loopback only.
+    pub fn any_active(&self) -> Result<bool, TokenError> {
+        Ok(self.read()?.tokens.iter().any(|t| t.revoked_at.is_none()))
+    }
+
+    /// Makes a token: returns it, to be shown once; only its hash is kept.
+    pub fn add(&self, name: &str, role: Role) -> Result<String, TokenError> {
+        if !valid_name(name) {
+            return Err(TokenError::BadName(name.to_owned()));
+        }
+        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.read()?;
+        if file
+            .tokens
+            .iter()
+            .any(|t| t.name == name && t.revoked_at.is_none())
+        {
+            return Err(TokenError::NameTaken(name.to_owned()));
+        }
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| TokenError::File {
+            path: self.path.clone(),
+            detail: format!("no randomness for a token: {e}"),
+        })?;
+        let token = format!("rl_{}", hex::encode(secret));
+        file.tokens.push(TokenEntry {
+            name: name.to_owned(),
+            role,
+            hash: hash_of(&token),
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            revoked_at: None,
+        });
+        self.write(&file)?;
+        Ok(token)
+    }
+
+    /// Revokes the token of this name.
+    pub fn revoke(&self, name: &str) -> Result<(), TokenError> {
+        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.read()?;
+        let Some(entry) = file
+            .tokens
+            .iter_mut()
+            .find(|t| t.name == name && t.revoked_at.is_none())
+        else {
+            return Err(TokenError::NotFound(name.to_owned()));
+        };
+        entry.revoked_at =
+            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        self.write(&file)
+    }
+}
+
+/// The tokens in force, for checking requests; reloaded when the file changes.
+#[derive(Debug, Default)]
+pub struct TokenTable {
+    by_hash: std::collections::HashMap<String, (String, Role)>,
+    stamp: Option<(u64, std::time::SystemTime)>,
+}
+
+impl TokenTable {
+    /// Reads the store if it changed since the last read; true when it was read.
+    pub fn refresh(&mut self, store: &TokenStore) -> Result<bool, TokenError> {
+        let stamp = fs::metadata(store.path())
+            .ok()
+            .and_then(|m| Some((m.len(), m.modified().ok()?)));
+        if stamp == self.stamp && self.stamp.is_some() {
+            return Ok(false);
+        }
+        let tokens = store.list()?;
+        self.by_hash = tokens
+            .into_iter()
+            .filter(|t| t.revoked_at.is_none())
+            .map(|t| (t.hash, (t.name, t.role)))
+            .collect();
+        self.stamp = stamp;
+        Ok(true)
+    }
+
+    /// Whether any token is in force.
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
+    /// The holder of a presented token, if it is in force.
+    pub fn holder(&self, token: &str) -> Option<(&str, Role)> {
+        self.by_hash
+            .get(&hash_of(token))
+            .map(|(name, role)| (name.as_str(), *role))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_kept_as_hashes_and_revoked_ones_stop_working() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = TokenStore::new(dir.path().join("tokens.json"));
+        let token = store.add("alice", Role::Writer).expect("added");
+        assert!(token.starts_with("rl_") && token.len() == 67);
+        let text = fs::read_to_string(store.path()).expect("read");
+        assert!(
+            !text.contains(&token[3..]),
+            "the token itself is never kept"
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &fs::metadata(store.path()).expect("stat").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        let mut table = TokenTable::default();
+        table.refresh(&store).expect("refresh");
+        assert_eq!(table.holder(&token), Some(("alice", Role::Writer)));
+        assert_eq!(table.holder("rl_nope"), None);
+        assert!(matches!(
+            store.add("alice", Role::Admin),
+            Err(TokenError::NameTaken(_))
+        ));
+        assert!(matches!(
+            store.add("bad name", Role::Admin),
+            Err(TokenError::BadName(_))
+        ));
+        store.revoke("alice").expect("revoked");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        table.refresh(&store).expect("refresh");
+        assert_eq!(table.holder(&token), None);
+        assert!(matches!(
+            store.revoke("alice"),
+            Err(TokenError::NotFound(_))
+        ));
+        assert!(
+            Role::Admin > Role::Reviewer
+                && Role::Reviewer > Role::Writer
+                && Role::Writer > Role::Auditor
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! The tools' contract: results, errors with their codes and details, and the content store.
+
+use serde_json::json;
+
+use super::{add, call, open_task, service};
+
+#[test]
+fn every_tool_name_is_valid_for_every_client_and_has_schemas() {
+    let specs = service::tool_specs();
+    assert_eq!(specs.len(), 18);
+    for spec in &specs {
+        assert!(
+            spec.name.len() <= 64
+                && spec
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{}",
+            spec.name
+        );
+        assert!(spec.description.starts_with("Call "), "{}", spec.name);
+        assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
+        assert_eq!(spec.output_schema["type"], "object", "{}", spec.name);
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_naming_the_argument() {
+    let (_dir, service) = service();
+    let err = call(
+        &service,
+        "research_open_task",
+        json!({"question": "Q?", "colour": "red"}),
+    )
+    .unwrap_err();
+    let body = err.to_json();
+    assert_eq!(body["error"], "invalid_argument");
+    assert_eq!(body["field"], "colour");
+    let err = call(&service, "research_open_task", json!({})).unwrap_err();
+    assert_eq!(err.to_json()["field"], "question");
+    let err = call(&service, "research_open_task", json!({"question": ""})).unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    let err = call(
+        &service,
+        "research_open_task",
+        json!(["not", "an", "object"]),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    let err = call(
+        &service,
+        "research_open_task",
+        json!({"question": "Q?", "rules": {"weights": {"relevance": 0.5, "consistency": 0.5, "recency": 0.5, "diversity": 0.5}}}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    let err = call(&service, "retrieval_add_evidence", json!({"task_id": "nope", "source": "s", "publish_date": "2025-01-01", "source_type": "blog", "content": "c"})).unwrap_err();
+    assert_eq!(err.code(), "not_found");
+}
+
+#[test]
+fn steps_out_of_order_are_refused_with_the_steps_that_are_due() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    add(&service, &task, "a.example.org", "supports");
+    let err = call(
+        &service,
+        "evaluation_conflict_resolution",
+        json!({"task_id": task}),
+    )
+    .unwrap_err();
+    let body = err.to_json();
+    assert_eq!(body["error"], "workflow_order");
+    let actions = body["pending_actions"].as_array().unwrap();
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["tool"] == "synthesis_screen_evidence"),
+        "{body}"
+    );
+}
+
+#[test]
+fn client_evidence_is_scored_stored_and_readable_in_full() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    let out = add(&service, &task, "stats.example.org", "supports");
+    let evidence = &out["evidence"];
+    assert_eq!(evidence["origin"], "client");
+    assert_eq!(evidence["relevance_basis"], "idf_coverage");
+    let relevance = evidence["relevance"].as_f64().unwrap();
+    assert!(relevance > 0.5 && relevance <= 1.0, "{relevance}");
+    let id = out["evidence_id"].as_str().unwrap();
+    let detail = call(
+        &service,
+        "retrieval_get_source_detail",
+        json!({"task_id": task, "evidence_id": id}),
+    )
+    .unwrap();
+    let content = detail["content"].as_str().unwrap();
+    assert!(content.starts_with("stats.example.org reports"));
+    assert_eq!(
+        detail["content_hash"].as_str().unwrap(),
+        blake3::hash(content.as_bytes()).to_hex().as_str()
+    );
+    // A relevance the client gives is recorded as the client's.
+    let given = call(
+        &service,
+        "retrieval_add_evidence",
+        json!({"task_id": task, "source": "b.example.org", "publish_date": "2024-01-01", "source_type": "blog", "content": "Other text.", "relevance": 0.25}),
+    )
+    .unwrap();
+    assert_eq!(given["evidence"]["relevance"], 0.25);
+    assert_eq!(given["evidence"]["relevance_basis"], "given_by_client");
+}
+
+#[test]
+fn a_whole_task_runs_through_the_tools_and_closes() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    let a = add(&service, &task, "gov.example.org", "supports");
+    let b = add(&service, &task, "blog.example.org", "opposes");
+    let ids = [a["evidence_id"].clone(), b["evidence_id"].clone()];
+    call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [{"evidence_id": ids[0], "adopt": true}, {"evidence_id": ids[1], "adopt": true}]}),
+    )
+    .unwrap();
+    let conflicts = call(
+        &service,
+        "evaluation_conflict_resolution",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    assert_eq!(conflicts["conflicts"][0]["tier"], "pending", "{conflicts}");
+    assert!(conflicts["conflicts"][0]["divergence"].is_object());
+    let cf = conflicts["conflicts"][0]["conflict_id"].clone();
+    let decided = call(
+        &service,
+        "evaluation_resolve_conflict",
+        json!({"task_id": task, "conflict_id": cf, "winner": "supports", "reason": "The agency's count is direct measurement."}),
+    )
+    .unwrap();
+    assert_eq!(decided["conflict"]["tier"], "human");
+    call(
+        &service,
+        "evaluation_build_decision_matrix",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    let card = call(
+        &service,
+        "evaluation_generate_conclusion",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    for field in [
+        "conclusion_id",
+        "stance",
+        "confidence",
+        "components",
+        "evidence",
+        "adjudications",
+        "rules",
+        "client_share",
+        "stale",
+        "supersedes",
+        "markdown",
+    ] {
+        assert!(card.get(field).is_some(), "the card lacks {field}: {card}");
+    }
+    assert_eq!(card["client_share"], 1.0);
+    let explained = call(
+        &service,
+        "evaluation_explain_reasoning",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    assert!(explained["markdown"].as_str().unwrap().contains("#"));
+    let summary = call(
+        &service,
+        "research_summarize_state",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    assert_eq!(summary["session_version"], explained["session_version"]);
+    call(
+        &service,
+        "research_close_task",
+        json!({"task_id": task, "reason": "done"}),
+    )
+    .unwrap();
+    let err = add_after_close(&service, &task);
+    assert_eq!(err.code(), "task_closed");
+    let verified = call(&service, "audit_verify", json!({})).unwrap();
+    assert_eq!(verified["intact"], true);
+}
+
+fn add_after_close(service: &service::Service, task: &str) -> service::ServiceError {
+    call(
+        service,
+        "retrieval_add_evidence",
+        json!({"task_id": task, "source": "late.example.org", "publish_date": "2025-01-01", "source_type": "blog", "content": "Late."}),
+    )
+    .unwrap_err()
+}

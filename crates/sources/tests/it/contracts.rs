@@ -1,0 +1,378 @@
+//! Tools by contract: checking contracts, calling a real HTTP server, and every way a reply can
+//! break its contract.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+use sources::contracts::call::{self, TaskContext};
+use sources::contracts::{
+    CallError, Contract, ContractLimits, EndpointAllowList, Registry, TagDictionary, check_dir,
+};
+
+use test_support::LegacyApi;
+
+pub(crate) fn kb_contract(endpoint: &str, timeout_ms: u64) -> String {
+    format!(
+        r#"name: kb_search
+description: Searches the team's knowledge base for evidence on a question.
+endpoint: {endpoint}
+method: POST
+contract_version: "2.1"
+timeout_ms: {timeout_ms}
+input_schema:
+  query:
+    type: string
+    description: The question, unchanged.
+    semantic_tag: search_query
+  top_k:
+    type: integer
+    default: 3
+    min: 1
+    max: 10
+    semantic_tag: result_limit
+output_schema:
+  results:
+    type: array
+    items:
+      type: object
+      properties:
+        id: {{ type: string, semantic_tag: result_id }}
+        text: {{ type: string, semantic_tag: evidence_content }}
+        url: {{ type: string, semantic_tag: source_url }}
+        publisher: {{ type: string, semantic_tag: publisher }}
+        date: {{ type: string, semantic_tag: publish_date }}
+        type: {{ type: string, semantic_tag: source_type }}
+        stance: {{ type: string, semantic_tag: evidence_stance }}
+        score: {{ type: number, semantic_tag: relevance_score }}
+"#
+    )
+}
+
+fn contract(text: &str) -> Contract {
+    let c = Contract::parse(text, None).unwrap();
+    let problems = c.problems(&TagDictionary::default(), &ContractLimits::default(), None);
+    assert!(problems.is_empty(), "{problems:?}");
+    c
+}
+
+fn args(value: Value) -> Map<String, Value> {
+    value.as_object().unwrap().clone()
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn contracts_check_reports_every_problem_with_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = kb_contract("http://127.0.0.1:9/search", 2000);
+    write(dir.path(), "kb.yaml", &ok);
+    let bad_cases = [
+        (
+            "unknown-tag.yaml",
+            ok.replace("semantic_tag: publisher", "semantic_tag: publsher")
+                .replace("name: kb_search", "name: t1"),
+            "output_schema.results[].publisher.semantic_tag",
+        ),
+        (
+            "bad-default.yaml",
+            ok.replace("default: 3", "default: 11")
+                .replace("name: kb_search", "name: t2"),
+            "input_schema.top_k.default",
+        ),
+        (
+            "min-max.yaml",
+            ok.replace("min: 1", "min: 12")
+                .replace("name: kb_search", "name: t3"),
+            "input_schema.top_k.min",
+        ),
+        (
+            "bad-type.yaml",
+            ok.replace("type: integer", "type: integr")
+                .replace("name: kb_search", "name: t4"),
+            "contract",
+        ),
+        (
+            "not-allowed.yaml",
+            ok.replace("http://127.0.0.1:9", "https://api.example.com")
+                .replace("name: kb_search", "name: t5"),
+            "endpoint",
+        ),
+        (
+            "bad-name.yaml",
+            ok.replace("name: kb_search", "name: kb.search"),
+            "name",
+        ),
+        (
+            "builtin.yaml",
+            ok.replace("name: kb_search", "name: audit_verify"),
+            "name",
+        ),
+        ("zz-duplicate.yaml", ok.clone(), "name"),
+        (
+            "reserved-arg.yaml",
+            ok.replace("  query:\n", "  task_id:\n")
+                .replace("name: kb_search", "name: t6"),
+            "input_schema.task_id",
+        ),
+        (
+            "enum.yaml",
+            ok.replace(
+                "    default: 3\n",
+                "    default: 3\n    enum: [1, 2, \"three\"]\n",
+            )
+            .replace("name: kb_search", "name: t7"),
+            "input_schema.top_k",
+        ),
+    ];
+    for (file, text, _) in &bad_cases {
+        write(dir.path(), file, text);
+    }
+    let (valid, problems) = check_dir(
+        dir.path(),
+        EndpointAllowList::default(),
+        ContractLimits::default(),
+        &["audit_verify"],
+    );
+    for (file, _, field) in &bad_cases {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.file.as_deref() == Some(&dir.path().join(file))
+                    && p.field.starts_with(field)),
+            "{file} should be reported at {field}: {problems:#?}"
+        );
+    }
+    // The good contract and the first of the duplicated name are in force.
+    assert_eq!(valid, 1, "{problems:#?}");
+}
+
+#[test]
+fn arguments_are_checked_defaulted_and_filled_from_the_task() {
+    let c = contract(&kb_contract("http://127.0.0.1:9/search", 2000));
+    let dictionary = TagDictionary::default();
+    let context = TaskContext {
+        question: "Does lithium supply outgrow demand?".into(),
+        ..TaskContext::default()
+    };
+    let prepared = call::prepare_arguments(
+        &c,
+        &args(json!({"query": "{{task_question}}"})),
+        Some(&context),
+        &dictionary,
+    )
+    .unwrap();
+    assert_eq!(prepared["query"], "Does lithium supply outgrow demand?");
+    assert_eq!(prepared["top_k"], 3, "the default is filled");
+    let embedded = call::prepare_arguments(
+        &c,
+        &args(json!({"query": "about: {{user_intent}} (2024)"})),
+        Some(&context),
+        &dictionary,
+    )
+    .unwrap();
+    assert_eq!(
+        embedded["query"],
+        "about: Does lithium supply outgrow demand? (2024)"
+    );
+
+    let refused = |a: Value, ctx: Option<&TaskContext>| {
+        call::prepare_arguments(&c, &args(a), ctx, &dictionary).unwrap_err()
+    };
+    assert!(
+        matches!(refused(json!({"query": "q", "colour": 1}), None), CallError::InvalidArgument { field, .. } if field == "colour")
+    );
+    assert!(
+        matches!(refused(json!({}), None), CallError::InvalidArgument { field, .. } if field == "query")
+    );
+    assert!(
+        matches!(refused(json!({"query": "q", "top_k": 11}), None), CallError::InvalidArgument { field, .. } if field == "top_k")
+    );
+    assert!(
+        matches!(refused(json!({"query": 5}), None), CallError::InvalidArgument { field, .. } if field == "query")
+    );
+    assert!(
+        matches!(refused(json!({"query": "{{task_question}}"}), None), CallError::InvalidArgument { message, .. } if message.contains("task_id"))
+    );
+    assert!(matches!(
+        refused(json!({"query": "{{no_such_tag}}"}), Some(&context)),
+        CallError::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        refused(json!({"query": "{{publisher}}"}), Some(&context)),
+        CallError::InvalidArgument { .. }
+    ));
+}
+
+#[test]
+fn a_well_behaved_tool_returns_checked_evidence() {
+    let api = LegacyApi::start();
+    let c = contract(&kb_contract(&api.url("/search"), 3000));
+    let prepared = call::prepare_arguments(
+        &c,
+        &args(json!({"query": "lithium", "top_k": 2})),
+        None,
+        &TagDictionary::default(),
+    )
+    .unwrap();
+    let reply = call::call(&c, &prepared, &EndpointAllowList::default(), 1 << 20).unwrap();
+    let items = call::evidence_items(&c, &reply.value);
+    assert_eq!(items.len(), 2);
+    assert!(items[0].content.contains("lithium"));
+    assert_eq!(
+        items[0].publisher.as_deref(),
+        Some("Example Mining Institute")
+    );
+    assert_eq!(items[0].result_id.as_deref(), Some("kb-1"));
+    assert_eq!(items[0].stance.as_deref(), Some("supports"));
+    assert!(call::is_evidence_source(&c));
+    assert_eq!(reply.bytes, serde_json::to_vec(&reply.value).unwrap());
+
+    // expected_output_tags keeps only what the caller wants.
+    let filtered =
+        call::filter_by_tags(&c, &reply.value, &["result_id".into(), "source_url".into()]);
+    let first = &filtered["results"][0];
+    assert_eq!(first["id"], "kb-1");
+    assert!(
+        first.get("text").is_none() && first.get("publisher").is_none(),
+        "{filtered}"
+    );
+}
+
+#[test]
+fn every_misbehaviour_is_a_clear_error_at_once() {
+    let api = LegacyApi::start();
+    let allow = EndpointAllowList::default();
+    let run = |path: &str, timeout_ms: u64| {
+        let c = contract(&kb_contract(&api.url(path), timeout_ms));
+        let prepared = call::prepare_arguments(
+            &c,
+            &args(json!({"query": "q"})),
+            None,
+            &TagDictionary::default(),
+        )
+        .unwrap();
+        call::call(&c, &prepared, &allow, 1 << 20)
+    };
+    assert!(
+        matches!(run("/missing-tag", 3000), Err(CallError::ContractViolation { detail, .. }) if detail.contains("evidence_content"))
+    );
+    assert!(
+        matches!(run("/old-version", 3000), Err(CallError::ContractViolation { detail, .. }) if detail.contains("1.0"))
+    );
+    assert!(
+        matches!(run("/no-version", 3000), Err(CallError::ContractViolation { detail, .. }) if detail.contains("contract_version"))
+    );
+    assert!(matches!(
+        run("/slow", 300),
+        Err(CallError::Timeout {
+            timeout_ms: 300,
+            ..
+        })
+    ));
+    assert!(
+        matches!(run("/error", 3000), Err(CallError::Failed { message, .. }) if message.contains("500"))
+    );
+    // A tool that is down.
+    let down = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let c = contract(&kb_contract(&format!("http://{down}/search"), 3000));
+    let prepared = call::prepare_arguments(
+        &c,
+        &args(json!({"query": "q"})),
+        None,
+        &TagDictionary::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        call::call(&c, &prepared, &allow, 1 << 20),
+        Err(CallError::Failed { .. })
+    ));
+    // An endpoint off the allow-list is never contacted.
+    let strict = EndpointAllowList::new(vec!["https://api.example.org".into()]);
+    assert!(matches!(
+        call::call(&c, &prepared, &strict, 1 << 20),
+        Err(CallError::NotAllowed { .. })
+    ));
+}
+
+#[test]
+fn a_get_tool_sends_its_arguments_as_a_query_string() {
+    let api = LegacyApi::start();
+    let text = format!(
+        r#"name: weather_api
+description: Current weather of a city.
+endpoint: {}
+method: GET
+contract_version: "1"
+input_schema:
+  city: {{ type: string, semantic_tag: location_name }}
+  units: {{ type: string, default: celsius, enum: [celsius, fahrenheit] }}
+output_schema:
+  current:
+    type: object
+    properties:
+      temp: {{ type: number }}
+      condition: {{ type: string, semantic_tag: actionable_step }}
+"#,
+        api.url("/weather")
+    );
+    let c = contract(&text);
+    let prepared = call::prepare_arguments(
+        &c,
+        &args(json!({"city": "Qingchuan"})),
+        None,
+        &TagDictionary::default(),
+    )
+    .unwrap();
+    let reply = call::call(&c, &prepared, &EndpointAllowList::default(), 1 << 20).unwrap();
+    assert_eq!(reply.value["current"]["condition"], "sunny in Qingchuan");
+    assert!(!call::is_evidence_source(&c));
+    let sample = call::sample_arguments(&c);
+    assert_eq!(sample["units"], "celsius");
+}
+
+#[test]
+fn registration_persists_and_removal_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::load(
+        dir.path(),
+        EndpointAllowList::default(),
+        ContractLimits::default(),
+        &[],
+    );
+    assert!(registry.tools().is_empty());
+    let text = kb_contract("http://127.0.0.1:9/search", 2000);
+    registry.register(&text).unwrap();
+    assert!(dir.path().join("kb_search.yaml").exists());
+    let again = Registry::load(
+        dir.path(),
+        EndpointAllowList::default(),
+        ContractLimits::default(),
+        &[],
+    );
+    assert!(again.get("kb_search").is_some());
+    assert!(
+        registry
+            .register(&text.replace("default: 3", "default: 30"))
+            .is_err()
+    );
+    std::fs::write(
+        dir.path().join("fallbacks.yaml"),
+        "fallbacks:\n  printer_repair_manual: kb_search\n",
+    )
+    .unwrap();
+    assert!(registry.changed());
+    registry.reload();
+    assert_eq!(
+        registry.fallback("printer_repair_manual"),
+        Some("kb_search")
+    );
+    registry.unregister("kb_search").unwrap();
+    assert!(registry.get("kb_search").is_none());
+    assert!(!dir.path().join("kb_search.yaml").exists());
+    assert!(registry.unregister("kb_search").is_err());
+}

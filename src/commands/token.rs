@@ -1,0 +1,197 @@
+//! `research-ledger token add|list|revoke`: the access tokens of the server.
+//!
+//! Without `--server` the command edits the data directory's token file, which a running
+//! server re-reads on its next request; with `--server URL` it asks that server, as an admin
+//! (the token in `--token` or `RESEARCH_LEDGER_TOKEN`). A new token is printed once, on stdout;
+//! only its hash is kept.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use service::tokens::{Role, TokenStore};
+
+use crate::Outcome;
+
+/// Arguments of `token`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    action: Action,
+    /// Act through the server at this URL (e.g. `http://127.0.0.1:7878`) instead of on the
+    /// data directory's token file.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_SERVER",
+        value_name = "URL"
+    )]
+    server: Option<String>,
+    /// An admin token for `--server`.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Make a token and print it once. Roles, each including the one before: auditor
+    /// (reads, export, metrics), writer (research tools and mutations), reviewer (decisions
+    /// on conflicts), admin (tools, tokens, checkpoints, ingest).
+    Add {
+        /// The holder's name: the actor of every event they cause.
+        name: String,
+        /// What the holder may do.
+        #[arg(long)]
+        role: Role,
+    },
+    /// List the tokens: names, roles, when made and revoked. Never the tokens.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token: it stops working on the next request.
+    Revoke {
+        /// The holder's name.
+        name: String,
+    },
+}
+
+pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
+    match &args.server {
+        Some(server) => remote(server, args),
+        None => local(data_dir, &args.action),
+    }
+}
+
+fn print_list(tokens: &[Value], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "tokens": tokens }))?
+        );
+        return Ok(());
+    }
+    if tokens.is_empty() {
+        println!("no tokens: the server listens on loopback only");
+    }
+    for t in tokens {
+        let state = match t["revoked_at"].as_str() {
+            Some(at) => format!("revoked {at}"),
+            None => "active".to_owned(),
+        };
+        println!(
+            "{:<24} {:<9} made {}  {state}",
+            t["name"].as_str().unwrap_or("?"),
+            t["role"].as_str().unwrap_or("?"),
+            t["created_at"].as_str().unwrap_or("?"),
+        );
+    }
+    Ok(())
+}
+
+fn announce(name: &str, role: Role, token: &str) {
+    println!("{token}");
+    eprintln!(
+        "token for {name} ({}): shown once, keep it secret; send it as `Authorization: Bearer TOKEN`",
+        role.name()
+    );
+}
+
+fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
+    let store = TokenStore::new(data_dir.join("tokens.json"));
+    match action {
+        Action::Add { name, role } => {
+            let token = store.add(name, *role)?;
+            announce(name, *role, &token);
+        }
+        Action::List { json } => {
+            let tokens: Vec<Value> = store
+                .list()?
+                .iter()
+                .map(crate::tokens_api::listing)
+                .collect();
+            print_list(&tokens, *json)?;
+        }
+        Action::Revoke { name } => {
+            store.revoke(name)?;
+            eprintln!("revoked the token of {name}");
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The body of an answer, or the server's structured error as the command's error.
+fn answer(
+    result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    server: &str,
+) -> anyhow::Result<Value> {
+    let mut response = result.with_context(|| format!("cannot reach {server}"))?;
+    let status = response.status();
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .with_context(|| format!("cannot read the answer of {server}"))?;
+    let body: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{server} answered {status} without a JSON body"))?;
+    if !status.is_success() {
+        bail!(
+            "{server} refused ({status}): {}",
+            body["message"].as_str().unwrap_or("no message")
+        );
+    }
+    Ok(body)
+}
+
+fn remote(server: &str, args: &Args) -> anyhow::Result<Outcome> {
+    let base = server.trim_end_matches('/');
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let auth = args.token.as_ref().map(|t| format!("Bearer {t}"));
+    match &args.action {
+        Action::Add { name, role } => {
+            let mut request = agent
+                .post(format!("{base}/v1/tokens"))
+                .header("Content-Type", "application/json");
+            if let Some(auth) = &auth {
+                request = request.header("Authorization", auth);
+            }
+            let body = answer(
+                request.send(json!({ "name": name, "role": role.name() }).to_string()),
+                base,
+            )?;
+            let token = body["token"]
+                .as_str()
+                .context("the server's answer holds no token")?;
+            announce(name, *role, token);
+        }
+        Action::List { json } => {
+            let mut request = agent.get(format!("{base}/v1/tokens"));
+            if let Some(auth) = &auth {
+                request = request.header("Authorization", auth);
+            }
+            let body = answer(request.call(), base)?;
+            let tokens = body["tokens"].as_array().cloned().unwrap_or_default();
+            print_list(&tokens, *json)?;
+        }
+        Action::Revoke { name } => {
+            let mut request = agent.delete(format!("{base}/v1/tokens/{name}"));
+            if let Some(auth) = &auth {
+                request = request.header("Authorization", auth);
+            }
+            answer(request.call(), base)?;
+            eprintln!("revoked the token of {name}");
+        }
+    }
+    Ok(Outcome::Passed)
+}

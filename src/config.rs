@@ -1,0 +1,338 @@
+//! `research-ledger.toml`: settings in a file, beneath environment variables and flags.
+//!
+//! The file is `--config FILE`, else `RESEARCH_LEDGER_CONFIG`, else `research-ledger.toml` in
+//! the working directory when there is one. Its top-level keys are the global flags
+//! (`data_dir`, `log_format`); a table named after a command holds that command's flags
+//! (`[serve]`, `[mcp]`, …), each spelled with underscores for dashes; `[limits.*]` tables hold
+//! the bounds of the service's parts, which have no flags. Precedence: flags, then environment
+//! variables, then the file, then the defaults — the file's values become the flags' defaults,
+//! so clap applies the rest. A key the program does not know is an error, never ignored: a
+//! misspelt limit must not silently leave the default in force. `docs/configuration.md` lists
+//! every key.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+/// The bounds that have no flags, as the file may set them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct LimitsConfig {
+    /// The research domain: sizes of questions, evidence, summaries, items per call.
+    pub(crate) research: research::Limits,
+    /// The ledger: event and batch sizes, queue depth, reads.
+    pub(crate) ledger: ledger::Limits,
+    /// The read models: page sizes, snapshots.
+    pub(crate) projections: service::projections::Limits,
+    /// The embedded corpus.
+    pub(crate) corpus: sources::CorpusLimits,
+    /// The content store.
+    pub(crate) blobs: BlobLimits,
+}
+
+/// The content store's bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct BlobLimits {
+    /// Largest evidence text kept, in bytes.
+    pub(crate) content_bytes_max: u64,
+}
+
+impl Default for BlobLimits {
+    fn default() -> Self {
+        BlobLimits {
+            content_bytes_max: sources::BlobOptions::default().content_bytes_max,
+        }
+    }
+}
+
+static LIMITS: OnceLock<LimitsConfig> = OnceLock::new();
+
+/// The limits the file set (the defaults without a file).
+pub(crate) fn limits() -> &'static LimitsConfig {
+    LIMITS.get_or_init(LimitsConfig::default)
+}
+
+/// The service's options over `data_dir`, with the file's limits.
+pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
+    let limits = limits();
+    let mut options = service::ServiceOptions::new(data_dir);
+    options.research = limits.research.clone();
+    options.ledger.limits = limits.ledger.clone();
+    options.projections = limits.projections.clone();
+    options.corpus = limits.corpus.clone();
+    options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
+    options
+}
+
+/// Where the file is: the `--config` flag, the environment, or the working directory.
+fn locate(args: &[std::ffi::OsString]) -> anyhow::Result<Option<PathBuf>> {
+    let mut iter = args.iter().skip(1);
+    while let Some(arg) = iter.next() {
+        let Some(text) = arg.to_str() else { continue };
+        if text == "--" {
+            break;
+        }
+        if text == "--config" {
+            let Some(path) = iter.next() else {
+                bail!("--config needs a file");
+            };
+            return Ok(Some(PathBuf::from(path)));
+        }
+        if let Some(path) = text.strip_prefix("--config=") {
+            return Ok(Some(PathBuf::from(path)));
+        }
+    }
+    if let Some(path) = std::env::var_os("RESEARCH_LEDGER_CONFIG") {
+        return Ok(Some(PathBuf::from(path)));
+    }
+    let local = PathBuf::from("research-ledger.toml");
+    Ok(local.is_file().then_some(local))
+}
+
+/// A scalar (or list of scalars) of the file as the text a flag would take.
+fn flag_values(key: &str, value: &toml::Value) -> anyhow::Result<Vec<String>> {
+    let scalar = |v: &toml::Value| -> anyhow::Result<String> {
+        Ok(match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => bail!("{key}: {} is not a flag's value", other.type_str()),
+        })
+    };
+    match value {
+        toml::Value::Array(items) => items.iter().map(scalar).collect(),
+        other => Ok(vec![scalar(other)?]),
+    }
+}
+
+/// Makes the file's values the defaults of the flags they name.
+fn apply_flags(
+    mut command: clap::Command,
+    table: &toml::Table,
+    place: &str,
+) -> anyhow::Result<clap::Command> {
+    for (key, value) in table {
+        if let toml::Value::Table(inner) = value {
+            if place.is_empty() && key != "limits" {
+                if command.find_subcommand(key).is_none() {
+                    bail!("[{key}]: there is no command {key}");
+                }
+                let mut failure = None;
+                command =
+                    command.mut_subcommand(key, |sub| match apply_flags(sub.clone(), inner, key) {
+                        Ok(sub) => sub,
+                        Err(e) => {
+                            failure = Some(e);
+                            sub
+                        }
+                    });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                continue;
+            }
+            if place.is_empty() {
+                continue; // [limits], read separately.
+            }
+            bail!("[{place}] {key}: a command's settings are not tables");
+        }
+        let where_ = if place.is_empty() {
+            key.clone()
+        } else {
+            format!("[{place}] {key}")
+        };
+        let known = command
+            .get_arguments()
+            .any(|a| a.get_id() == key.as_str() && !a.is_positional());
+        if !known || key == "config" {
+            bail!("{where_}: not a setting of research-ledger {place}");
+        }
+        let values = flag_values(&where_, value)?;
+        command = command.mut_arg(key.as_str(), |arg| {
+            if values.len() == 1 && arg.get_num_args().is_none_or(|n| n.max_values() <= 1) {
+                arg.default_value(values[0].clone())
+            } else {
+                arg.default_values(values.clone())
+            }
+        });
+    }
+    Ok(command)
+}
+
+/// Every key of a table, dotted.
+fn keys(prefix: &str, table: &toml::Table, out: &mut BTreeSet<String>) {
+    for (key, value) in table {
+        let path = format!("{prefix}{key}");
+        if let toml::Value::Table(inner) = value {
+            keys(&format!("{path}."), inner, out);
+        } else {
+            out.insert(path);
+        }
+    }
+}
+
+/// Reads `[limits.*]`, refusing keys the limits do not have.
+fn read_limits(table: Option<&toml::Value>) -> anyhow::Result<LimitsConfig> {
+    let Some(value) = table else {
+        return Ok(LimitsConfig::default());
+    };
+    let given = value.as_table().context("limits is a table of tables")?;
+    let limits: LimitsConfig = value.clone().try_into().context("[limits]")?;
+    // The parts' own limits accept unknown keys (and keep their defaults); the file must not.
+    let known = toml::Table::try_from(&limits).context("[limits]")?;
+    let (mut asked, mut have) = (BTreeSet::new(), BTreeSet::new());
+    keys("limits.", given, &mut asked);
+    keys("limits.", &known, &mut have);
+    if let Some(unknown) = asked.difference(&have).next() {
+        bail!("{unknown}: not a limit; docs/configuration.md lists every one");
+    }
+    Ok(limits)
+}
+
+/// Reads the file, if any, into `command`'s defaults and the limits.
+pub(crate) fn load(
+    command: clap::Command,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<clap::Command> {
+    let Some(path) = locate(args)? else {
+        return Ok(command);
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("{} is not TOML", path.display()))?;
+    let limits = read_limits(table.get("limits")).with_context(|| path.display().to_string())?;
+    let _ = LIMITS.set(limits);
+    apply_flags(command, &table, "").with_context(|| path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    fn parse(text: &str) -> anyhow::Result<clap::Command> {
+        let table: toml::Table = text.parse()?;
+        read_limits(table.get("limits"))?;
+        apply_flags(crate::Cli::command(), &table, "")
+    }
+
+    #[test]
+    fn the_file_sets_defaults_that_the_environment_and_flags_override() {
+        let command = parse(
+            "data_dir = \"/srv/ledger\"\n[serve]\nlisten = \"127.0.0.1:9000\"\nrequests_in_flight_max = 7\nmcp_allowed_host = [\"a.example\", \"b.example\"]\n",
+        )
+        .unwrap();
+        let matches = command
+            .clone()
+            .try_get_matches_from(["research-ledger", "serve"])
+            .unwrap();
+        assert_eq!(
+            matches.get_one::<PathBuf>("data_dir").unwrap(),
+            &PathBuf::from("/srv/ledger")
+        );
+        let serve = matches.subcommand_matches("serve").unwrap();
+        assert_eq!(
+            serve
+                .get_one::<std::net::SocketAddr>("listen")
+                .unwrap()
+                .port(),
+            9000
+        );
+        assert_eq!(
+            *serve.get_one::<usize>("requests_in_flight_max").unwrap(),
+            7
+        );
+        let hosts: Vec<&String> = serve.get_many("mcp_allowed_host").unwrap().collect();
+        assert_eq!(hosts, ["a.example", "b.example"]);
+        // A flag wins over the file.
+        let matches = command
+            .try_get_matches_from(["research-ledger", "serve", "--requests-in-flight-max", "9"])
+            .unwrap();
+        let serve = matches.subcommand_matches("serve").unwrap();
+        assert_eq!(
+            *serve.get_one::<usize>("requests_in_flight_max").unwrap(),
+            9
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_not_ignored() {
+        for (text, says) in [
+            ("[serve]\nlisen = \"127.0.0.1:1\"\n", "lisen"),
+            ("[serv]\nlisten = \"127.0.0.1:1\"\n", "no command serv"),
+            ("nonsense = 1\n", "nonsense"),
+            (
+                "[limits.research]\nsumary_chars_max = 5\n",
+                "limits.research.sumary_chars_max",
+            ),
+            ("[limits.nothing]\nx = 1\n", "nothing"),
+        ] {
+            let error = format!("{:#}", parse(text).unwrap_err());
+            assert!(error.contains(says), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn limits_in_the_file_reach_the_service() {
+        let table: toml::Table =
+            "[limits.research]\nsummary_chars_max = 123\n[limits.blobs]\ncontent_bytes_max = 4096\n"
+                .parse()
+                .unwrap();
+        let limits = read_limits(table.get("limits")).unwrap();
+        assert_eq!(limits.research.summary_chars_max, 123);
+        assert_eq!(limits.blobs.content_bytes_max, 4096);
+        assert_eq!(limits.ledger, ledger::Limits::default());
+    }
+
+    #[test]
+    fn the_configuration_page_names_every_key() {
+        let page = include_str!("../docs/configuration.md");
+        let mut missing = Vec::new();
+        let root = crate::Cli::command();
+        for arg in root.get_arguments() {
+            let id = arg.get_id().as_str();
+            if !arg.is_positional()
+                && !["help", "version", "config"].contains(&id)
+                && !page.contains(&format!("`{id}`"))
+            {
+                missing.push(id.to_owned());
+            }
+        }
+        for sub in ["serve", "mcp"] {
+            let command = root.find_subcommand(sub).unwrap();
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if !arg.is_positional()
+                    && id != "help"
+                    && !arg.is_global_set()
+                    && !page.contains(&format!("`{id}`"))
+                {
+                    missing.push(format!("{sub}.{id}"));
+                }
+            }
+        }
+        let mut limits = BTreeSet::new();
+        keys(
+            "",
+            &toml::Table::try_from(LimitsConfig::default()).unwrap(),
+            &mut limits,
+        );
+        for key in limits {
+            let name = key.rsplit('.').next().unwrap();
+            if !page.contains(&format!("`{name}`")) {
+                missing.push(format!("limits.{key}"));
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/configuration.md does not name {missing:?}"
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! The REST view of the same façade: `GET /v1/tools/list`, `POST /v1/tools/call` (which answers
+//! like an MCP tool call), `POST /v1/tools/register`, `DELETE /v1/tools/{name}` and
+//! `GET /v1/sessions/{id}` (a task's state with its session version).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use service::{Caller, ServiceError};
+
+use crate::server::AppState;
+
+/// The HTTP status of each error code; the body is always the structured error.
+pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
+    match e.code() {
+        "invalid_argument" => StatusCode::BAD_REQUEST,
+        "workflow_order" | "session_conflict" | "idempotency_key_reused" | "task_closed" => {
+            StatusCode::CONFLICT
+        }
+        "not_found" => StatusCode::NOT_FOUND,
+        "limit_exceeded" => StatusCode::UNPROCESSABLE_ENTITY,
+        "unauthenticated" => StatusCode::UNAUTHORIZED,
+        "forbidden" => StatusCode::FORBIDDEN,
+        "source_failed" | "contract_violation" => StatusCode::BAD_GATEWAY,
+        "timeout" => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A service error as an HTTP response: the one place the REST view maps errors.
+pub(crate) struct ApiError(pub(crate) ServiceError);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (status_of(&self.0), Json(self.0.to_json())).into_response()
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError(e)
+    }
+}
+
+/// The routes of the REST view.
+pub(crate) fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/v1/tools/list", get(list))
+        .route("/v1/tools/call", post(call))
+        .route("/v1/tools/register", post(register))
+        .route("/v1/tools/{name}", delete(unregister))
+        .route("/v1/sessions/{id}", get(session))
+}
+
+/// Who is calling: the holder of the request's access token, or, on a server without tokens,
+/// one local client.
+pub(crate) fn caller(authenticated: Option<Extension<Caller>>) -> Caller {
+    authenticated.map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
+}
+
+async fn list(State(state): State<AppState>) -> Json<Value> {
+    let tools: Vec<Value> = state
+        .service
+        .tools()
+        .into_iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "title": t.title,
+                "description": t.description,
+                "inputSchema": t.input_schema,
+                "outputSchema": t.output_schema,
+                "annotations": {
+                    "readOnlyHint": t.read_only,
+                    "idempotentHint": t.idempotent,
+                    "destructiveHint": false,
+                },
+            })
+        })
+        .collect();
+    Json(json!({ "tools": tools }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+async fn call(
+    State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body: CallBody =
+        serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
+            field: "body".into(),
+            message: format!("expected {{\"name\": …, \"arguments\": {{…}}}}: {e}"),
+        })?;
+    let out = state
+        .service
+        .call_tool_async(caller(authenticated), body.name, body.arguments)
+        .await?;
+    Ok(Json(json!({ "result": out.structured, "text": out.text })))
+}
+
+async fn register(
+    State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let text = String::from_utf8(body.to_vec()).map_err(|_| ServiceError::InvalidArgument {
+        field: "body".into(),
+        message: "the contract is not UTF-8 text".into(),
+    })?;
+    let service = state.service.clone();
+    let caller = caller(authenticated);
+    let name = tokio::task::spawn_blocking(move || service.register_tool(&caller, &text))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))??;
+    Ok((StatusCode::CREATED, Json(json!({ "registered": name }))))
+}
+
+async fn unregister(
+    State(state): State<AppState>,
+    authenticated: Option<Extension<Caller>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let service = state.service.clone();
+    let removed = name.clone();
+    let caller = caller(authenticated);
+    tokio::task::spawn_blocking(move || service.unregister_tool(&caller, &removed))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))??;
+    Ok(Json(json!({ "unregistered": name })))
+}
+
+async fn session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = state.service.state(&id)?;
+    let summary = task.summary();
+    Ok(Json(json!({
+        "session_id": id,
+        "session_version": task.version(),
+        "status": task.status().map(|s| s.name()),
+        "summary": summary,
+        "pending_actions": research::next_actions(&task),
+        "conclusion": task.conclusion_card(None),
+    })))
+}

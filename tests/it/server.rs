@@ -1,0 +1,445 @@
+//! A server spawned as its operator would run it, and talked to over real HTTP on loopback.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `research-ledger serve`, stopped with SIGTERM when dropped. Its stderr (the
+/// request log among it) is drained as it comes, so a busy server never blocks on a full pipe.
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts a server on a free loopback port over `data`.
+    pub(crate) fn start(data: &Path, extra: &[&str]) -> Server {
+        Server::start_with(data, extra, &[])
+    }
+
+    /// Starts a server with `extra` flags and `env` variables.
+    pub(crate) fn start_with(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+            .arg("--data-dir")
+            .arg(data)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("RESEARCH_LEDGER_DATA_DIR")
+            .env_remove("RESEARCH_LEDGER_LISTEN")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("a line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| {
+                let mut err = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = stderr.read_to_string(&mut err);
+                }
+                panic!("unexpected first line {line:?}; stderr: {err}")
+            })
+            .parse()
+            .expect("an address");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut stderr = child.stderr.take().expect("stderr");
+        let sink = log.clone();
+        let drain = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Server {
+            child,
+            addr,
+            log,
+            drain: Some(drain),
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub(crate) fn kill(mut self) -> std::process::ExitStatus {
+        self.child.kill().expect("SIGKILL");
+        let status = self.child.wait().expect("the server is gone");
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        status
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub(crate) fn stop(self) -> std::process::ExitStatus {
+        self.stop_with_stderr().0
+    }
+
+    /// Sends SIGTERM, waits for the exit, and returns its status and everything on stderr.
+    pub(crate) fn stop_with_stderr(mut self) -> (std::process::ExitStatus, String) {
+        terminate(&self.child);
+        let status = self.child.wait().expect("the server exits");
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        let stderr = self.stderr();
+        (status, stderr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            terminate(&self.child);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn terminate(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+/// One HTTP/1.1 request; returns the status and the body.
+pub(crate) fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    try_request(addr, method, path, headers, body).expect("a whole HTTP response")
+}
+
+/// One HTTP/1.1 request that may fail: the server may be gone before it connects, while it
+/// writes or before the whole response arrives (a response cut short is an error, never a
+/// shorter body).
+pub(crate) fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    try_request_on(connect(addr)?, method, path, headers, body)
+}
+
+/// A connection for one request.
+pub(crate) fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    Ok(stream)
+}
+
+/// One HTTP/1.1 request on a connection made with [`connect`]; returns the status and the body.
+pub(crate) fn request_on(
+    stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    try_request_on(stream, method, path, headers, body).expect("a whole HTTP response")
+}
+
+fn try_request_on(
+    mut stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let addr = stream.peer_addr()?;
+    stream.write_all(head(addr, method, path, headers, body.len()).as_bytes())?;
+    stream.write_all(body)?;
+    let response = read_response(&mut stream)?;
+    let response = Response::parse(&response).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no whole response: no head, or a chunked body cut short",
+        )
+    })?;
+    if response
+        .header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n != response.body.len())
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "a body of another length than its content-length",
+        ));
+    }
+    Ok((response.status, response.body))
+}
+
+/// Reads a response up to the end of the connection. A server that answers before it has read
+/// the whole request (one refused for its size) and closes with the rest unread resets the
+/// connection: once a whole response has come, a reset ends it like the end of the stream.
+fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionReset
+                    && Response::parse(&got).is_some_and(|r| r.is_whole()) =>
+            {
+                return Ok(got);
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e} after {:?}", String::from_utf8_lossy(&got)),
+                ));
+            }
+        }
+    }
+}
+
+/// The head of a request on a connection of its own.
+fn head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body_len: usize,
+) -> String {
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// A response as it came over the wire.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    /// The status line and the header lines.
+    pub(crate) head: String,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Response {
+    /// Reads a whole response (head, then a body with a length, chunked or up to the end).
+    fn parse(response: &[u8]) -> Option<Response> {
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&response[..split]).into_owned();
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        let mut body = response[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body)?;
+        }
+        Some(Response { status, head, body })
+    }
+
+    /// Whether the body is as long as the head says.
+    fn is_whole(&self) -> bool {
+        self.header("content-length")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n == self.body.len())
+    }
+
+    /// The value of the header `name` (in any case), if it was sent.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The body as JSON; null when it is not JSON.
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// A request sent as far as the end of its head, with `Expect: 100-continue`, its body held
+/// back: the server either takes it in (asks for the body, and from then on the request is
+/// in flight until it answers) or answers at once without it.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The server asked for the body.
+    Admitted(HeldRequest),
+    /// The server answered without reading the body.
+    Answered(Response),
+}
+
+/// A request the server took in and waits to read the body of.
+#[derive(Debug)]
+pub(crate) struct HeldRequest {
+    stream: TcpStream,
+    body: Vec<u8>,
+}
+
+/// Sends the head of a request and waits for the server to either ask for its body or answer.
+/// Errors are returned rather than raised, so that callers in step with others can keep step.
+pub(crate) fn hold(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> std::io::Result<Held> {
+    let mut stream = connect(addr)?;
+    let mut headers = headers.to_vec();
+    headers.push(("Expect", "100-continue"));
+    stream.write_all(head(addr, method, path, &headers, body.len()).as_bytes())?;
+    let mut got = read_head(&mut stream)?;
+    if got.starts_with(b"HTTP/1.1 100 ") {
+        return Ok(Held::Admitted(HeldRequest { stream, body }));
+    }
+    got.extend(read_response(&mut stream)?);
+    Response::parse(&got)
+        .map(Held::Answered)
+        .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}
+
+impl HeldRequest {
+    /// Sends the body and reads the response.
+    pub(crate) fn finish(mut self) -> std::io::Result<Response> {
+        self.stream.write_all(&self.body)?;
+        let response = read_response(&mut self.stream)?;
+        Response::parse(&response).ok_or_else(|| std::io::Error::other("not an HTTP response"))
+    }
+}
+
+/// Reads a response head, byte by byte: nothing after it is consumed.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the connection closed after {:?}",
+                    String::from_utf8_lossy(&got)
+                ),
+            ));
+        }
+        got.push(byte[0]);
+    }
+    Ok(got)
+}
+
+/// A connection the server has accepted and is ready to read the next request on: it answered
+/// a `GET /health` on it and kept it open.
+pub(crate) fn connect_served(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let mut stream = connect(addr)?;
+    stream.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let head = read_head(&mut stream)?;
+    let length = Response::parse(&head)
+        .and_then(|r| r.header("content-length")?.parse::<usize>().ok())
+        .ok_or_else(|| std::io::Error::other("a response without a length"))?;
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body)?;
+    Ok(stream)
+}
+
+/// The body of a chunked response, or none when it ends before its last chunk.
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        let start = line_end + 2;
+        out.extend_from_slice(data.get(start..start + size)?);
+        data = data.get(start + size + 2..)?;
+    }
+}
+
+pub(crate) fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, body) = request(addr, "GET", path, &[], b"");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Posts `value` as JSON; returns the status and the body as JSON (null when it is not).
+pub(crate) fn post_json(addr: SocketAddr, path: &str, value: &Value) -> (u16, Value) {
+    let body = serde_json::to_vec(value).expect("JSON");
+    let (status, body) = request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &body,
+    );
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Calls a tool through the REST view (`POST /v1/tools/call`).
+pub(crate) fn call_tool(addr: SocketAddr, name: &str, arguments: Value) -> (u16, Value) {
+    post_json(
+        addr,
+        "/v1/tools/call",
+        &serde_json::json!({"name": name, "arguments": arguments}),
+    )
+}
+
+#[test]
+fn health_answers_and_sigterm_stops_the_server_cleanly() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (status, health) = get_json(server.addr, "/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["ledger"]["size"], 0);
+
+    // The data directory is held, and a second command says by whom.
+    let other = super::run(data.path(), &["verify"]);
+    assert_eq!(other.status.code(), Some(2));
+    let err = super::stderr(&other);
+    assert!(
+        err.contains(&format!("serve on http://{}", server.addr)),
+        "{err}"
+    );
+
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    // Released: the directory opens again and verifies.
+    assert!(super::run(data.path(), &["verify"]).status.success());
+}
+
+#[test]
+fn the_server_refuses_to_listen_beyond_loopback_without_tokens() {
+    let data = tempfile::tempdir().unwrap();
+    let out = super::run(data.path(), &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        super::stderr(&out).contains("without access tokens"),
+        "{}",
+        super::stderr(&out)
+    );
+}

@@ -34,7 +34,7 @@ pub(crate) struct Auth {
 }
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
-const OPEN_PATHS: [&str; 1] = ["/health"];
+const OPEN_PATHS: [&str; 2] = ["/health", "/metrics"];
 
 /// The one path that may authenticate after the request: its WebSocket's `connection_init`.
 const LATE_AUTH_PATH: &str = "/graphql/ws";

@@ -2,8 +2,9 @@
 //! like an MCP tool call), `POST /v1/tools/register`, `DELETE /v1/tools/{name}` and
 //! `GET /v1/sessions/{id}` (a task's state with its session version).
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json};
@@ -15,6 +16,19 @@ use crate::server::AppState;
 
 /// The HTTP status of each error code; the body is always the structured error.
 pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
+    // Refusals of the HTTP request itself, rather than of what it asks for.
+    match e {
+        ServiceError::LimitExceeded { limit, .. } if limit == "request_bytes_max" => {
+            return StatusCode::PAYLOAD_TOO_LARGE;
+        }
+        ServiceError::InvalidArgument { field, .. } if field == "content-type" => {
+            return StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        }
+        ServiceError::InvalidArgument { field, .. } if field == "method" => {
+            return StatusCode::METHOD_NOT_ALLOWED;
+        }
+        _ => {}
+    }
     match e.code() {
         "invalid_argument" => StatusCode::BAD_REQUEST,
         "workflow_order" | "session_conflict" | "idempotency_key_reused" | "task_closed" => {
@@ -53,6 +67,63 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/v1/tools/register", post(register))
         .route("/v1/tools/{name}", delete(unregister))
         .route("/v1/sessions/{id}", get(session))
+}
+
+/// A request's body, read whole (within `request_bytes_max`); a body that cannot be read is
+/// refused with the structured error, like every other refusal.
+pub(crate) struct RequestBody(pub(crate) Bytes);
+
+impl FromRequest<AppState> for RequestBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let bytes = crate::server::read_body(request.into_body(), state.request_bytes_max).await?;
+        Ok(RequestBody(bytes))
+    }
+}
+
+/// Refuses a body that does not say it is JSON. Besides being what the routes read, this keeps
+/// browsers out: a page of any site may send a form or `text/plain` to this server without
+/// asking first, but not `application/json` (that needs a CORS preflight it never grants), and
+/// a server without tokens on loopback treats every caller as local.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if json {
+        return Ok(());
+    }
+    Err(ServiceError::InvalidArgument {
+        field: "content-type".into(),
+        message: format!(
+            "send the body as application/json, not {}",
+            headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("without a Content-Type")
+        ),
+    })
+}
+
+/// The answer to a path the server does not have.
+pub(crate) async fn no_route(uri: Uri) -> ApiError {
+    ApiError(ServiceError::NotFound {
+        resource: "route",
+        id: uri.path().to_owned(),
+    })
+}
+
+/// The answer to a method a path does not take (axum adds the `Allow` header).
+pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
+    ApiError(ServiceError::InvalidArgument {
+        field: "method".into(),
+        message: format!(
+            "{method} is not served on {}: the Allow header lists the methods that are",
+            uri.path()
+        ),
+    })
 }
 
 /// Who is calling: the holder of the request's access token, or, on a server without tokens,
@@ -95,8 +166,10 @@ struct CallBody {
 async fn call(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    headers: HeaderMap,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<Value>, ApiError> {
+    require_json(&headers)?;
     let body: CallBody =
         serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
             field: "body".into(),
@@ -112,7 +185,7 @@ async fn call(
 async fn register(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let text = String::from_utf8(body.to_vec()).map_err(|_| ServiceError::InvalidArgument {
         field: "body".into(),

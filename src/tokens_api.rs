@@ -4,7 +4,7 @@
 //! the answer to `POST` and nowhere else.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use service::tokens::{Role, TokenEntry, TokenError};
 use service::{Caller, ServiceError};
 
-use crate::rest::{ApiError, caller};
+use crate::rest::{ApiError, RequestBody, caller, require_json};
 use crate::server::AppState;
 
 /// The token routes.
@@ -67,9 +67,11 @@ struct AddBody {
 async fn add(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    headers: HeaderMap,
+    RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller(authenticated).require(Role::Admin, "making tokens")?;
+    require_json(&headers)?;
     let body: AddBody =
         serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
             field: "body".into(),

@@ -131,6 +131,17 @@ async fn post(State(http): State<Http>, request: Request) -> Response {
         // An undeclared length is read up to the limit and no further.
         Err(_) => return too_large(bytes_max as u64 + 1),
     };
+    // One request, as an object: the reader would take an array for the fields in order, and
+    // answer a batch with a confusing error about an empty query.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            ServiceError::InvalidArgument {
+                field: "body".into(),
+                message: "not a GraphQL request: send one request as a JSON object, {\"query\": …, \"variables\": …}; batches are not served".into(),
+            },
+        );
+    }
     let graphql_request: async_graphql::Request = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
         Err(e) => {

@@ -40,6 +40,22 @@ fn bad_arguments_are_refused_naming_the_argument() {
     assert_eq!(err.to_json()["field"], "question");
     let err = call(&service, "research_open_task", json!({"question": ""})).unwrap_err();
     assert_eq!(err.code(), "invalid_argument");
+    // A value of the wrong type is named where it is, however deep.
+    let err = call(&service, "research_open_task", json!({"question": 7})).unwrap_err();
+    assert_eq!(err.to_json()["field"], "question", "{}", err.to_json());
+    let task = open_task(&service);
+    let err = call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [{"evidence_id": "ev-1", "adopt": "yes"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_json()["field"],
+        "decisions[0].adopt",
+        "{}",
+        err.to_json()
+    );
     let err = call(
         &service,
         "research_open_task",

@@ -1,4 +1,4 @@
-//! Who is calling: bearer tokens in front of every route but `/health`.
+//! Who is calling: bearer tokens in front of every route but `/health` and the GraphiQL page.
 //!
 //! The token list is `DATA_DIR/tokens.json` ([`service::tokens`]); the server re-reads it when
 //! it changes, so `research-ledger token add|revoke` take effect on the next request. Three
@@ -35,6 +35,10 @@ pub(crate) struct Auth {
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
 const OPEN_PATHS: [&str; 2] = ["/health", "/metrics"];
+
+/// GraphiQL, served on `GET` and holding no data: a browser cannot send a bearer token to load
+/// a page, and the queries the page sends carry the token entered in its headers editor.
+const PAGE_PATH: &str = "/graphql";
 
 /// The one path that may authenticate after the request: its WebSocket's `connection_init`.
 const LATE_AUTH_PATH: &str = "/graphql/ws";
@@ -141,7 +145,8 @@ pub(crate) async fn layer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if OPEN_PATHS.contains(&request.uri().path()) {
+    let page = request.method() == axum::http::Method::GET && request.uri().path() == PAGE_PATH;
+    if OPEN_PATHS.contains(&request.uri().path()) || page {
         return next.run(request).await;
     }
     match auth.caller_of(&request) {

@@ -2,9 +2,11 @@
 //! layers, served with a graceful shutdown that loses nothing acknowledged.
 //!
 //! Every request passes, outermost first: the request log (one line per request with its
-//! status and duration), the limits (requests in flight, request time, declared body size),
-//! and the access check ([`crate::auth`]). A request refused by a limit or the access check
-//! gets the structured error body of every other refusal.
+//! status and duration), the limits (requests in flight, request time, body size, whether
+//! declared or only found by reading a chunked body), and the access check ([`crate::auth`]).
+//! A request refused by a limit or the access check gets the structured error body of every
+//! other refusal; so does a path or method the server does not have, and `/mcp` answers its
+//! own refusals as JSON-RPC errors.
 //!
 //! On SIGTERM or Ctrl-C the server stops accepting connections, lets requests in flight finish,
 //! then shuts the service down: the projections are snapshotted, a signed checkpoint covers
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -114,6 +116,9 @@ pub(crate) fn router(
         options.auth.clone(),
         crate::auth::layer,
     ))
+    // Bodies are bounded by `limit` already; this keeps axum's extractors from imposing their
+    // own, smaller default on a route that reads its body with one.
+    .layer(DefaultBodyLimit::max(options.limits.request_bytes_max))
     .layer(middleware::from_fn_with_state(gate, limit))
     .layer(middleware::from_fn(log))
 }
@@ -123,9 +128,10 @@ fn refusal(status: StatusCode, error: &ServiceError) -> Response {
     (status, Json(error.to_json())).into_response()
 }
 
-/// Refuses a request past a limit: too many in flight (503, try again shortly), a body over
-/// the bound (413), or one that takes too long (504; a write it started may still land, which
-/// is what idempotency keys are for).
+/// Refuses a request past a limit: too many in flight (503, try again shortly: never queued,
+/// though a body already on its way is read and dropped first), a body over the bound (413),
+/// or one that takes too long (504; a write it started may still land, which is what
+/// idempotency keys are for).
 ///
 /// A declared body (`Content-Length`) over the bound is refused before anything is read. A body
 /// of undeclared length (chunked) is read here, up to the bound and no further, so that every
@@ -138,6 +144,7 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         requests_in_flight_max,
     } = gate.limits;
     let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
+        discard_body(request, request_bytes_max, request_time_max).await;
         let mut response = refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             &ServiceError::LimitExceeded {
@@ -259,6 +266,38 @@ async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Ne
     (parts, Json(refusal.body)).into_response()
 }
 
+/// Reads and drops the body of a request refused before its handler runs, up to `bytes_max`
+/// and for no longer than `time_max`. The client may already be sending it, and a connection
+/// closed with data unread is reset, taking the refusal with it: the client would see a reset
+/// connection instead of the error and its `Retry-After`. A client that waits to be asked for
+/// the body (`Expect: 100-continue`) is not asked, and a body declared over `bytes_max` is not
+/// read either.
+async fn discard_body(request: Request, bytes_max: usize, time_max: Duration) {
+    let headers = request.headers();
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let too_large = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > bytes_max as u64);
+    if expects_continue || too_large {
+        return;
+    }
+    let mut body = request.into_body();
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(time_max, async {
+        while read <= bytes_max {
+            match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |data| data.len()),
+                Some(Err(_)) | None => break,
+            }
+        }
+    })
+    .await;
+}
+
 /// One log line per request: method, path, status, duration and who called.
 async fn log(request: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -312,15 +351,45 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
+/// Connections the kernel may complete before the server accepts them (it caps the number at
+/// `net.core.somaxconn`). A burst of new connections beyond it is dropped or reset by the
+/// kernel before the server could answer, even with `limit_exceeded`; the usual 1024 is less
+/// than the 1,200 concurrent writers the server is meant to take.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds `addr` (the port may be 0: the address actually bound is returned with the listener).
 pub(crate) async fn bind(
     addr: SocketAddr,
 ) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restarted server may take its port straight back.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    let listener = listen().with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     Ok((listener, bound))
+}
+
+/// Reloads the contracts of external tools when their files change (checked every second), so
+/// MCP clients hear `tools/list_changed`. Runs until aborted.
+pub(crate) fn watch_contracts(service: Service) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let service = service.clone();
+            if let Ok(true) = tokio::task::spawn_blocking(move || service.refresh_tools()).await {
+                tracing::info!("contracts changed; the tool list was reloaded");
+            }
+        }
+    })
 }
 
 /// Serves every route on `listener` until SIGTERM or Ctrl-C, then shuts down gracefully.
@@ -331,21 +400,7 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
     let app = router(&service, &options, Some(&mcp));
-    // Contracts reload when their files change.
-    let watcher = {
-        let service = service.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                let service = service.clone();
-                if let Ok(true) = tokio::task::spawn_blocking(move || service.refresh_tools()).await
-                {
-                    tracing::info!("contracts changed; the tool list was reloaded");
-                }
-            }
-        })
-    };
+    let watcher = watch_contracts(service.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

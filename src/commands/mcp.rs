@@ -20,10 +20,13 @@ pub(crate) fn run(data_dir: &Path, _args: &Args) -> anyhow::Result<Outcome> {
         .build()
         .context("cannot start the async runtime")?;
     let service = super::open_service(data_dir)?;
-    let served = runtime.block_on(mcp_bridge::serve_stdio(
-        service.clone(),
-        mcp_bridge::BridgeOptions::default(),
-    ));
+    let served = runtime.block_on(async {
+        let watcher = crate::server::watch_contracts(service.clone());
+        let served =
+            mcp_bridge::serve_stdio(service.clone(), mcp_bridge::BridgeOptions::default()).await;
+        watcher.abort();
+        served
+    });
     service.shutdown();
     served.context("the MCP server on stdio failed")?;
     Ok(Outcome::Passed)

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::auth::{add_token, bearer, call, open_task};
 use super::graphql::{connect, receive, send as ws_send};
 use super::mcp::{message, open_session, stateless};
-use super::server::{Header, Reply, Server, ledger_size, send, send_chunked};
+use super::server::{Response, Server, ledger_size, send, send_chunked};
 
 /// The server-wide body limit these tests set, small enough to cross cheaply.
 const BYTES_MAX: usize = 65536;
@@ -32,7 +32,7 @@ fn still_up(server: &mut Server, size: u64) {
 }
 
 /// A POST to `/mcp` as `token`'s holder, with `headers` besides the credentials.
-fn mcp(addr: SocketAddr, token: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+fn mcp(addr: SocketAddr, token: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
     let auth = bearer(token);
     let mut all = vec![("Authorization", auth.as_str())];
     all.extend_from_slice(headers);
@@ -41,7 +41,7 @@ fn mcp(addr: SocketAddr, token: &str, headers: &[(&str, &str)], body: &[u8]) -> 
 
 /// Asserts a JSON-RPC error with `code` for the request `id`, answered with HTTP `status`, as a
 /// JSON body or a server-sent event.
-fn assert_jsonrpc_error(reply: &Reply, status: u16, code: i64, id: &Value) -> Value {
+fn assert_jsonrpc_error(reply: &Response, status: u16, code: i64, id: &Value) -> Value {
     let text = reply.text();
     assert_eq!(reply.status, status, "{text}");
     let content_type = reply.header("content-type").unwrap_or_default();
@@ -64,7 +64,7 @@ fn assert_jsonrpc_error(reply: &Reply, status: u16, code: i64, id: &Value) -> Va
 }
 
 /// Asserts a structured REST error: the status, the code, a message.
-fn assert_error(reply: &Reply, status: u16, code: &str) -> Value {
+fn assert_error(reply: &Response, status: u16, code: &str) -> Value {
     assert_eq!(reply.status, status, "{}", reply.text());
     assert!(
         reply
@@ -84,7 +84,7 @@ fn assert_error(reply: &Reply, status: u16, code: &str) -> Value {
 }
 
 /// Asserts a GraphQL response whose one error has `code`, with HTTP `status`.
-fn assert_graphql_error(reply: &Reply, status: u16, code: &str) -> Value {
+fn assert_graphql_error(reply: &Response, status: u16, code: &str) -> Value {
     assert_eq!(reply.status, status, "{}", reply.text());
     let out = reply.json();
     assert!(out["data"].is_null(), "{out}");
@@ -391,7 +391,7 @@ fn bodies_over_the_limit_are_refused_whether_declared_or_not() {
     let contract = super::external::kb_contract("kb_search", "http://127.0.0.1:9/search", 1000);
     let new_token = json!({"name": "eve", "role": "admin"}).to_string();
     // Each route with a body, the token that may use it, its headers, and a request it takes.
-    let routes: [(&str, &str, Vec<Header>, String); 5] = [
+    let routes: [(&str, &str, Vec<(&str, &str)>, String); 5] = [
         (
             "/mcp",
             &writer,

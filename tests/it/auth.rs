@@ -11,7 +11,7 @@ use tungstenite::{Message, WebSocket};
 use super::external::kb_contract;
 use super::graphql::{connect, post_as, receive, send as ws_send};
 use super::mcp::{message, open_session, post as mcp_post, stateless};
-use super::server::{Header, Reply, Server, get_json, ledger_size, send};
+use super::server::{Response, Server, get_json, ledger_size, send};
 use super::{run, run_with_env, stderr, stdout};
 
 /// Makes a token for `name` with `role` on the data directory's token file, and returns it.
@@ -38,7 +38,7 @@ pub(crate) fn bearer(token: &str) -> String {
 }
 
 /// `POST /v1/tools/call` as the holder of `token`.
-pub(crate) fn call(addr: SocketAddr, token: &str, name: &str, arguments: Value) -> Reply {
+pub(crate) fn call(addr: SocketAddr, token: &str, name: &str, arguments: Value) -> Response {
     let auth = bearer(token);
     send(
         addr,
@@ -55,7 +55,7 @@ pub(crate) fn call(addr: SocketAddr, token: &str, name: &str, arguments: Value) 
 }
 
 /// A `GET` as the holder of `token`.
-fn get(addr: SocketAddr, token: &str, path: &str) -> Reply {
+fn get(addr: SocketAddr, token: &str, path: &str) -> Response {
     send(addr, "GET", path, &[("Authorization", &bearer(token))], b"")
 }
 
@@ -119,7 +119,7 @@ fn actors(addr: SocketAddr, token: &str, task: &str) -> Vec<(String, String)> {
 }
 
 /// Asserts a REST refusal: its status and structured error code.
-fn assert_refused(reply: &Reply, status: u16, code: &str) {
+fn assert_refused(reply: &Response, status: u16, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.text());
     let body = reply.json();
     assert_eq!(body["error"], code, "{body}");
@@ -222,7 +222,7 @@ fn every_route_but_health_needs_a_valid_bearer_token() {
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
     ];
-    let routes: [(&str, &str, &[Header], Vec<u8>); 8] = [
+    let routes: [(&str, &str, &[(&str, &str)], Vec<u8>); 8] = [
         (
             "POST",
             "/mcp",

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use test_support::LegacyApi;
 
-use super::server::{Server, get_json, ledger_size, request};
+use super::server::{Server, call_tool, get_json, ledger_size, request};
 
 pub(crate) fn kb_contract(name: &str, endpoint: &str, timeout_ms: u64) -> String {
     format!(
@@ -39,15 +39,7 @@ output_schema:
 }
 
 fn call(server: &Server, name: &str, arguments: Value) -> (u16, Value) {
-    let body = serde_json::to_vec(&json!({"name": name, "arguments": arguments})).unwrap();
-    let (status, body) = request(
-        server.addr,
-        "POST",
-        "/v1/tools/call",
-        &[("Content-Type", "application/json")],
-        &body,
-    );
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    call_tool(server.addr, name, arguments)
 }
 
 fn contracts(data: &Path) -> std::path::PathBuf {

@@ -748,3 +748,67 @@ fn auditors_export_verify_and_prove_over_http() {
     );
     assert_eq!(error["extensions"]["code"], "NOT_FOUND", "{error}");
 }
+
+#[test]
+fn a_subscriber_receives_the_event_an_mcp_tool_call_appends() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let task = open_task(addr, "Is Arctic sea ice thinning?");
+    // From the ledger's size now, so the event is delivered however late the subscription
+    // starts on the server.
+    let size = gql(addr, "{ ledger { size } }", json!({}))["ledger"]["size"].clone();
+    let mut socket = websocket(addr, None).unwrap();
+    send(
+        &mut socket,
+        json!({"id": "trail", "type": "subscribe", "payload": {
+            "query": "subscription($t: ID, $from: Int) { events(taskId: $t, fromSeq: $from) { seq taskId sessionVersion kind actor event { payload } } }",
+            "variables": {"t": task, "from": size}}}),
+    );
+
+    // An assistant adds evidence through the MCP endpoint (2026-07-28: one request, no session).
+    let call = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {
+            "name": "retrieval_add_evidence",
+            "arguments": {
+                "task_id": task, "source": "polar-institute.example.org",
+                "publish_date": "2024-11-02", "source_type": "academic_paper",
+                "content": "Submarine sonar records show a 40% decline in mean ice thickness.",
+                "stance": "supports",
+            },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "assistant-over-mcp", "version": "1"},
+            },
+        },
+    });
+    let (status, body) = request(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "retrieval_add_evidence"),
+        ],
+        call.to_string().as_bytes(),
+    );
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"isError\":false"), "{body}");
+
+    let notice = next_of(&mut socket, "trail")["events"].clone();
+    assert_eq!(notice["taskId"], task.as_str());
+    assert_eq!(notice["kind"], "evidence_added");
+    assert_eq!(notice["sessionVersion"], 2);
+    assert_eq!(notice["actor"], "assistant-over-mcp");
+    assert_eq!(
+        notice["event"]["payload"]["source"],
+        "polar-institute.example.org"
+    );
+    server.stop();
+}

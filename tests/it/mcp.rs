@@ -337,3 +337,59 @@ fn mcp_over_http_serves_both_eras_and_checks_host_and_origin() {
     let status = server.stop();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn an_mcp_client_hears_when_a_contract_file_appears_and_sees_the_new_tool() {
+    let data = tempfile::tempdir().unwrap();
+    let mut mcp = StdioServer::start(data.path());
+    // Reads block: a server that never announces the change is killed, so the test fails
+    // rather than hangs.
+    let pid = mcp.child.id();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(Duration::from_secs(60)).is_err() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    });
+    let init = initialize(&mut mcp, "reload-test");
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{init}"
+    );
+    let before = mcp.call(2, "tools/list", json!({}));
+    let count = before["result"]["tools"].as_array().unwrap().len();
+
+    let contracts = data.path().join("contracts");
+    std::fs::create_dir_all(&contracts).unwrap();
+    std::fs::write(
+        contracts.join("team_kb.yaml"),
+        r#"name: team_kb
+description: Searches the team's knowledge base.
+endpoint: http://127.0.0.1:9/search
+contract_version: "1.0"
+timeout_ms: 1000
+input_schema:
+  query: { type: string, semantic_tag: search_query }
+output_schema:
+  answer: { type: string, semantic_tag: evidence_content }
+"#,
+    )
+    .unwrap();
+    loop {
+        let message = mcp.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    let after = mcp.call(3, "tools/list", json!({}));
+    let tools = after["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), count + 1, "{after}");
+    assert!(tools.iter().any(|t| t["name"] == "team_kb"), "{after}");
+
+    drop(mcp.stdin.take());
+    assert!(mcp.child.wait().unwrap().success());
+    let _ = done.send(());
+    watchdog.join().unwrap();
+}

@@ -8,22 +8,34 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// A running `research-ledger serve`, stopped with SIGTERM when dropped.
+/// A running `research-ledger serve`, stopped with SIGTERM when dropped. Its stderr (the
+/// request log among it) is drained as it comes, so a busy server never blocks on a full pipe.
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    drain: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
     /// Starts a server on a free loopback port over `data`.
     pub(crate) fn start(data: &Path, extra: &[&str]) -> Server {
-        Server::start_on(data, "127.0.0.1:0", extra)
+        Server::start_with(data, extra, &[])
+    }
+
+    /// Starts a server with `extra` flags and `env` variables.
+    pub(crate) fn start_with(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(data, "127.0.0.1:0", extra, env)
     }
 
     /// Starts a server listening on `listen` (port 0: a free one) over `data`. Its address is
     /// the one it reports, with an unspecified IP (`0.0.0.0`) replaced by loopback, where the
     /// tests reach it.
     pub(crate) fn start_on(data: &Path, listen: &str, extra: &[&str]) -> Server {
+        Server::spawn(data, listen, extra, &[])
+    }
+
+    fn spawn(data: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
             .arg("--data-dir")
             .arg(data)
@@ -31,6 +43,7 @@ impl Server {
             .args(extra)
             .env_remove("RESEARCH_LEDGER_DATA_DIR")
             .env_remove("RESEARCH_LEDGER_LISTEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -53,7 +66,29 @@ impl Server {
         if addr.ip().is_unspecified() {
             addr.set_ip(Ipv4Addr::LOCALHOST.into());
         }
-        Server { child, addr }
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut stderr = child.stderr.take().expect("stderr");
+        let sink = log.clone();
+        let drain = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Server {
+            child,
+            addr,
+            log,
+            drain: Some(drain),
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
 
     /// Whether the process is still running (it has not crashed or exited).
@@ -64,19 +99,39 @@ impl Server {
             .is_none()
     }
 
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub(crate) fn kill(mut self) -> std::process::ExitStatus {
+        self.child.kill().expect("SIGKILL");
+        let status = self.child.wait().expect("the server is gone");
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        status
+    }
+
     /// Sends SIGTERM and waits for the exit status.
-    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+    pub(crate) fn stop(self) -> std::process::ExitStatus {
+        self.stop_with_stderr().0
+    }
+
+    /// Sends SIGTERM, waits for the exit, and returns its status and everything on stderr.
+    pub(crate) fn stop_with_stderr(mut self) -> (std::process::ExitStatus, String) {
         terminate(&self.child);
         let status = self.child.wait().expect("the server exits");
-        std::mem::forget(self);
-        status
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        let stderr = self.stderr();
+        (status, stderr)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        terminate(&self.child);
-        let _ = self.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            terminate(&self.child);
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -86,108 +141,71 @@ fn terminate(child: &Child) {
         .status();
 }
 
-/// A header of a request: its name and value.
-pub(crate) type Header<'a> = (&'a str, &'a str);
-
-/// An HTTP response as it came back: the status, the head, and the body (de-chunked).
-#[derive(Debug)]
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    head: String,
-    pub(crate) body: Vec<u8>,
+/// One HTTP/1.1 request; returns the status and the body.
+pub(crate) fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    try_request(addr, method, path, headers, body).expect("a whole HTTP response")
 }
 
-impl Reply {
-    /// The value of the header `name` (any case), if present.
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().skip(1).find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.trim()
-                .eq_ignore_ascii_case(name)
-                .then_some(value.trim())
-        })
-    }
-
-    /// The body as text.
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// The body as JSON; fails the test, showing the body, when it is not.
-    pub(crate) fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "{} answered a body that is not JSON ({e}): {:?}",
-                self.status,
-                self.text()
-            )
-        })
-    }
+/// One HTTP/1.1 request that may fail: the server may be gone before it connects, while it
+/// writes or before the whole response arrives (a response cut short is an error, never a
+/// shorter body).
+pub(crate) fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    try_request_on(connect(addr)?, method, path, headers, body)
 }
 
-/// Writes `raw` (a whole HTTP/1.1 request, `Connection: close`) on a connection of its own and
-/// reads the response. The server may answer and close before it has read all of a body it
-/// refuses: errors writing the rest, and a reset after the response, are not the test's
-/// concern — the response is.
-pub(crate) fn exchange(addr: SocketAddr, raw: &[u8]) -> Reply {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let _ = stream.write_all(raw);
-    let mut response = Vec::new();
-    if let Err(e) = stream.read_to_end(&mut response) {
-        assert!(
-            !response.is_empty() && e.kind() != std::io::ErrorKind::WouldBlock,
-            "no response to {:?}: {e}",
-            String::from_utf8_lossy(&raw[..raw.len().min(200)])
-        );
-    }
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| {
-            panic!(
-                "no response head in {:?}",
-                String::from_utf8_lossy(&response)
-            )
-        });
-    let head = String::from_utf8_lossy(&response[..split]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status");
-    let mut body = response[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    Reply { status, head, body }
+/// A connection for one request.
+pub(crate) fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    Ok(stream)
 }
 
-/// The head of a request to `path`, with `headers` after `Host` and `Connection: close`, and
-/// no blank line after it.
-pub(crate) fn head(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> String {
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head
+/// One HTTP/1.1 request on a connection made with [`connect`]; returns the status and the body.
+pub(crate) fn request_on(
+    stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    try_request_on(stream, method, path, headers, body).expect("a whole HTTP response")
 }
 
-/// One HTTP/1.1 request with its `Content-Length`; returns the whole reply.
+fn try_request_on(
+    stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let addr = stream.peer_addr()?;
+    let mut raw = head(addr, method, path, headers, Some(body.len())).into_bytes();
+    raw.extend_from_slice(body);
+    let response = try_exchange_on(stream, &raw)?;
+    Ok((response.status, response.body))
+}
+
+/// One HTTP/1.1 request with its `Content-Length`; returns the whole response, head included.
 pub(crate) fn send(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> Reply {
-    let mut raw = head(addr, method, path, headers).into_bytes();
-    raw.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+) -> Response {
+    let mut raw = head(addr, method, path, headers, Some(body.len())).into_bytes();
     raw.extend_from_slice(body);
     exchange(addr, &raw)
 }
@@ -200,9 +218,8 @@ pub(crate) fn send_chunked(
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> Reply {
-    let mut raw = head(addr, method, path, headers).into_bytes();
-    raw.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+) -> Response {
+    let mut raw = head(addr, method, path, headers, None).into_bytes();
     for chunk in body.chunks(8192) {
         raw.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
         raw.extend_from_slice(chunk);
@@ -212,35 +229,241 @@ pub(crate) fn send_chunked(
     exchange(addr, &raw)
 }
 
-/// One HTTP/1.1 request; returns the status and the body.
-pub(crate) fn request(
+/// Writes `raw`, a whole HTTP/1.1 request, on a connection of its own and reads the response.
+pub(crate) fn exchange(addr: SocketAddr, raw: &[u8]) -> Response {
+    connect(addr)
+        .and_then(|stream| try_exchange_on(stream, raw))
+        .unwrap_or_else(|e| {
+            panic!(
+                "no whole HTTP response to {:?}: {e}",
+                String::from_utf8_lossy(&raw[..raw.len().min(200)])
+            )
+        })
+}
+
+/// Writes `raw` on `stream` and reads the whole response. A server may answer and close before
+/// it has read all of a body it refuses: an error writing the rest is no failure when a whole
+/// response comes back, and the failure when none does.
+fn try_exchange_on(mut stream: TcpStream, raw: &[u8]) -> std::io::Result<Response> {
+    let written = stream.write_all(raw);
+    let response = read_response(&mut stream)?;
+    let Some(response) = Response::parse(&response) else {
+        written?;
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no whole response: no head, or a chunked body cut short",
+        ));
+    };
+    if response
+        .header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n != response.body.len())
+    {
+        written?;
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "a body of another length than its content-length",
+        ));
+    }
+    Ok(response)
+}
+
+/// Reads a response up to the end of the connection. A server that answers before it has read
+/// the whole request (one refused for its size) and closes with the rest unread resets the
+/// connection: once a whole response has come, a reset ends it like the end of the stream.
+fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionReset
+                    && Response::parse(&got).is_some_and(|r| r.is_whole()) =>
+            {
+                return Ok(got);
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e} after {:?}", String::from_utf8_lossy(&got)),
+                ));
+            }
+        }
+    }
+}
+
+/// The head of a request on a connection of its own, its body `length` bytes long or, without
+/// one, sent chunked.
+fn head(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, Vec<u8>) {
-    let reply = send(addr, method, path, headers, body);
-    (reply.status, reply.body)
+    length: Option<usize>,
+) -> String {
+    let framing = match length {
+        Some(n) => format!("Content-Length: {n}"),
+        None => "Transfer-Encoding: chunked".to_owned(),
+    };
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{framing}\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
 }
 
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
+/// A response as it came over the wire.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    /// The status line and the header lines.
+    pub(crate) head: String,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Response {
+    /// Reads a whole response (head, then a body with a length, chunked or up to the end).
+    fn parse(response: &[u8]) -> Option<Response> {
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&response[..split]).into_owned();
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        let mut body = response[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body)?;
+        }
+        Some(Response { status, head, body })
+    }
+
+    /// Whether the body is as long as the head says.
+    fn is_whole(&self) -> bool {
+        self.header("content-length")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n == self.body.len())
+    }
+
+    /// The value of the header `name` (in any case), if it was sent.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The body as JSON; null when it is not JSON.
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The body as text.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A request sent as far as the end of its head, with `Expect: 100-continue`, its body held
+/// back: the server either takes it in (asks for the body, and from then on the request is
+/// in flight until it answers) or answers at once without it.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The server asked for the body.
+    Admitted(HeldRequest),
+    /// The server answered without reading the body.
+    Answered(Response),
+}
+
+/// A request the server took in and waits to read the body of.
+#[derive(Debug)]
+pub(crate) struct HeldRequest {
+    stream: TcpStream,
+    body: Vec<u8>,
+}
+
+/// Sends the head of a request and waits for the server to either ask for its body or answer.
+/// Errors are returned rather than raised, so that callers in step with others can keep step.
+pub(crate) fn hold(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> std::io::Result<Held> {
+    let mut stream = connect(addr)?;
+    let mut headers = headers.to_vec();
+    headers.push(("Expect", "100-continue"));
+    stream.write_all(head(addr, method, path, &headers, Some(body.len())).as_bytes())?;
+    let mut got = read_head(&mut stream)?;
+    if got.starts_with(b"HTTP/1.1 100 ") {
+        return Ok(Held::Admitted(HeldRequest { stream, body }));
+    }
+    got.extend(read_response(&mut stream)?);
+    Response::parse(&got)
+        .map(Held::Answered)
+        .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}
+
+impl HeldRequest {
+    /// Sends the body and reads the response.
+    pub(crate) fn finish(mut self) -> std::io::Result<Response> {
+        self.stream.write_all(&self.body)?;
+        let response = read_response(&mut self.stream)?;
+        Response::parse(&response).ok_or_else(|| std::io::Error::other("not an HTTP response"))
+    }
+}
+
+/// Reads a response head, byte by byte: nothing after it is consumed.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the connection closed after {:?}",
+                    String::from_utf8_lossy(&got)
+                ),
+            ));
+        }
+        got.push(byte[0]);
+    }
+    Ok(got)
+}
+
+/// A connection the server has accepted and is ready to read the next request on: it answered
+/// a `GET /health` on it and kept it open.
+pub(crate) fn connect_served(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let mut stream = connect(addr)?;
+    stream.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let head = read_head(&mut stream)?;
+    let length = Response::parse(&head)
+        .and_then(|r| r.header("content-length")?.parse::<usize>().ok())
+        .ok_or_else(|| std::io::Error::other("a response without a length"))?;
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body)?;
+    Ok(stream)
+}
+
+/// The body of a chunked response, or none when it ends before its last chunk.
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let Some(line_end) = data.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&data[..line_end]).unwrap_or("0").trim(),
-            16,
-        )
-        .unwrap_or(0);
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
         if size == 0 {
-            return out;
+            return Some(out);
         }
         let start = line_end + 2;
-        out.extend_from_slice(&data[start..start + size]);
-        data = &data[start + size + 2..];
+        out.extend_from_slice(data.get(start..start + size)?);
+        data = data.get(start + size + 2..)?;
     }
 }
 
@@ -256,6 +479,28 @@ pub(crate) fn ledger_size(addr: SocketAddr) -> u64 {
     health["ledger"]["size"]
         .as_u64()
         .unwrap_or_else(|| panic!("no ledger size in {health}"))
+}
+
+/// Posts `value` as JSON; returns the status and the body as JSON (null when it is not).
+pub(crate) fn post_json(addr: SocketAddr, path: &str, value: &Value) -> (u16, Value) {
+    let body = serde_json::to_vec(value).expect("JSON");
+    let (status, body) = request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &body,
+    );
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Calls a tool through the REST view (`POST /v1/tools/call`).
+pub(crate) fn call_tool(addr: SocketAddr, name: &str, arguments: Value) -> (u16, Value) {
+    post_json(
+        addr,
+        "/v1/tools/call",
+        &serde_json::json!({"name": name, "arguments": arguments}),
+    )
 }
 
 #[test]

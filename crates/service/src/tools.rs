@@ -1139,6 +1139,7 @@ impl Service {
                 message: format!("searching the corpus ({total}/{total})"),
             });
         }
+        let mut corpus_found = 0usize;
         let written = self.write(
             caller,
             "retrieval_search_evidence",
@@ -1171,8 +1172,10 @@ impl Service {
                             other => ServiceError::invalid("query", other.to_string()),
                         })?;
                     index_state = result.index_state.id.clone();
+                    corpus_found = 0;
                     for hit in result.candidates() {
                         results.push(self.corpus_candidate(hit, a.sub_question.as_ref())?);
+                        corpus_found += 1;
                     }
                 }
                 // Candidates from every source by reliability pre-score; among equals, the
@@ -1197,7 +1200,11 @@ impl Service {
         progress(ToolProgress {
             progress: total,
             total: Some(total),
-            message: "recorded".into(),
+            message: search_summary(
+                ask_corpus.then_some(corpus_found),
+                external_candidates.len(),
+                failed_sources.len(),
+            ),
         });
         let recorded = written.events.iter().find_map(|(_, _, e)| match e {
             Event::SearchRecorded(s) => Some(s.clone()),
@@ -1352,4 +1359,19 @@ fn uuid_v7_like(service: &Service) -> String {
     uuid::Builder::from_unix_timestamp_millis(millis, &random)
         .into_uuid()
         .to_string()
+}
+
+/// The last progress report of a search: what each kind of source gave, once it is recorded.
+fn search_summary(corpus: Option<usize>, external: usize, failed: usize) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = corpus {
+        parts.push(format!("corpus: {n} candidate(s)"));
+    }
+    if external > 0 || failed > 0 {
+        parts.push(format!(
+            "external sources: {external} candidate(s), {failed} failed"
+        ));
+    }
+    parts.push("recorded".into());
+    parts.join("; ")
 }

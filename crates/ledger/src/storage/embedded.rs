@@ -1321,6 +1321,11 @@ impl Storage for EmbeddedStorage {
         };
         let mut seq_of_frame: Option<u64> = None;
         loop {
+            // Stop once everything asked for is read, or at the head: what lies beyond it may
+            // be a frame the writer is writing right now, whose bytes are not all there yet.
+            if out.len() >= max || seq_of_frame.is_some_and(|next| next >= size) {
+                break;
+            }
             let len = seg
                 .file
                 .metadata()

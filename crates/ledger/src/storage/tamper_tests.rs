@@ -293,6 +293,42 @@ fn a_torn_tail_is_cut_kept_and_writing_goes_on() {
 }
 
 #[test]
+fn reads_that_end_at_the_head_never_look_at_a_frame_being_written() {
+    // While the writer writes a frame, the file may already be longer than the bytes that
+    // landed in it. A read of the last events must stop at the head and not take that frame
+    // for damage.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = Ledger::open(dir.path(), options()).expect("open");
+    for i in 0..EVENTS / 2 {
+        let a = format!("payload {i} a").into_bytes();
+        let b = format!("payload {i} b").into_bytes();
+        append(&ledger, &format!("task-{}", i % 3), &[&a, &b]);
+    }
+    let path = last_segment(dir.path());
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open segment");
+    // A header that promises a body of which only a few bytes are there yet.
+    std::io::Write::write_all(
+        &mut file,
+        &[b'R', b'L', b'F', b'R', 0xff, 0x03, 0, 0, 1, 2, 3, 4, 5, 6],
+    )
+    .expect("write");
+    let last = ledger.get(EVENTS - 1).expect("the last event reads");
+    assert_eq!(last.map(|e| e.seq), Some(EVENTS - 1));
+    let all = ledger.read_range(0, 1000).expect("the whole log reads");
+    assert_eq!(all.len() as u64, EVENTS);
+    let frame_end = ledger
+        .read_range(EVENTS - 4, 2)
+        .expect("a range ending at a frame");
+    assert_eq!(
+        frame_end.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [EVENTS - 4, EVENTS - 3]
+    );
+}
+
+#[test]
 fn a_torn_last_frame_loses_only_that_frame() {
     let dir = tempfile::tempdir().expect("tempdir");
     build(dir.path());

@@ -1,0 +1,142 @@
+//! What an operator relies on: metrics, the request log, the configuration file, and a
+//! shutdown that leaves a checkpoint.
+
+use serde_json::{Value, json};
+
+use crate::server::{Server, call_tool, get_json, request};
+
+fn call(server: &Server, name: &str, arguments: Value) -> (u16, Value) {
+    call_tool(server.addr, name, arguments)
+}
+
+fn open_task(server: &Server) -> String {
+    let (status, out) = call(
+        server,
+        "research_open_task",
+        json!({"question": "Does the Greenland ice sheet lose mass?"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    out["result"]["task_id"].as_str().unwrap().to_owned()
+}
+
+fn evidence(task_id: &str, summary: &str) -> Value {
+    json!({
+        "task_id": task_id,
+        "source": "nasa.gov",
+        "publish_date": "2023-05-01",
+        "source_type": "government",
+        "content": "GRACE measurements show the ice sheet lost about 270 gigatonnes a year.",
+        "summary": summary,
+        "stance": "supports",
+    })
+}
+
+#[test]
+fn metrics_count_appends_and_tool_calls_by_outcome() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    open_task(&server);
+    let (status, _) = call(&server, "research_open_task", json!({"question": ""}));
+    assert_eq!(status, 400);
+    let (status, body) = request(server.addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).unwrap();
+    for line in [
+        "research_ledger_tool_calls_total{tool=\"research_open_task\",outcome=\"ok\"} 1",
+        "research_ledger_tool_calls_total{tool=\"research_open_task\",outcome=\"invalid_argument\"} 1",
+        "research_ledger_appends_total 1",
+        "research_ledger_append_duration_seconds_count 1",
+        "# TYPE research_ledger_append_duration_seconds histogram",
+        "research_ledger_projection_lag_events",
+        "research_ledger_verification_failures_total 0",
+        "# TYPE research_ledger_conflicts_total counter",
+        "# TYPE research_ledger_conclusions_total counter",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    server.stop();
+}
+
+#[test]
+fn json_logs_have_one_line_per_request_with_its_duration() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--log-format", "json"]);
+    let (status, _) = get_json(server.addr, "/v1/tools/list");
+    assert_eq!(status, 200);
+    let (status, _) = get_json(server.addr, "/v1/sessions/no-such-task");
+    assert_eq!(status, 404);
+    let (exit, stderr) = server.stop_with_stderr();
+    assert!(exit.success());
+    let lines: Vec<Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["message"] == "request")
+        .collect();
+    let list = lines
+        .iter()
+        .find(|l| l["path"] == "/v1/tools/list")
+        .unwrap_or_else(|| panic!("no request line for /v1/tools/list in\n{stderr}"));
+    assert_eq!(list["method"], "GET");
+    assert_eq!(list["status"], 200);
+    assert!(list["duration_ms"].as_f64().unwrap() >= 0.0);
+    assert!(list["timestamp"].is_string() && list["level"] == "INFO");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["path"] == "/v1/sessions/no-such-task" && l["status"] == 404),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_graceful_shutdown_signs_a_checkpoint_of_everything_acknowledged() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let task = open_task(&server);
+    let (status, out) = call(&server, "retrieval_add_evidence", evidence(&task, "Loss."));
+    assert_eq!(status, 200, "{out}");
+    let size = get_json(server.addr, "/health").1["ledger"]["size"]
+        .as_u64()
+        .unwrap();
+    assert!(server.stop().success());
+
+    let server = Server::start(data.path(), &[]);
+    let (_, health) = get_json(server.addr, "/health");
+    assert_eq!(health["ledger"]["size"], size);
+    assert_eq!(
+        health["ledger"]["last_checkpoint"]["tree_size"], size,
+        "{health}"
+    );
+    server.stop();
+    assert!(crate::run(data.path(), &["verify"]).status.success());
+}
+
+#[test]
+fn the_configuration_file_sets_limits_and_flags_and_refuses_unknown_keys() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("research-ledger.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nrequests_in_flight_max = 64\n\n[limits.research]\nsummary_chars_max = 10\n",
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let server = Server::start(data.path(), &["--config", config_arg]);
+    let task = open_task(&server);
+    let (status, out) = call(
+        &server,
+        "retrieval_add_evidence",
+        evidence(&task, "A summary longer than ten characters."),
+    );
+    assert_eq!(status, 422, "{out}");
+    assert_eq!(out["error"], "limit_exceeded", "{out}");
+    let (status, out) = call(&server, "retrieval_add_evidence", evidence(&task, "Short."));
+    assert_eq!(status, 200, "{out}");
+    server.stop();
+
+    std::fs::write(&config, "[serve]\nrequests_in_flight = 64\n").unwrap();
+    let out = crate::run(data.path(), &["--config", config_arg, "verify"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::stderr(&out);
+    assert!(err.contains("requests_in_flight"), "{err}");
+}

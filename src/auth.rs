@@ -34,7 +34,7 @@ pub(crate) struct Auth {
 }
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
-const OPEN_PATHS: [&str; 2] = ["/health", "/metrics"];
+const OPEN_PATHS: [&str; 1] = ["/health"];
 
 /// GraphiQL, served on `GET` and holding no data: a browser cannot send a bearer token to load
 /// a page, and the queries the page sends carry the token entered in its headers editor.

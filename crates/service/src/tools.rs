@@ -397,7 +397,7 @@ fn evidence_view(state: &TaskState, id: &str) -> Value {
 /// other write for writers — registered tools included, since their calls are recorded.
 pub fn role_for_tool(name: &str) -> Role {
     if name == "evaluation_resolve_conflict" {
-        return Role::Writer;
+        return Role::Reviewer;
     }
     match tool_specs().iter().find(|t| t.name == name) {
         Some(spec) if spec.read_only => Role::Auditor,

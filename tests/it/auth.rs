@@ -203,7 +203,7 @@ fn token_add_prints_the_token_once_and_keeps_only_its_hash() {
 }
 
 #[test]
-fn every_route_but_health_needs_a_valid_bearer_token() {
+fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
     let data = tempfile::tempdir().unwrap();
     let writer = add_token(data.path(), "wes", "writer");
     let server = Server::start(data.path(), &[]);
@@ -289,6 +289,11 @@ fn every_route_but_health_needs_a_valid_bearer_token() {
         assert_eq!(reply.status, 200, "{}", reply.text());
         assert_eq!(reply.json()["status"], "ok");
     }
+    // So does the GraphiQL page, which holds no data (a browser cannot send a token to load
+    // it); its queries are POSTs, which need one.
+    let reply = send(addr, "GET", "/graphql", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(reply.text().contains("GraphiQL"), "{}", reply.text());
     // Nothing was written, and the token in force does pass.
     assert_eq!(ledger_size(addr), 0);
     assert_eq!(get(addr, &writer, "/metrics").status, 200);

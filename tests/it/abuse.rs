@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::auth::{add_token, bearer, call, open_task};
 use super::graphql::{connect, receive, send as ws_send};
 use super::mcp::{message, open_session, stateless};
-use super::server::{Response, Server, ledger_size, send, send_chunked};
+use super::server::{Header, Response, Server, ledger_size, send, send_chunked};
 
 /// The server-wide body limit these tests set, small enough to cross cheaply.
 const BYTES_MAX: usize = 65536;
@@ -391,7 +391,7 @@ fn bodies_over_the_limit_are_refused_whether_declared_or_not() {
     let contract = super::external::kb_contract("kb_search", "http://127.0.0.1:9/search", 1000);
     let new_token = json!({"name": "eve", "role": "admin"}).to_string();
     // Each route with a body, the token that may use it, its headers, and a request it takes.
-    let routes: [(&str, &str, Vec<(&str, &str)>, String); 5] = [
+    let routes: [(&str, &str, Vec<Header>, String); 5] = [
         (
             "/mcp",
             &writer,

@@ -11,7 +11,7 @@ use tungstenite::{Message, WebSocket};
 use super::external::kb_contract;
 use super::graphql::{connect, post_as, receive, send as ws_send};
 use super::mcp::{message, open_session, post as mcp_post, stateless};
-use super::server::{Response, Server, get_json, ledger_size, send};
+use super::server::{Header, Response, Server, get_json, ledger_size, send};
 use super::{run, run_with_env, stderr, stdout};
 
 /// Makes a token for `name` with `role` on the data directory's token file, and returns it.
@@ -222,7 +222,7 @@ fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
     ];
-    let routes: [(&str, &str, &[(&str, &str)], Vec<u8>); 8] = [
+    let routes: [(&str, &str, &[Header], Vec<u8>); 8] = [
         (
             "POST",
             "/mcp",

@@ -141,6 +141,9 @@ fn terminate(child: &Child) {
         .status();
 }
 
+/// A header of a request: its name and value.
+pub(crate) type Header<'a> = (&'a str, &'a str);
+
 /// One HTTP/1.1 request; returns the status and the body.
 pub(crate) fn request(
     addr: SocketAddr,

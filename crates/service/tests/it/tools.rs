@@ -228,7 +228,10 @@ fn each_tool_needs_the_role_its_calls_act_with() {
     use service::tokens::Role;
     // A human decision on a conflict is a reviewer's; the adjudication by the rules a writer's.
     assert_eq!(role_for_tool("evaluation_resolve_conflict"), Role::Reviewer);
-    assert_eq!(role_for_tool("evaluation_conflict_resolution"), Role::Writer);
+    assert_eq!(
+        role_for_tool("evaluation_conflict_resolution"),
+        Role::Writer
+    );
     assert_eq!(role_for_tool("research_open_task"), Role::Writer);
     assert_eq!(role_for_tool("research_summarize_state"), Role::Auditor);
     // A registered tool's calls are recorded: writers only.

@@ -5,6 +5,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json};
@@ -105,6 +106,36 @@ pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
                 .unwrap_or("without a Content-Type")
         ),
     })
+}
+
+/// Refuses a request from a page of another site: one whose `Origin` (a browser sends it with
+/// every request a page makes, but for a plain `GET`) is not this server's own. A page of any
+/// site may send a form or a `text/plain` body here without asking first, and on a server
+/// without tokens every caller on loopback has every right, registering tools included.
+/// Clients that are not browsers send no `Origin` and pass. (GraphQL and MCP check `Origin`
+/// their own way.)
+pub(crate) async fn same_origin(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| request.uri().authority().map(|a| a.as_str()));
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, authority)| authority.trim_end_matches('/'));
+        let own = matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h));
+        if !own {
+            return ApiError(ServiceError::Forbidden(format!(
+                "requests from the origin {} are refused: only pages served by this server may call it",
+                origin.to_str().unwrap_or("(not text)")
+            )))
+            .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// The answer to a path the server does not have.

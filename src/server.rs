@@ -90,12 +90,16 @@ pub(crate) fn router(
         auth: options.auth.clone(),
         request_bytes_max: options.limits.request_bytes_max,
     };
-    let mut app = Router::new()
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
+    // The REST view, export and tokens: refused to pages of other sites.
+    let rest = Router::new()
         .merge(crate::rest::routes())
         .merge(crate::export::routes())
         .merge(crate::tokens_api::routes())
+        .route_layer(middleware::from_fn(crate::rest::same_origin));
+    let mut app = Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .merge(rest)
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));
     if let Some(mcp) = mcp {

@@ -700,3 +700,64 @@ fn wrong_revoked_and_read_only_tokens_write_nothing_anywhere() {
         still_up(&mut server, size);
     }
 }
+
+#[test]
+fn a_page_of_another_site_changes_nothing_through_the_rest_view() {
+    let data = tempfile::tempdir().unwrap();
+    // Without tokens, on loopback: every caller is the local user, with every right.
+    let mut server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let foreign = ("Origin", "http://elsewhere.example.org");
+    let contract = super::external::kb_contract("kb_search", "http://127.0.0.1:9/search", 1000);
+    let (_, _, rest_write) = writes();
+    let new_token = json!({"name": "eve", "role": "admin"}).to_string();
+    // What a page may send without asking first (a form, or text/plain), and what it may not
+    // (JSON, which needs a preflight the server never grants): refused alike, on every route.
+    for content_type in ["text/plain", "application/json"] {
+        for (path, body) in [
+            ("/v1/tools/register", &contract),
+            ("/v1/tools/call", &rest_write.to_string()),
+            ("/v1/tokens", &new_token),
+        ] {
+            let reply = send(
+                addr,
+                "POST",
+                path,
+                &[foreign, ("Content-Type", content_type)],
+                body.as_bytes(),
+            );
+            let error = assert_error(&reply, 403, "forbidden");
+            assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("elsewhere.example.org")),
+                "{path}: {error}"
+            );
+        }
+    }
+    for (method, path) in [
+        ("DELETE", "/v1/tools/kb_search"),
+        ("GET", "/v1/export?all=true"),
+        ("GET", "/v1/tokens"),
+    ] {
+        let reply = send(addr, method, path, &[foreign], b"");
+        assert_error(&reply, 403, "forbidden");
+    }
+    assert!(!data.path().join("contracts/kb_search.yaml").exists());
+    assert!(!data.path().join("tokens.json").exists());
+    still_up(&mut server, 0);
+
+    // A page the server itself serves, and a client that sends no Origin, are served.
+    let own = format!("http://{addr}");
+    let reply = send(
+        addr,
+        "POST",
+        "/v1/tools/call",
+        &[("Origin", &own), JSON],
+        rest_write.to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let reply = send(addr, "POST", "/v1/tools/register", &[], contract.as_bytes());
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    still_up(&mut server, 1);
+}

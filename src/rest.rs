@@ -3,7 +3,8 @@
 //! `GET /v1/sessions/{id}` (a task's state with its session version).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -80,6 +81,24 @@ impl FromRequest<AppState> for RequestBody {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let bytes = crate::server::read_body(request.into_body(), state.request_bytes_max).await?;
         Ok(RequestBody(bytes))
+    }
+}
+
+/// The one parameter in a route's path (a task, tool or token name); one that cannot be read
+/// (its percent-encoding is not UTF-8) is refused with the structured error.
+pub(crate) struct PathParam(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParam(value)),
+            Err(rejection) => Err(ApiError(ServiceError::InvalidArgument {
+                field: "path".into(),
+                message: rejection.body_text(),
+            })),
+        }
     }
 }
 
@@ -233,7 +252,7 @@ async fn register(
 async fn unregister(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> Result<Json<Value>, ApiError> {
     let service = state.service.clone();
     let removed = name.clone();
@@ -246,7 +265,7 @@ async fn unregister(
 
 async fn session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Json<Value>, ApiError> {
     let task = state.service.state(&id)?;
     let summary = task.summary();

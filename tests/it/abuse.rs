@@ -365,6 +365,38 @@ fn malformed_requests_get_clear_errors_and_change_nothing() {
         );
         assert_error(&reply, 404, "not_found");
     }
+    // A path whose parameter is not text.
+    for (method, path) in [
+        ("GET", "/v1/sessions/%ff%fe"),
+        ("DELETE", "/v1/tools/%ff"),
+        ("DELETE", "/v1/tokens/%c3%28"),
+    ] {
+        let reply = send(addr, method, path, &[("Authorization", &auth)], b"");
+        let error = assert_error(&reply, 400, "invalid_argument");
+        assert_eq!(error["field"], "path", "{method} {path}: {error}");
+    }
+    // The WebSocket's path, asked for something other than a graphql-transport-ws (or
+    // graphql-ws) connection.
+    for headers in [
+        vec![],
+        vec![("Sec-WebSocket-Protocol", "graphql-transport-ws")],
+        vec![
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Protocol", "chat"),
+        ],
+    ] {
+        let mut all = vec![("Authorization", auth.as_str())];
+        all.extend_from_slice(&headers);
+        let reply = send(addr, "GET", "/graphql/ws", &all, b"");
+        let error = assert_graphql_error(&reply, 400, "INVALID_ARGUMENT");
+        assert_eq!(
+            error["extensions"]["field"], "upgrade",
+            "{headers:?}: {error}"
+        );
+    }
     still_up(&mut server, 0);
 
     // After all of it, the same server still takes a write.

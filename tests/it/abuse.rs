@@ -201,6 +201,11 @@ fn malformed_requests_get_clear_errors_and_change_nothing() {
         let reply = mcp(addr, &writer, &headers, body.to_string().as_bytes());
         assert_jsonrpc_error(&reply, 400, -32602, &json!(9));
     }
+    // A notification MCP defines, with params it cannot read: there is no id to answer, but
+    // the HTTP request is answered, with "invalid params".
+    let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 7});
+    let reply = mcp(addr, &writer, &in_session, body.to_string().as_bytes());
+    assert_jsonrpc_error(&reply, 400, -32602, &Value::Null);
     // A tool the server does not have.
     let body = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
                       "params": {"name": "ledger_rewrite", "arguments": {}}});

@@ -100,8 +100,8 @@ fn invalid(field: &str, message: &str) -> Value {
 /// Checks the body of a `POST` as the SDK will read it. Refuses, with HTTP 400, a body that is
 /// not JSON — or not UTF-8, or nested deeper than JSON is read here — (`-32700`, parse
 /// error); JSON that is not one JSON-RPC message, batches included (`-32600`, invalid request);
-/// and a request for a method MCP defines with params the SDK cannot read (`-32602`, invalid
-/// params), which the SDK would take for an unknown method.
+/// and a request or notification for a method MCP defines with params the SDK cannot read
+/// (`-32602`, invalid params), which the SDK would take for an unknown method.
 pub fn check_post(body: &[u8]) -> Result<(), Refusal> {
     let refuse = |id, error| Err(Refusal::new(StatusCode::BAD_REQUEST, id, error));
     let message = match serde_json::from_slice::<ClientJsonRpcMessage>(body) {
@@ -158,7 +158,15 @@ fn not_a_message(value: &Value, read: &str) -> McpError {
         return invalid_request("the id of a JSON-RPC request is a string or an integer".into());
     }
     match object.get("method") {
-        Some(Value::String(method)) => crate::error::unread_request(method),
+        Some(Value::String(method)) if object.contains_key("id") => {
+            crate::error::unread_request(method)
+        }
+        // A notification of a method MCP does not define is read whatever its params: one that
+        // could not be read is one MCP defines, with params it does not take.
+        Some(Value::String(method)) => {
+            let why = format!("the params of {method} are not what the notification takes");
+            McpError::invalid_params(why.clone(), Some(invalid("params", &why)))
+        }
         Some(_) => invalid_request("the method of a JSON-RPC request is a string".into()),
         None => invalid_request(format!(
             "not a JSON-RPC request, notification or response: {read}"
@@ -248,6 +256,10 @@ mod tests {
         ] {
             assert_eq!(code(body), (Some(-32602), json!(4)), "{}", String::from_utf8_lossy(body));
         }
+        let note = br#"{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 7}"#;
+        assert_eq!(code(note), (Some(-32602), Value::Null));
+        let unknown = br#"{"jsonrpc": "2.0", "method": "notifications/other", "params": {"x": 7}}"#;
+        assert_eq!(code(unknown).0, None, "the handler ignores it");
     }
 
     #[test]

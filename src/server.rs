@@ -211,9 +211,24 @@ fn too_large(request_bytes_max: usize, actual: u64) -> Response {
 pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes, ServiceError> {
     let mut read = Vec::new();
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|e| ServiceError::InvalidArgument {
-            field: "body".into(),
-            message: format!("the request's body could not be read: {e}"),
+        let frame = frame.map_err(|e| {
+            // What went wrong is in the causes (a malformed chunk, a connection cut short); a
+            // wrapper may repeat its cause's text.
+            let mut said = e.to_string();
+            let mut message = format!("the request's body could not be read: {said}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                let text = c.to_string();
+                if text != said {
+                    message.push_str(&format!(": {text}"));
+                    said = text;
+                }
+                cause = c.source();
+            }
+            ServiceError::InvalidArgument {
+                field: "body".into(),
+                message,
+            }
         })?;
         let Ok(data) = frame.into_data() else {
             // Trailers carry no body.

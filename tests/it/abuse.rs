@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::auth::{add_token, bearer, call, open_task};
 use super::graphql::{connect, receive, send as ws_send};
 use super::mcp::{message, open_session, stateless};
-use super::server::{Header, Response, Server, ledger_size, send, send_chunked};
+use super::server::{Header, Response, Server, exchange, ledger_size, send, send_chunked};
 
 /// The server-wide body limit these tests set, small enough to cross cheaply.
 const BYTES_MAX: usize = 65536;
@@ -335,6 +335,20 @@ fn malformed_requests_get_clear_errors_and_change_nothing() {
         ),
         404,
         "not_found",
+    );
+    // A chunked body that is not chunked as HTTP says.
+    let raw = format!(
+        "POST /v1/tools/call HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Authorization: {auth}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n"
+    );
+    let error = assert_error(&exchange(addr, raw.as_bytes()), 400, "invalid_argument");
+    assert_eq!(error["field"], "body", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("chunk size")),
+        "{error}"
     );
     // A body a page of any site could send without asking first is not a tool call.
     for headers in [

@@ -18,19 +18,6 @@ use crate::server::AppState;
 
 /// The HTTP status of each error code; the body is always the structured error.
 pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
-    // Refusals of the HTTP request itself, rather than of what it asks for.
-    match e {
-        ServiceError::LimitExceeded { limit, .. } if limit == "request_bytes_max" => {
-            return StatusCode::PAYLOAD_TOO_LARGE;
-        }
-        ServiceError::InvalidArgument { field, .. } if field == "content-type" => {
-            return StatusCode::UNSUPPORTED_MEDIA_TYPE;
-        }
-        ServiceError::InvalidArgument { field, .. } if field == "method" => {
-            return StatusCode::METHOD_NOT_ALLOWED;
-        }
-        _ => {}
-    }
     match e.code() {
         "invalid_argument" => StatusCode::BAD_REQUEST,
         "workflow_order" | "session_conflict" | "idempotency_key_reused" | "task_closed" => {
@@ -46,18 +33,34 @@ pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
     }
 }
 
-/// A service error as an HTTP response: the one place the REST view maps errors.
-pub(crate) struct ApiError(pub(crate) ServiceError);
+/// A service error as an HTTP response: the one place the REST view maps errors. Its status is
+/// the error code's ([`status_of`]), but for a refusal of the HTTP request itself — its method,
+/// its content type, its size — which says so with [`ApiError::http`].
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    error: ServiceError,
+}
+
+impl ApiError {
+    /// A refusal of the HTTP request itself, with the status that names its fault.
+    pub(crate) fn http(status: StatusCode, error: ServiceError) -> Self {
+        ApiError { status, error }
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (status_of(&self.0), Json(self.0.to_json())).into_response()
+        (self.status, Json(self.error.to_json())).into_response()
     }
 }
 
 impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
-        ApiError(e)
+    fn from(error: ServiceError) -> Self {
+        ApiError {
+            status: status_of(&error),
+            error,
+        }
     }
 }
 
@@ -94,7 +97,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         match Path::<String>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(PathParam(value)),
-            Err(rejection) => Err(ApiError(ServiceError::InvalidArgument {
+            Err(rejection) => Err(ApiError::from(ServiceError::InvalidArgument {
                 field: "path".into(),
                 message: rejection.body_text(),
             })),
@@ -106,7 +109,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
 /// browsers out: a page of any site may send a form or `text/plain` to this server without
 /// asking first, but not `application/json` (that needs a CORS preflight it never grants), and
 /// a server without tokens on loopback treats every caller as local.
-pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -115,16 +118,19 @@ pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
     if json {
         return Ok(());
     }
-    Err(ServiceError::InvalidArgument {
-        field: "content-type".into(),
-        message: format!(
-            "send the body as application/json, not {}",
-            headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("without a Content-Type")
-        ),
-    })
+    Err(ApiError::http(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ServiceError::InvalidArgument {
+            field: "content-type".into(),
+            message: format!(
+                "send the body as application/json, not {}",
+                headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("without a Content-Type")
+            ),
+        },
+    ))
 }
 
 /// Refuses a request from a page of another site: one whose `Origin` (a browser sends it with
@@ -147,7 +153,7 @@ pub(crate) async fn same_origin(request: Request, next: Next) -> Response {
             .map(|(_, authority)| authority.trim_end_matches('/'));
         let own = matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h));
         if !own {
-            return ApiError(ServiceError::Forbidden(format!(
+            return ApiError::from(ServiceError::Forbidden(format!(
                 "requests from the origin {} are refused: only pages served by this server may call it",
                 origin.to_str().unwrap_or("(not text)")
             )))
@@ -159,7 +165,7 @@ pub(crate) async fn same_origin(request: Request, next: Next) -> Response {
 
 /// The answer to a path the server does not have.
 pub(crate) async fn no_route(uri: Uri) -> ApiError {
-    ApiError(ServiceError::NotFound {
+    ApiError::from(ServiceError::NotFound {
         resource: "route",
         id: uri.path().to_owned(),
     })
@@ -167,13 +173,16 @@ pub(crate) async fn no_route(uri: Uri) -> ApiError {
 
 /// The answer to a method a path does not take (axum adds the `Allow` header).
 pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
-    ApiError(ServiceError::InvalidArgument {
-        field: "method".into(),
-        message: format!(
-            "{method} is not served on {}: the Allow header lists the methods that are",
-            uri.path()
-        ),
-    })
+    ApiError::http(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ServiceError::InvalidArgument {
+            field: "method".into(),
+            message: format!(
+                "{method} is not served on {}: the Allow header lists the methods that are",
+                uri.path()
+            ),
+        },
+    )
 }
 
 /// Who is calling: the holder of the request's access token, or, on a server without tokens,

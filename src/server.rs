@@ -168,14 +168,14 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(declared) = declared.filter(|n| *n > request_bytes_max as u64) {
-        return too_large(request_bytes_max, declared);
+        return too_large(request_bytes_max, declared).into_response();
     }
     let handled = async move {
         let request = if declared.is_none() && !request.body().is_end_stream() {
             let (parts, body) = request.into_parts();
             match read_body(body, request_bytes_max).await {
                 Ok(bytes) => Request::from_parts(parts, Body::from(bytes)),
-                Err(e) => return ApiError(e).into_response(),
+                Err(e) => return e.into_response(),
             }
         } else {
             request
@@ -196,19 +196,21 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
 
 /// The refusal of a body over `request_bytes_max`; `actual` is its size, or for a body of
 /// undeclared length the bytes read when it crossed the bound.
-fn too_large(request_bytes_max: usize, actual: u64) -> Response {
-    ApiError(ServiceError::LimitExceeded {
-        limit: "request_bytes_max".into(),
-        max: request_bytes_max as u64,
-        actual,
-    })
-    .into_response()
+fn too_large(request_bytes_max: usize, actual: u64) -> ApiError {
+    ApiError::http(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ServiceError::LimitExceeded {
+            limit: "request_bytes_max".into(),
+            max: request_bytes_max as u64,
+            actual,
+        },
+    )
 }
 
-/// Reads a request's body whole, refusing one over `bytes_max` as soon as it crosses it
-/// (`limit_exceeded`, `request_bytes_max`) and one that breaks off or is badly framed
-/// (`invalid_argument`).
-pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes, ServiceError> {
+/// Reads a request's body whole, refusing one over `bytes_max` as soon as it crosses it (413
+/// `limit_exceeded`, `request_bytes_max`) and one that breaks off or is badly framed (400
+/// `invalid_argument`).
+pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes, ApiError> {
     let mut read = Vec::new();
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         let frame = frame.map_err(|e| {
@@ -225,21 +227,17 @@ pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes,
                 }
                 cause = c.source();
             }
-            ServiceError::InvalidArgument {
+            ApiError::from(ServiceError::InvalidArgument {
                 field: "body".into(),
                 message,
-            }
+            })
         })?;
         let Ok(data) = frame.into_data() else {
             // Trailers carry no body.
             continue;
         };
         if read.len() + data.len() > bytes_max {
-            return Err(ServiceError::LimitExceeded {
-                limit: "request_bytes_max".into(),
-                max: bytes_max as u64,
-                actual: (read.len() + data.len()) as u64,
-            });
+            return Err(too_large(bytes_max, (read.len() + data.len()) as u64));
         }
         read.extend_from_slice(&data);
     }
@@ -257,7 +255,7 @@ async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Ne
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, bytes_max).await {
             Ok(bytes) => bytes,
-            Err(e) => return ApiError(e).into_response(),
+            Err(e) => return e.into_response(),
         };
         if let Err(refusal) = mcp_bridge::check_post(&bytes) {
             return (refusal.status, Json(refusal.body)).into_response();

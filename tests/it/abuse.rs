@@ -812,3 +812,34 @@ fn a_page_of_another_site_changes_nothing_through_the_rest_view() {
     assert_eq!(reply.status, 201, "{}", reply.text());
     still_up(&mut server, 1);
 }
+
+#[test]
+fn a_tool_argument_is_refused_as_an_argument_whatever_its_name() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    // A registered tool whose arguments are named like parts of an HTTP request.
+    let contract = super::external::kb_contract("kb_search", "http://127.0.0.1:9/search", 1000)
+        .replace(
+            "input_schema:\n",
+            "input_schema:\n  method: { type: string }\n  content-type: { type: string }\n",
+        );
+    let reply = send(addr, "POST", "/v1/tools/register", &[], contract.as_bytes());
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    for argument in ["method", "content-type"] {
+        let mut arguments =
+            json!({"query": "tides", "method": "GET", "content-type": "text/plain"});
+        arguments[argument] = json!(7);
+        let body = json!({"name": "kb_search", "arguments": arguments});
+        let reply = send(
+            addr,
+            "POST",
+            "/v1/tools/call",
+            &[JSON],
+            body.to_string().as_bytes(),
+        );
+        let error = assert_error(&reply, 400, "invalid_argument");
+        assert_eq!(error["field"], argument, "{error}");
+    }
+    still_up(&mut server, 0);
+}

@@ -257,7 +257,11 @@ async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Ne
             Ok(bytes) => bytes,
             Err(e) => return e.into_response(),
         };
-        if let Err(refusal) = mcp_bridge::check_post(&bytes) {
+        let version = parts
+            .headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
+        if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
             return (refusal.status, Json(refusal.body)).into_response();
         }
         Request::from_parts(parts, Body::from(bytes))

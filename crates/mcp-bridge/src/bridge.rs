@@ -177,14 +177,16 @@ impl ServerHandler for Bridge {
             .with_instructions(INSTRUCTIONS)
     }
 
-    /// A request the SDK did not read into one it knows: a method MCP defines whose params it
-    /// could not read is invalid params, not an unknown method.
+    /// A request the SDK did not read into one it knows: a method MCP defines (in the request's
+    /// era) whose params it could not read is invalid params, not an unknown method.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        Err(crate::error::unread_request(&request.method))
+        let version = context.protocol_version();
+        let era_2026 = crate::error::is_2026_era(version.as_ref().map(|v| v.as_str()));
+        Err(crate::error::unread_request(&request.method, era_2026))
     }
 
     #[allow(deprecated)]

@@ -7,9 +7,9 @@ use rmcp::model::{
     DiscoverRequestMethod, ErrorCode, GetPromptRequestMethod, GetSkillRequestMethod, GetTaskMethod,
     InitializeResultMethod, ListPromptsRequestMethod, ListResourceTemplatesRequestMethod,
     ListResourcesRequestMethod, ListSkillsRequestMethod, ListToolsRequestMethod, PingRequestMethod,
-    ReadResourceDirectoryRequestMethod, ReadResourceRequestMethod, SetLevelRequestMethod,
-    SubscribeRequestMethod, SubscriptionsListenRequestMethod, UnsubscribeRequestMethod,
-    UpdateTaskMethod,
+    ProtocolVersion, ReadResourceDirectoryRequestMethod, ReadResourceRequestMethod,
+    SetLevelRequestMethod, SubscribeRequestMethod, SubscriptionsListenRequestMethod,
+    UnsubscribeRequestMethod, UpdateTaskMethod,
 };
 use serde_json::json;
 use service::ServiceError;
@@ -93,11 +93,35 @@ const CLIENT_METHODS: [&str; 21] = [
     ReadResourceDirectoryRequestMethod::VALUE,
 ];
 
+/// Methods 2026-07-28 removed: in that era a server has no such method.
+const REMOVED_IN_2026: [&str; 5] = [
+    InitializeResultMethod::VALUE,
+    PingRequestMethod::VALUE,
+    SetLevelRequestMethod::VALUE,
+    SubscribeRequestMethod::VALUE,
+    UnsubscribeRequestMethod::VALUE,
+];
+
+/// Methods 2026-07-28 added: before it a server has no such method.
+const ADDED_IN_2026: [&str; 1] = [SubscriptionsListenRequestMethod::VALUE];
+
+/// Whether a request naming `version` (in its `_meta`, its header or its session) is of the
+/// 2026-07-28 era or later; dated versions compare as text.
+pub(crate) fn is_2026_era(version: Option<&str>) -> bool {
+    version.is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// The answer to a request the SDK could not read into a known request: `-32602` (invalid
-/// params) when the method is one MCP defines, so its params were wrong; `-32601` (method not
-/// found) otherwise.
-pub(crate) fn unread_request(method: &str) -> McpError {
-    if CLIENT_METHODS.contains(&method) {
+/// params) when the method is one MCP defines in the request's era (`era_2026`), so its params
+/// were wrong; `-32601` (method not found) otherwise.
+pub(crate) fn unread_request(method: &str, era_2026: bool) -> McpError {
+    let defined = CLIENT_METHODS.contains(&method)
+        && if era_2026 {
+            !REMOVED_IN_2026.contains(&method)
+        } else {
+            !ADDED_IN_2026.contains(&method)
+        };
+    if defined {
         McpError::invalid_params(
             format!("the params of {method} are not what the method takes"),
             Some(json!({

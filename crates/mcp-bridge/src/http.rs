@@ -21,7 +21,8 @@ use std::sync::Arc;
 use http::StatusCode;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonRpcError, JsonRpcMessage, RequestId,
+    ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta, JsonRpcError, JsonRpcMessage,
+    RequestId,
 };
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -101,9 +102,18 @@ fn invalid(field: &str, message: &str) -> Value {
 /// not JSON — or not UTF-8, or nested deeper than JSON is read here — (`-32700`, parse
 /// error); JSON that is not one JSON-RPC message, batches included (`-32600`, invalid request);
 /// and a request or notification for a method MCP defines with params the SDK cannot read
-/// (`-32602`, invalid params), which the SDK would take for an unknown method.
-pub fn check_post(body: &[u8]) -> Result<(), Refusal> {
-    let refuse = |id, error| Err(Refusal::new(StatusCode::BAD_REQUEST, id, error));
+/// (`-32602`, invalid params), which the SDK would take for an unknown method. Which methods MCP
+/// defines depends on the request's era: the protocol version in its `_meta`, or else
+/// `protocol_version`, the request's `MCP-Protocol-Version` header.
+pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<(), Refusal> {
+    let refuse = |id, error: McpError| {
+        let status = if error.code == ErrorCode::METHOD_NOT_FOUND {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        Err(Refusal::new(status, id, error))
+    };
     let message = match serde_json::from_slice::<ClientJsonRpcMessage>(body) {
         Ok(message) => message,
         Err(read) => {
@@ -117,13 +127,24 @@ pub fn check_post(body: &[u8]) -> Result<(), Refusal> {
                     );
                 }
             };
-            return refuse(request_id(&value), not_a_message(&value, &read.to_string()));
+            let version = value
+                .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+                .and_then(Value::as_str)
+                .or(protocol_version);
+            let era_2026 = crate::error::is_2026_era(version);
+            return refuse(
+                request_id(&value),
+                not_a_message(&value, &read.to_string(), era_2026),
+            );
         }
     };
     if let JsonRpcMessage::Request(request) = &message
         && let ClientRequest::CustomRequest(custom) = &request.request
     {
-        let error = crate::error::unread_request(&custom.method);
+        let version = custom.get_meta().protocol_version();
+        let version = version.as_ref().map(|v| v.as_str()).or(protocol_version);
+        let error =
+            crate::error::unread_request(&custom.method, crate::error::is_2026_era(version));
         // An unknown method is the handler's to answer (method not found), in its era's way.
         if error.code == ErrorCode::INVALID_PARAMS {
             return refuse(Some(request.id.clone()), error);
@@ -138,7 +159,7 @@ fn request_id(value: &Value) -> Option<RequestId> {
 }
 
 /// Why valid JSON is not a message the server reads.
-fn not_a_message(value: &Value, read: &str) -> McpError {
+fn not_a_message(value: &Value, read: &str, era_2026: bool) -> McpError {
     let invalid_request =
         |why: String| McpError::invalid_request(why.clone(), Some(invalid("body", &why)));
     let Some(object) = value.as_object() else {
@@ -159,7 +180,7 @@ fn not_a_message(value: &Value, read: &str) -> McpError {
     }
     match object.get("method") {
         Some(Value::String(method)) if object.contains_key("id") => {
-            crate::error::unread_request(method)
+            crate::error::unread_request(method, era_2026)
         }
         // A notification of a method MCP does not define is read whatever its params: one that
         // could not be read is one MCP defines, with params it does not take.
@@ -205,7 +226,7 @@ mod tests {
     use super::*;
 
     fn code(body: &[u8]) -> (Option<i64>, Value) {
-        match check_post(body) {
+        match check_post(body, None) {
             Ok(()) => (None, Value::Null),
             Err(refusal) => {
                 assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
@@ -215,6 +236,55 @@ mod tests {
                 )
             }
         }
+    }
+
+    #[test]
+    fn which_methods_are_defined_depends_on_the_era() {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        let request = |method: &str, params: Value| {
+            json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}).to_string()
+        };
+        // The status and code of a refusal, or none.
+        let refused = |body: &str, version: Option<&str>| {
+            check_post(body.as_bytes(), version)
+                .err()
+                .map(|r| (r.status.as_u16(), r.body["error"]["code"].clone()))
+        };
+        // Methods 2026-07-28 removed: of that era (by the request's `_meta`, or its header)
+        // they are methods the server does not have, answered by the handler when the SDK
+        // reads the request, and here when it cannot; of the earlier era, their params are
+        // wrong.
+        for method in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ] {
+            let body = request(method, json!({"_meta": meta, "level": 7, "uri": 7}));
+            assert_eq!(refused(&body, None), None, "{method}");
+            let body = request(method, json!(7));
+            assert_eq!(
+                refused(&body, Some("2026-07-28")),
+                Some((404, json!(-32601))),
+                "{method}"
+            );
+            assert_eq!(
+                refused(&body, Some("2025-11-25")),
+                Some((400, json!(-32602))),
+                "{method}"
+            );
+        }
+        // A method 2026-07-28 added: the other way round.
+        let body = request("subscriptions/listen", json!({"notifications": 7}));
+        assert_eq!(refused(&body, Some("2025-11-25")), None);
+        assert_eq!(
+            refused(&body, Some("2026-07-28")),
+            Some((400, json!(-32602)))
+        );
+        // No method the server has, in a message the SDK cannot read at all.
+        let body = request("no/such", json!(5));
+        assert_eq!(refused(&body, None), Some((404, json!(-32601))));
     }
 
     #[test]

@@ -129,7 +129,7 @@ fn bearer(value: &HeaderValue) -> Result<&str, ServiceError> {
 /// The refusal of a request without valid credentials: 401 with the structured error, and
 /// the challenge HTTP asks for.
 pub(crate) fn unauthenticated(error: ServiceError) -> Response {
-    let mut response = crate::rest::ApiError(error).into_response();
+    let mut response = crate::rest::ApiError::from(error).into_response();
     *response.status_mut() = StatusCode::UNAUTHORIZED;
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,

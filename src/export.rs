@@ -25,7 +25,7 @@ pub(crate) fn routes() -> Router<AppState> {
 /// A service error as a REST answer: its status and the SPEC §10 body (mapped in one place,
 /// [`crate::rest::ApiError`]).
 fn error_response(error: &ServiceError) -> Response {
-    crate::rest::ApiError(error.clone()).into_response()
+    crate::rest::ApiError::from(error.clone()).into_response()
 }
 
 fn invalid(field: &str, message: impl Into<String>) -> ServiceError {

@@ -2,8 +2,11 @@
 //! like an MCP tool call), `POST /v1/tools/register`, `DELETE /v1/tools/{name}` and
 //! `GET /v1/sessions/{id}` (a task's state with its session version).
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json};
@@ -30,18 +33,34 @@ pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
     }
 }
 
-/// A service error as an HTTP response: the one place the REST view maps errors.
-pub(crate) struct ApiError(pub(crate) ServiceError);
+/// A service error as an HTTP response: the one place the REST view maps errors. Its status is
+/// the error code's ([`status_of`]), but for a refusal of the HTTP request itself — its method,
+/// its content type, its size — which says so with [`ApiError::http`].
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    error: ServiceError,
+}
+
+impl ApiError {
+    /// A refusal of the HTTP request itself, with the status that names its fault.
+    pub(crate) fn http(status: StatusCode, error: ServiceError) -> Self {
+        ApiError { status, error }
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (status_of(&self.0), Json(self.0.to_json())).into_response()
+        (self.status, Json(self.error.to_json())).into_response()
     }
 }
 
 impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
-        ApiError(e)
+    fn from(error: ServiceError) -> Self {
+        ApiError {
+            status: status_of(&error),
+            error,
+        }
     }
 }
 
@@ -53,6 +72,117 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/v1/tools/register", post(register))
         .route("/v1/tools/{name}", delete(unregister))
         .route("/v1/sessions/{id}", get(session))
+}
+
+/// A request's body, read whole (within `request_bytes_max`); a body that cannot be read is
+/// refused with the structured error, like every other refusal.
+pub(crate) struct RequestBody(pub(crate) Bytes);
+
+impl FromRequest<AppState> for RequestBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let bytes = crate::server::read_body(request.into_body(), state.request_bytes_max).await?;
+        Ok(RequestBody(bytes))
+    }
+}
+
+/// The one parameter in a route's path (a task, tool or token name); one that cannot be read
+/// (its percent-encoding is not UTF-8) is refused with the structured error.
+pub(crate) struct PathParam(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParam(value)),
+            Err(rejection) => Err(ApiError::from(ServiceError::InvalidArgument {
+                field: "path".into(),
+                message: rejection.body_text(),
+            })),
+        }
+    }
+}
+
+/// Refuses a body that does not say it is JSON. Besides being what the routes read, this keeps
+/// browsers out: a page of any site may send a form or `text/plain` to this server without
+/// asking first, but not `application/json` (that needs a CORS preflight it never grants), and
+/// a server without tokens on loopback treats every caller as local.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if json {
+        return Ok(());
+    }
+    Err(ApiError::http(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ServiceError::InvalidArgument {
+            field: "content-type".into(),
+            message: format!(
+                "send the body as application/json, not {}",
+                headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("without a Content-Type")
+            ),
+        },
+    ))
+}
+
+/// Refuses a request from a page of another site: one whose `Origin` (a browser sends it with
+/// every request a page makes, but for a plain `GET`) is not this server's own. A page of any
+/// site may send a form or a `text/plain` body here without asking first, and on a server
+/// without tokens every caller on loopback has every right, registering tools included.
+/// Clients that are not browsers send no `Origin` and pass. (GraphQL and MCP check `Origin`
+/// their own way.)
+pub(crate) async fn same_origin(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| request.uri().authority().map(|a| a.as_str()));
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, authority)| authority.trim_end_matches('/'));
+        let own = matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h));
+        if !own {
+            return ApiError::from(ServiceError::Forbidden(format!(
+                "requests from the origin {} are refused: only pages served by this server may call it",
+                origin.to_str().unwrap_or("(not text)")
+            )))
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// The answer to a path the server does not have.
+pub(crate) async fn no_route(uri: Uri) -> ApiError {
+    ApiError::from(ServiceError::NotFound {
+        resource: "route",
+        id: uri.path().to_owned(),
+    })
+}
+
+/// The answer to a method a path does not take (axum adds the `Allow` header).
+pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::http(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ServiceError::InvalidArgument {
+            field: "method".into(),
+            message: format!(
+                "{method} is not served on {}: the Allow header lists the methods that are",
+                uri.path()
+            ),
+        },
+    )
 }
 
 /// Who is calling: the holder of the request's access token, or, on a server without tokens,
@@ -95,8 +225,10 @@ struct CallBody {
 async fn call(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    headers: HeaderMap,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<Value>, ApiError> {
+    require_json(&headers)?;
     let body: CallBody =
         serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
             field: "body".into(),
@@ -112,7 +244,7 @@ async fn call(
 async fn register(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let text = String::from_utf8(body.to_vec()).map_err(|_| ServiceError::InvalidArgument {
         field: "body".into(),
@@ -129,7 +261,7 @@ async fn register(
 async fn unregister(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> Result<Json<Value>, ApiError> {
     let service = state.service.clone();
     let removed = name.clone();
@@ -142,7 +274,7 @@ async fn unregister(
 
 async fn session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Json<Value>, ApiError> {
     let task = state.service.state(&id)?;
     let summary = task.summary();

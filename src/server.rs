@@ -2,9 +2,11 @@
 //! layers, served with a graceful shutdown that loses nothing acknowledged.
 //!
 //! Every request passes, outermost first: the request log (one line per request with its
-//! status and duration), the limits (requests in flight, request time, declared body size),
-//! and the access check ([`crate::auth`]). A request refused by a limit or the access check
-//! gets the structured error body of every other refusal.
+//! status and duration), the limits (requests in flight, request time, body size, whether
+//! declared or only found by reading a chunked body), and the access check ([`crate::auth`]).
+//! A request refused by a limit or the access check gets the structured error body of every
+//! other refusal; so does a path or method the server does not have, and `/mcp` answers its
+//! own refusals as JSON-RPC errors.
 //!
 //! On SIGTERM or Ctrl-C the server stops accepting connections, lets requests in flight finish,
 //! then shuts the service down: the projections are snapshotted, a signed checkpoint covers
@@ -12,13 +14,14 @@
 //! acknowledged append was already durable).
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use axum::body::HttpBody;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -28,6 +31,7 @@ use service::{Caller, Service, ServiceError};
 use tokio::sync::Semaphore;
 
 use crate::auth::Auth;
+use crate::rest::ApiError;
 
 /// Bounds on every HTTP request, whatever route it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +63,8 @@ pub(crate) struct AppState {
     pub(crate) service: Service,
     /// Who may call.
     pub(crate) auth: Arc<Auth>,
+    /// The largest request body.
+    pub(crate) request_bytes_max: usize,
 }
 
 /// What the limits layer shares.
@@ -82,18 +88,30 @@ pub(crate) fn router(
     let state = AppState {
         service: service.clone(),
         auth: options.auth.clone(),
+        request_bytes_max: options.limits.request_bytes_max,
     };
-    let mut app = Router::new()
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
+    // The REST view, export and tokens: refused to pages of other sites.
+    let rest = Router::new()
         .merge(crate::rest::routes())
         .merge(crate::export::routes())
         .merge(crate::tokens_api::routes())
+        .route_layer(middleware::from_fn(crate::rest::same_origin));
+    let mut app = Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .merge(rest)
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));
     if let Some(mcp) = mcp {
-        app = app.route_service("/mcp", mcp.service());
+        let endpoint = Router::new().route_service("/mcp", mcp.service()).layer(
+            middleware::from_fn_with_state(options.limits.request_bytes_max, mcp_refusals),
+        );
+        app = app.merge(endpoint);
     }
+    // What the server does not have is refused like everything else: with the structured error.
+    app = app
+        .method_not_allowed_fallback(crate::rest::no_method)
+        .fallback(crate::rest::no_route);
     let gate = Gate {
         in_flight: Arc::new(Semaphore::new(options.limits.requests_in_flight_max)),
         limits: options.limits,
@@ -102,6 +120,8 @@ pub(crate) fn router(
         options.auth.clone(),
         crate::auth::layer,
     ))
+    // Bodies are bounded by `limit` already; this keeps axum's extractors from imposing their
+    // own, smaller default on a route that reads its body with one.
     .layer(DefaultBodyLimit::max(options.limits.request_bytes_max))
     .layer(middleware::from_fn_with_state(gate, limit))
     .layer(middleware::from_fn(log))
@@ -113,9 +133,14 @@ fn refusal(status: StatusCode, error: &ServiceError) -> Response {
 }
 
 /// Refuses a request past a limit: too many in flight (503, try again shortly: never queued,
-/// though a body already on its way is read and dropped first), a declared body over the bound
-/// (413), or one that takes too long (504; a write it started may still land, which is what
+/// though a body already on its way is read and dropped first), a body over the bound (413),
+/// or one that takes too long (504; a write it started may still land, which is what
 /// idempotency keys are for).
+///
+/// A declared body (`Content-Length`) over the bound is refused before anything is read. A body
+/// of undeclared length (chunked) is read here, up to the bound and no further, so that every
+/// route sees a body within it and every refusal of one is this structured error, whichever
+/// front end the request was for.
 async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let HttpLimits {
         request_bytes_max,
@@ -137,23 +162,27 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     };
-    if let Some(declared) = request
+    let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|n| *n > request_bytes_max as u64)
-    {
-        return refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &ServiceError::LimitExceeded {
-                limit: "request_bytes_max".into(),
-                max: request_bytes_max as u64,
-                actual: declared,
-            },
-        );
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(declared) = declared.filter(|n| *n > request_bytes_max as u64) {
+        return too_large(request_bytes_max, declared).into_response();
     }
-    match tokio::time::timeout(request_time_max, next.run(request)).await {
+    let handled = async move {
+        let request = if declared.is_none() && !request.body().is_end_stream() {
+            let (parts, body) = request.into_parts();
+            match read_body(body, request_bytes_max).await {
+                Ok(bytes) => Request::from_parts(parts, Body::from(bytes)),
+                Err(e) => return e.into_response(),
+            }
+        } else {
+            request
+        };
+        next.run(request).await
+    };
+    match tokio::time::timeout(request_time_max, handled).await {
         Ok(response) => response,
         Err(_) => refusal(
             StatusCode::GATEWAY_TIMEOUT,
@@ -163,6 +192,99 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
             )),
         ),
     }
+}
+
+/// The refusal of a body over `request_bytes_max`; `actual` is its size, or for a body of
+/// undeclared length the bytes read when it crossed the bound.
+fn too_large(request_bytes_max: usize, actual: u64) -> ApiError {
+    ApiError::http(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ServiceError::LimitExceeded {
+            limit: "request_bytes_max".into(),
+            max: request_bytes_max as u64,
+            actual,
+        },
+    )
+}
+
+/// Reads a request's body whole, refusing one over `bytes_max` as soon as it crosses it (413
+/// `limit_exceeded`, `request_bytes_max`) and one that breaks off or is badly framed (400
+/// `invalid_argument`).
+pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes, ApiError> {
+    let mut read = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| {
+            // What went wrong is in the causes (a malformed chunk, a connection cut short); a
+            // wrapper may repeat its cause's text.
+            let mut said = e.to_string();
+            let mut message = format!("the request's body could not be read: {said}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                let text = c.to_string();
+                if text != said {
+                    message.push_str(&format!(": {text}"));
+                    said = text;
+                }
+                cause = c.source();
+            }
+            ApiError::from(ServiceError::InvalidArgument {
+                field: "body".into(),
+                message,
+            })
+        })?;
+        let Ok(data) = frame.into_data() else {
+            // Trailers carry no body.
+            continue;
+        };
+        if read.len() + data.len() > bytes_max {
+            return Err(too_large(bytes_max, (read.len() + data.len()) as u64));
+        }
+        read.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(read))
+}
+
+/// `/mcp` answers every refusal in JSON-RPC: a body the SDK could not read is refused before it
+/// gets there, with the code JSON-RPC gives the fault (parse error, invalid request, invalid
+/// params), and a refusal the SDK answers in plain text (a wrong `Content-Type` or `Accept`, an
+/// unknown session) is rewritten as a JSON-RPC error with the same status.
+async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Next) -> Response {
+    let request = if request.method() == Method::POST
+        && crate::rest::require_json(request.headers()).is_ok()
+    {
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, bytes_max).await {
+            Ok(bytes) => bytes,
+            Err(e) => return e.into_response(),
+        };
+        let version = parts
+            .headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
+        if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
+            return (refusal.status, Json(refusal.body)).into_response();
+        }
+        Request::from_parts(parts, Body::from(bytes))
+    } else {
+        request
+    };
+    let response = next.run(request).await;
+    let status = response.status();
+    let structured = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if structured || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // The SDK's refusals are one short line.
+    let text = read_body(body, 64 * 1024).await.unwrap_or_default();
+    let refusal = mcp_bridge::refusal_of_text(status, &String::from_utf8_lossy(&text));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    (parts, Json(refusal.body)).into_response()
 }
 
 /// Reads and drops the body of a request refused before its handler runs, up to `bytes_max`
@@ -188,7 +310,7 @@ async fn discard_body(request: Request, bytes_max: usize, time_max: Duration) {
     let mut read = 0usize;
     let _ = tokio::time::timeout(time_max, async {
         while read <= bytes_max {
-            match std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
                 Some(Ok(frame)) => read += frame.data_ref().map_or(0, |data| data.len()),
                 Some(Err(_)) | None => break,
             }

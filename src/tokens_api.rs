@@ -3,8 +3,8 @@
 //! the server reads, so a token made here works on the next request; the token itself is in
 //! the answer to `POST` and nowhere else.
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use service::tokens::{Role, TokenEntry, TokenError};
 use service::{Caller, ServiceError};
 
-use crate::rest::{ApiError, caller};
+use crate::rest::{ApiError, PathParam, RequestBody, caller, require_json};
 use crate::server::AppState;
 
 /// The token routes.
@@ -67,9 +67,11 @@ struct AddBody {
 async fn add(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    headers: HeaderMap,
+    RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller(authenticated).require(Role::Admin, "making tokens")?;
+    require_json(&headers)?;
     let body: AddBody =
         serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
             field: "body".into(),
@@ -97,7 +99,7 @@ async fn add(
 async fn revoke(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> Result<Json<Value>, ApiError> {
     caller(authenticated).require(Role::Admin, "revoking tokens")?;
     state.auth.store().revoke(&name).map_err(service_error)?;

@@ -20,7 +20,8 @@ use std::thread;
 use serde_json::{Value, json};
 
 use super::server::{
-    Held, Response, Server, call_tool, connect_served, get_json, hold, post_json, request_on,
+    Held, Response, Server, call_tool, connect_served, get_json, hold, ledger_size, post_json,
+    request_on,
 };
 
 /// Writers sent at once.
@@ -79,12 +80,6 @@ fn session_version(addr: SocketAddr, task: &str) -> u64 {
     let (status, session) = get_json(addr, &format!("/v1/sessions/{task}"));
     assert_eq!(status, 200, "{session}");
     session["session_version"].as_u64().unwrap()
-}
-
-fn ledger_size(addr: SocketAddr) -> u64 {
-    get_json(addr, "/health").1["ledger"]["size"]
-        .as_u64()
-        .unwrap()
 }
 
 /// The arguments of writer `name`'s one write: an evidence item of its own (content and

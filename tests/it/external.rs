@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use test_support::LegacyApi;
 
-use super::server::{Server, call_tool, get_json, request};
+use super::server::{Server, call_tool, get_json, ledger_size, request};
 
-fn kb_contract(name: &str, endpoint: &str, timeout_ms: u64) -> String {
+pub(crate) fn kb_contract(name: &str, endpoint: &str, timeout_ms: u64) -> String {
     format!(
         r#"name: {name}
 description: Searches the team's knowledge base for evidence on a question.
@@ -40,12 +40,6 @@ output_schema:
 
 fn call(server: &Server, name: &str, arguments: Value) -> (u16, Value) {
     call_tool(server.addr, name, arguments)
-}
-
-fn ledger_size(server: &Server) -> u64 {
-    get_json(server.addr, "/health").1["ledger"]["size"]
-        .as_u64()
-        .unwrap()
 }
 
 fn contracts(data: &Path) -> std::path::PathBuf {
@@ -137,7 +131,7 @@ fn a_registered_tool_is_listed_called_checked_and_recorded() {
     assert_eq!(kb["annotations"]["destructiveHint"], false);
 
     // Without a task: answered, and recorded in the tools stream.
-    let before = ledger_size(&server);
+    let before = ledger_size(server.addr);
     let (status, out) = call(
         &server,
         "kb_search",
@@ -145,7 +139,7 @@ fn a_registered_tool_is_listed_called_checked_and_recorded() {
     );
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["result"]["results"].as_array().unwrap().len(), 2);
-    assert_eq!(ledger_size(&server), before + 1);
+    assert_eq!(ledger_size(server.addr), before + 1);
 
     // With a task: {{task_question}} is filled from it and the call lands in its stream.
     let (_, opened) = call(

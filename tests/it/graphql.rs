@@ -12,14 +12,23 @@ use super::server::{Server, get_json, request};
 
 /// Posts one GraphQL request on a connection of its own; returns the HTTP status and body.
 fn post(addr: SocketAddr, query: &str, variables: Value) -> (u16, Value) {
+    post_as(addr, None, query, variables)
+}
+
+/// Posts one GraphQL request as the holder of `token` (`None`: without credentials).
+pub(crate) fn post_as(
+    addr: SocketAddr,
+    token: Option<&str>,
+    query: &str,
+    variables: Value,
+) -> (u16, Value) {
     let body = json!({"query": query, "variables": variables}).to_string();
-    let (status, body) = request(
-        addr,
-        "POST",
-        "/graphql",
-        &[("Content-Type", "application/json")],
-        body.as_bytes(),
-    );
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    let (status, body) = request(addr, "POST", "/graphql", &headers, body.as_bytes());
     let value = serde_json::from_slice(&body)
         .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)));
     (status, value)
@@ -356,23 +365,13 @@ fn each_limit_is_refused_with_its_name_and_value() {
 /// A WebSocket speaking graphql-transport-ws to the server, with a read timeout so a missing
 /// message fails the test instead of hanging it.
 fn websocket(addr: SocketAddr, origin: Option<&str>) -> tungstenite::Result<WebSocket<TcpStream>> {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let uri = format!("ws://{addr}/graphql/ws").parse().unwrap();
-    let mut request = ClientRequestBuilder::new(uri).with_sub_protocol("graphql-transport-ws");
-    if let Some(origin) = origin {
-        request = request.with_header("Origin", origin);
-    }
-    let (mut socket, response) = tungstenite::client(request, stream).map_err(|e| match e {
-        tungstenite::HandshakeError::Failure(e) => e,
-        tungstenite::HandshakeError::Interrupted(_) => panic!("the handshake was interrupted"),
-    })?;
-    assert_eq!(
-        response.headers()["sec-websocket-protocol"],
-        "graphql-transport-ws"
-    );
+    let mut socket = connect(
+        addr,
+        &origin
+            .map(|o| ("Origin", o))
+            .into_iter()
+            .collect::<Vec<_>>(),
+    )?;
     send(
         &mut socket,
         json!({"type": "connection_init", "payload": {}}),
@@ -381,12 +380,37 @@ fn websocket(addr: SocketAddr, origin: Option<&str>) -> tungstenite::Result<WebS
     Ok(socket)
 }
 
-fn send(socket: &mut WebSocket<TcpStream>, message: Value) {
+/// The handshake alone, with `headers`: the caller sends `connection_init`.
+pub(crate) fn connect(
+    addr: SocketAddr,
+    headers: &[(&str, &str)],
+) -> tungstenite::Result<WebSocket<TcpStream>> {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let uri = format!("ws://{addr}/graphql/ws").parse().unwrap();
+    let mut request = ClientRequestBuilder::new(uri).with_sub_protocol("graphql-transport-ws");
+    for (name, value) in headers {
+        request = request.with_header(*name, *value);
+    }
+    let (socket, response) = tungstenite::client(request, stream).map_err(|e| match e {
+        tungstenite::HandshakeError::Failure(e) => e,
+        tungstenite::HandshakeError::Interrupted(_) => panic!("the handshake was interrupted"),
+    })?;
+    assert_eq!(
+        response.headers()["sec-websocket-protocol"],
+        "graphql-transport-ws"
+    );
+    Ok(socket)
+}
+
+pub(crate) fn send(socket: &mut WebSocket<TcpStream>, message: Value) {
     socket.send(Message::text(message.to_string())).unwrap();
 }
 
 /// The next protocol message, skipping pings.
-fn receive(socket: &mut WebSocket<TcpStream>) -> Value {
+pub(crate) fn receive(socket: &mut WebSocket<TcpStream>) -> Value {
     loop {
         match socket.read().expect("a message before the timeout") {
             Message::Text(text) => {

@@ -1,7 +1,9 @@
 //! End-to-end tests of the `research-ledger` binary, spawned as a user would run it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod abuse;
 mod audit;
+mod auth;
 mod bench;
 mod concurrency;
 mod crash;
@@ -20,11 +22,20 @@ use std::process::{Command, Output};
 
 /// Runs the binary with `args` on the data directory `data`.
 pub fn run(data: &Path, args: &[&str]) -> Output {
+    run_with_env(data, args, &[])
+}
+
+/// Runs the binary with `args` on the data directory `data`, with the environment variables
+/// `env` set (and none of the caller's that would point it at another directory or server).
+pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_research-ledger"))
         .arg("--data-dir")
         .arg(data)
         .args(args)
         .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .env_remove("RESEARCH_LEDGER_SERVER")
+        .env_remove("RESEARCH_LEDGER_TOKEN")
+        .envs(env.iter().copied())
         .output()
         .expect("the binary runs")
 }

@@ -165,7 +165,7 @@ fn mcp_on_stdio_speaks_only_protocol_records_the_client_and_exits_when_stdin_clo
     assert!(super::run(data.path(), &["verify"]).status.success());
 }
 
-fn post(server: &Server, headers: &[(&str, &str)], body: &Value) -> (u16, String) {
+pub(crate) fn post(server: &Server, headers: &[(&str, &str)], body: &Value) -> (u16, String) {
     let mut all = vec![
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
@@ -182,7 +182,7 @@ fn post(server: &Server, headers: &[(&str, &str)], body: &Value) -> (u16, String
 }
 
 /// The JSON-RPC message in a response body, plain or as the data of a server-sent event.
-fn message(body: &str) -> Value {
+pub(crate) fn message(body: &str) -> Value {
     let text = body
         .lines()
         .find_map(|l| {
@@ -192,6 +192,80 @@ fn message(body: &str) -> Value {
         })
         .unwrap_or(body);
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+/// One request of the 2026-07-28 era, without a session: the request names its protocol
+/// version and client in `_meta`, and its method (and tool or resource) in headers, to which
+/// `headers` are added. Returns the HTTP status and the JSON-RPC message.
+pub(crate) fn stateless(
+    server: &Server,
+    headers: &[(&str, &str)],
+    id: u64,
+    method: &str,
+    mut params: Value,
+) -> (u16, Value) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless-test-client", "version": "1"},
+    });
+    let name = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut all = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(name) = &name {
+        all.push(("Mcp-Name", name));
+    }
+    all.extend_from_slice(headers);
+    let (status, body) = post(
+        server,
+        &all,
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    );
+    (status, message(&body))
+}
+
+/// A 2025-11-25 session, initialized as `client` with `headers` on each request; returns the
+/// session's id.
+pub(crate) fn open_session(server: &Server, headers: &[(&str, &str)], client: &str) -> String {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend_from_slice(headers);
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": client, "version": "1"}},
+    });
+    let reply = super::server::send(
+        server.addr,
+        "POST",
+        "/mcp",
+        &all,
+        initialize.to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let session = reply
+        .header("mcp-session-id")
+        .unwrap_or_else(|| panic!("no session: {}", reply.text()))
+        .to_owned();
+    all.push(("Mcp-Session-Id", &session));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let reply = super::server::send(
+        server.addr,
+        "POST",
+        "/mcp",
+        &all,
+        initialized.to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    session
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! A server spawned as its operator would run it, and talked to over real HTTP on loopback.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -25,10 +25,21 @@ impl Server {
 
     /// Starts a server with `extra` flags and `env` variables.
     pub(crate) fn start_with(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(data, "127.0.0.1:0", extra, env)
+    }
+
+    /// Starts a server listening on `listen` (port 0: a free one) over `data`. Its address is
+    /// the one it reports, with an unspecified IP (`0.0.0.0`) replaced by loopback, where the
+    /// tests reach it.
+    pub(crate) fn start_on(data: &Path, listen: &str, extra: &[&str]) -> Server {
+        Server::spawn(data, listen, extra, &[])
+    }
+
+    fn spawn(data: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
             .arg("--data-dir")
             .arg(data)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(extra)
             .env_remove("RESEARCH_LEDGER_DATA_DIR")
             .env_remove("RESEARCH_LEDGER_LISTEN")
@@ -40,7 +51,7 @@ impl Server {
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).expect("a line");
-        let addr = line
+        let mut addr: SocketAddr = line
             .trim()
             .strip_prefix("listening on http://")
             .unwrap_or_else(|| {
@@ -52,6 +63,9 @@ impl Server {
             })
             .parse()
             .expect("an address");
+        if addr.ip().is_unspecified() {
+            addr.set_ip(Ipv4Addr::LOCALHOST.into());
+        }
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut stderr = child.stderr.take().expect("stderr");
         let sink = log.clone();
@@ -75,6 +89,14 @@ impl Server {
     /// What the server wrote to stderr so far.
     pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
+    }
+
+    /// Whether the process is still running (it has not crashed or exited).
+    pub(crate) fn is_running(&mut self) -> bool {
+        self.child
+            .try_wait()
+            .expect("the server's status")
+            .is_none()
     }
 
     /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
@@ -119,6 +141,9 @@ fn terminate(child: &Child) {
         .status();
 }
 
+/// A header of a request: its name and value.
+pub(crate) type Header<'a> = (&'a str, &'a str);
+
 /// One HTTP/1.1 request; returns the status and the body.
 pub(crate) fn request(
     addr: SocketAddr,
@@ -162,33 +187,88 @@ pub(crate) fn request_on(
 }
 
 fn try_request_on(
-    mut stream: TcpStream,
+    stream: TcpStream,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> std::io::Result<(u16, Vec<u8>)> {
     let addr = stream.peer_addr()?;
-    stream.write_all(head(addr, method, path, headers, body.len()).as_bytes())?;
-    stream.write_all(body)?;
+    let mut raw = head(addr, method, path, headers, Some(body.len())).into_bytes();
+    raw.extend_from_slice(body);
+    let response = try_exchange_on(stream, &raw)?;
+    Ok((response.status, response.body))
+}
+
+/// One HTTP/1.1 request with its `Content-Length`; returns the whole response, head included.
+pub(crate) fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut raw = head(addr, method, path, headers, Some(body.len())).into_bytes();
+    raw.extend_from_slice(body);
+    exchange(addr, &raw)
+}
+
+/// The same request with its body sent chunked, without a `Content-Length`: a length the
+/// server only learns by reading.
+pub(crate) fn send_chunked(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut raw = head(addr, method, path, headers, None).into_bytes();
+    for chunk in body.chunks(8192) {
+        raw.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        raw.extend_from_slice(chunk);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"0\r\n\r\n");
+    exchange(addr, &raw)
+}
+
+/// Writes `raw`, a whole HTTP/1.1 request, on a connection of its own and reads the response.
+pub(crate) fn exchange(addr: SocketAddr, raw: &[u8]) -> Response {
+    connect(addr)
+        .and_then(|stream| try_exchange_on(stream, raw))
+        .unwrap_or_else(|e| {
+            panic!(
+                "no whole HTTP response to {:?}: {e}",
+                String::from_utf8_lossy(&raw[..raw.len().min(200)])
+            )
+        })
+}
+
+/// Writes `raw` on `stream` and reads the whole response. A server may answer and close before
+/// it has read all of a body it refuses: an error writing the rest is no failure when a whole
+/// response comes back, and the failure when none does.
+fn try_exchange_on(mut stream: TcpStream, raw: &[u8]) -> std::io::Result<Response> {
+    let written = stream.write_all(raw);
     let response = read_response(&mut stream)?;
-    let response = Response::parse(&response).ok_or_else(|| {
-        std::io::Error::new(
+    let Some(response) = Response::parse(&response) else {
+        written?;
+        return Err(std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "no whole response: no head, or a chunked body cut short",
-        )
-    })?;
+        ));
+    };
     if response
         .header("content-length")
         .and_then(|n| n.parse::<usize>().ok())
         .is_some_and(|n| n != response.body.len())
     {
+        written?;
         return Err(std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "a body of another length than its content-length",
         ));
     }
-    Ok((response.status, response.body))
+    Ok(response)
 }
 
 /// Reads a response up to the end of the connection. A server that answers before it has read
@@ -218,17 +298,21 @@ fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     }
 }
 
-/// The head of a request on a connection of its own.
+/// The head of a request on a connection of its own, its body `length` bytes long or, without
+/// one, sent chunked.
 fn head(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body_len: usize,
+    length: Option<usize>,
 ) -> String {
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
-    );
+    let framing = match length {
+        Some(n) => format!("Content-Length: {n}"),
+        None => "Transfer-Encoding: chunked".to_owned(),
+    };
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{framing}\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -280,6 +364,11 @@ impl Response {
     pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
+
+    /// The body as text.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
 }
 
 /// A request sent as far as the end of its head, with `Expect: 100-continue`, its body held
@@ -312,7 +401,7 @@ pub(crate) fn hold(
     let mut stream = connect(addr)?;
     let mut headers = headers.to_vec();
     headers.push(("Expect", "100-continue"));
-    stream.write_all(head(addr, method, path, &headers, body.len()).as_bytes())?;
+    stream.write_all(head(addr, method, path, &headers, Some(body.len())).as_bytes())?;
     let mut got = read_head(&mut stream)?;
     if got.starts_with(b"HTTP/1.1 100 ") {
         return Ok(Held::Admitted(HeldRequest { stream, body }));
@@ -384,6 +473,15 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
 pub(crate) fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
     let (status, body) = request(addr, "GET", path, &[], b"");
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// The ledger's size as `/health` reports it (open to anyone).
+pub(crate) fn ledger_size(addr: SocketAddr) -> u64 {
+    let (status, health) = get_json(addr, "/health");
+    assert_eq!(status, 200, "{health}");
+    health["ledger"]["size"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no ledger size in {health}"))
 }
 
 /// Posts `value` as JSON; returns the status and the body as JSON (null when it is not).

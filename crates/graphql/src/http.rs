@@ -16,6 +16,7 @@ use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::{Data, Response as GqlResponse};
 use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
 use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -131,6 +132,17 @@ async fn post(State(http): State<Http>, request: Request) -> Response {
         // An undeclared length is read up to the limit and no further.
         Err(_) => return too_large(bytes_max as u64 + 1),
     };
+    // One request, as an object: the reader would take an array for the fields in order, and
+    // answer a batch with a confusing error about an empty query.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            ServiceError::InvalidArgument {
+                field: "body".into(),
+                message: "not a GraphQL request: send one request as a JSON object, {\"query\": …, \"variables\": …}; batches are not served".into(),
+            },
+        );
+    }
     let graphql_request: async_graphql::Request = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
         Err(e) => {
@@ -151,12 +163,33 @@ async fn websocket(
     State(http): State<Http>,
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
-    protocol: GraphQLProtocol,
-    upgrade: WebSocketUpgrade,
+    protocol: Result<GraphQLProtocol, StatusCode>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     if let Some(refused) = foreign_origin(&headers) {
         return refused;
     }
+    let not_a_websocket = |status, why: String| {
+        refuse(
+            status,
+            ServiceError::InvalidArgument {
+                field: "upgrade".into(),
+                message: format!(
+                    "/graphql/ws is a WebSocket speaking graphql-transport-ws (or graphql-ws): {why}"
+                ),
+            },
+        )
+    };
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => return not_a_websocket(rejection.status(), rejection.body_text()),
+    };
+    let Ok(protocol) = protocol else {
+        return not_a_websocket(
+            StatusCode::BAD_REQUEST,
+            "the handshake asks for neither in Sec-WebSocket-Protocol".into(),
+        );
+    };
     let bytes_max = http.options.limits.request_bytes_max;
     let schema = http.schema.clone();
     let anonymous = http.options.anonymous_actor.clone();

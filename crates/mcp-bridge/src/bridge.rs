@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
-    CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    CompleteResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::task_manager::TaskManager;
@@ -175,6 +175,18 @@ impl ServerHandler for Bridge {
         ServerConfig::new(capabilities)
             .with_server_info(server)
             .with_instructions(INSTRUCTIONS)
+    }
+
+    /// A request the SDK did not read into one it knows: a method MCP defines (in the request's
+    /// era) whose params it could not read is invalid params, not an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let version = context.protocol_version();
+        let era_2026 = crate::error::is_2026_era(version.as_ref().map(|v| v.as_str()));
+        Err(crate::error::unread_request(&request.method, era_2026))
     }
 
     #[allow(deprecated)]

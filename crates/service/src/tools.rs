@@ -336,14 +336,16 @@ pub(crate) fn parse<T: DeserializeOwned>(arguments: &Value) -> Result<T, Service
     } else {
         arguments.clone()
     };
-    serde_json::from_value(arguments).map_err(|e| {
-        let message = e.to_string();
-        let field = message
-            .split('`')
-            .nth(1)
-            .filter(|_| message.contains("field `"))
-            .unwrap_or("arguments")
-            .to_owned();
+    serde_path_to_error::deserialize(arguments).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        // A missing or unknown argument is named in the message; a value of the wrong type is
+        // where the path ends (`question`, `decisions[0].adopt`).
+        let field = match message.split('`').nth(1) {
+            Some(name) if message.contains("field `") => name.to_owned(),
+            _ if path != "." => path,
+            _ => "arguments".to_owned(),
+        };
         ServiceError::InvalidArgument { field, message }
     })
 }

@@ -40,6 +40,22 @@ fn bad_arguments_are_refused_naming_the_argument() {
     assert_eq!(err.to_json()["field"], "question");
     let err = call(&service, "research_open_task", json!({"question": ""})).unwrap_err();
     assert_eq!(err.code(), "invalid_argument");
+    // A value of the wrong type is named where it is, however deep.
+    let err = call(&service, "research_open_task", json!({"question": 7})).unwrap_err();
+    assert_eq!(err.to_json()["field"], "question", "{}", err.to_json());
+    let task = open_task(&service);
+    let err = call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [{"evidence_id": "ev-1", "adopt": "yes"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_json()["field"],
+        "decisions[0].adopt",
+        "{}",
+        err.to_json()
+    );
     let err = call(
         &service,
         "research_open_task",
@@ -204,4 +220,20 @@ fn add_after_close(service: &service::Service, task: &str) -> service::ServiceEr
         json!({"task_id": task, "source": "late.example.org", "publish_date": "2025-01-01", "source_type": "blog", "content": "Late."}),
     )
     .unwrap_err()
+}
+
+#[test]
+fn each_tool_needs_the_role_its_calls_act_with() {
+    use service::role_for_tool;
+    use service::tokens::Role;
+    // A human decision on a conflict is a reviewer's; the adjudication by the rules a writer's.
+    assert_eq!(role_for_tool("evaluation_resolve_conflict"), Role::Reviewer);
+    assert_eq!(
+        role_for_tool("evaluation_conflict_resolution"),
+        Role::Writer
+    );
+    assert_eq!(role_for_tool("research_open_task"), Role::Writer);
+    assert_eq!(role_for_tool("research_summarize_state"), Role::Auditor);
+    // A registered tool's calls are recorded: writers only.
+    assert_eq!(role_for_tool("kb_search"), Role::Writer);
 }

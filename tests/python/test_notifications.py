@@ -1,6 +1,7 @@
 """Notifications: `resources/updated` after an append to a subscribed task (resources/subscribe
-in 2025-11-25, subscriptions/listen in 2026-07-28), and progress notifications for searches and
-pipeline runs when the client sends a progress token."""
+in 2025-11-25, subscriptions/listen in 2026-07-28), `tools/list_changed` when a contract file
+appears, and progress notifications for searches and pipeline runs when the client sends a
+progress token."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 import anyio
 import pytest
 
+from pathlib import Path
+
 from conftest import call, connect
 from mcp import types
-from mcp.client.subscriptions import ResourceUpdated
+from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +53,49 @@ async def test_a_subscriber_is_told_of_every_append(target: Any, mode: str) -> N
                         seen.add(str(event.uri))
                         if seen == {uri, f"ledger://tasks/{task}/events"}:
                             break
+
+
+CONTRACT = """name: team_kb
+description: Searches the team's knowledge base.
+endpoint: http://127.0.0.1:9/search
+contract_version: "1.0"
+timeout_ms: 1000
+input_schema:
+  query: { type: string, semantic_tag: search_query }
+output_schema:
+  answer: { type: string, semantic_tag: evidence_content }
+"""
+
+
+async def test_a_client_is_told_when_the_tool_list_changes(target: Any, mode: str, data_dir: Path) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    def add_contract() -> None:
+        contracts = data_dir / "contracts"
+        contracts.mkdir(exist_ok=True)
+        (contracts / "team_kb.yaml").write_text(CONTRACT)
+
+    async with connect(target, mode, message_handler=on_message) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        assert "team_kb" not in before
+        if mode == "legacy":
+            add_contract()
+            with anyio.fail_after(30):
+                await changed.wait()
+        else:
+            async with client.listen(tools_list_changed=True) as sub:
+                assert sub.honored is not None and sub.honored.tools_list_changed
+                add_contract()
+                with anyio.fail_after(30):
+                    async for event in sub:
+                        assert isinstance(event, ToolsListChanged)
+                        break
+        after = {t.name for t in (await client.list_tools()).tools}
+        assert after == before | {"team_kb"}
 
 
 async def test_searches_and_pipelines_report_progress(target: Any, mode: str) -> None:

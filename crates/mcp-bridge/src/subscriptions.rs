@@ -143,26 +143,50 @@ pub(crate) fn accepted(bridge: &Bridge, requested: &SubscriptionFilter) -> Subsc
         .take(bridge.options().subscriptions_max)
         .cloned()
         .collect();
-    SubscriptionFilter::builder()
-        .resource_subscriptions(uris)
-        .build()
+    let builder = SubscriptionFilter::builder().resource_subscriptions(uris);
+    // The tool list changes when a contract is registered, removed or edited.
+    if requested.tools_list_changed == Some(true) {
+        builder.tools_list_changed().build()
+    } else {
+        builder.build()
+    }
 }
 
 /// `subscriptions/listen` (2026-07-28): notifies until the client cancels the request.
 pub(crate) async fn listen(bridge: &Bridge, context: SubscriptionContext) -> Result<(), McpError> {
-    let uris: BTreeSet<String> = context
-        .accepted()
+    let accepted = context.accepted();
+    let uris: BTreeSet<String> = accepted
         .resource_subscriptions
         .iter()
         .flatten()
         .cloned()
         .collect();
-    if uris.is_empty() {
-        context.cancelled().await;
-        return Ok(());
-    }
+    let tools = accepted.tools_list_changed == Some(true);
     let sink = context.sink().clone();
     let service = bridge.service().clone();
+    let tool_changes = {
+        let sink = sink.clone();
+        let mut changed = service.tools_changed();
+        async move {
+            if !tools {
+                return std::future::pending::<()>().await;
+            }
+            while changed.changed().await.is_ok() {
+                if sink.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+            // The service is gone: nothing more will change.
+            std::future::pending::<()>().await
+        }
+    };
+    if uris.is_empty() {
+        tokio::select! {
+            () = tool_changes => {}
+            () = context.cancelled() => {}
+        }
+        return Ok(());
+    }
     let following = follow(&service, |task_id| {
         let subscribed: Vec<String> = changed_by_append(task_id)
             .into_iter()
@@ -178,6 +202,7 @@ pub(crate) async fn listen(bridge: &Bridge, context: SubscriptionContext) -> Res
     });
     tokio::select! {
         () = following => {}
+        () = tool_changes => {}
         () = context.cancelled() => {}
     }
     Ok(())

@@ -89,6 +89,7 @@ pub(crate) fn router(
         .merge(crate::rest::routes())
         .merge(crate::export::routes())
         .merge(crate::tokens_api::routes())
+        .merge(crate::remote_api::routes())
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));
     if let Some(mcp) = mcp {

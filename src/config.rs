@@ -263,6 +263,23 @@ mod tests {
     }
 
     #[test]
+    fn the_file_can_send_a_command_through_a_server() {
+        let command = parse(
+            "[verify]\nserver = \"http://127.0.0.1:9000\"\ntoken = \"rl_x\"\n[export]\npublic_key = \"ab\"\n",
+        )
+        .unwrap();
+        let matches = command
+            .try_get_matches_from(["research-ledger", "verify"])
+            .unwrap();
+        let verify = matches.subcommand_matches("verify").unwrap();
+        assert_eq!(
+            verify.get_one::<String>("server").unwrap(),
+            "http://127.0.0.1:9000"
+        );
+        assert_eq!(verify.get_one::<String>("token").unwrap(), "rl_x");
+    }
+
+    #[test]
     fn unknown_keys_are_errors_not_ignored() {
         for (text, says) in [
             ("[serve]\nlisen = \"127.0.0.1:1\"\n", "lisen"),
@@ -315,6 +332,23 @@ mod tests {
                     && !page.contains(&format!("`{id}`"))
                 {
                     missing.push(format!("{sub}.{id}"));
+                }
+            }
+        }
+        // Every command that can act through a server, and the keys it takes for that.
+        for command in root.get_subcommands() {
+            let remote: Vec<&str> = command
+                .get_arguments()
+                .map(|a| a.get_id().as_str())
+                .filter(|id| ["server", "token", "public_key"].contains(id))
+                .collect();
+            let table = format!("`[{}]`", command.get_name());
+            if remote.contains(&"server") && !page.contains(&table) {
+                missing.push(table);
+            }
+            for id in remote {
+                if !page.contains(&format!("`{id}`")) {
+                    missing.push(format!("{}.{id}", command.get_name()));
                 }
             }
         }

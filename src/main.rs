@@ -9,6 +9,8 @@ mod commands;
 mod config;
 mod demo;
 mod export;
+mod remote;
+mod remote_api;
 mod rest;
 mod server;
 mod tokens_api;

@@ -90,11 +90,12 @@ pub(crate) fn router(
         auth: options.auth.clone(),
         request_bytes_max: options.limits.request_bytes_max,
     };
-    // The REST view, export and tokens: refused to pages of other sites.
+    // The REST view, export, tokens and what `--server` needs: refused to pages of other sites.
     let rest = Router::new()
         .merge(crate::rest::routes())
         .merge(crate::export::routes())
         .merge(crate::tokens_api::routes())
+        .merge(crate::remote_api::routes())
         .route_layer(middleware::from_fn(crate::rest::same_origin));
     let mut app = Router::new()
         .route("/health", get(health))

@@ -1,18 +1,57 @@
 //! The auditor's commands: `replay`, `explain`, `export`, `verify-bundle` and `import`.
+//!
+//! `replay`, `explain` and `export` also run against a server that holds the data directory
+//! (`--server URL`). The server is not taken at its word: the commands fetch the task's events
+//! as an export bundle (`GET /v1/export`), check it offline as `verify-bundle` does — every
+//! event's bytes, its place in the signed tree, the signed manifest — and then replay,
+//! re-derive and explain those events with the same code that runs on a data directory
+//! ([`service::audit::Replay`], [`service::audit::fold_events`],
+//! [`service::audit::explain_state`]). Folding the bundle's events in memory needs neither a
+//! data directory nor a whole-ledger bundle, which restoring one into a temporary directory
+//! would. The one thing only the server can say is whether its read model holds the state the
+//! events give; `replay --check` asks for that state's hash (`GET /v1/tasks/{id}/head`) before
+//! fetching the events, and compares it with the state the events give at that version.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use ledger::bundle::Scope;
+use ledger::bundle::{Bundle, BundleFailure, BundleReport, Scope};
 use ledger::ledger_proof::{PublicKey, SigningKey};
-use ledger::{Ledger, LedgerOptions};
+use ledger::{Ledger, LedgerOptions, RecordedEvent};
+use research::TaskState;
+use serde::Deserialize;
 use serde_json::json;
+use service::audit::{Replay, ReplayCheck};
 
 use crate::Outcome;
+use crate::remote::{Remote, ServerArgs, path_segment};
 
 /// Largest bundle `verify-bundle` and `import` read.
 const BUNDLE_BYTES_MAX: usize = 4 * 1024 * 1024 * 1024;
+
+/// `--server`, `--token`, and the key a bundle fetched from the server must be signed under.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BundleServerArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// With `--server`: the public key (64 hex digits) the fetched bundle must be signed under;
+    /// without it, the first key inside the bundle is trusted, and the command says so.
+    #[arg(long, value_name = "HEX")]
+    public_key: Option<String>,
+}
+
+impl BundleServerArgs {
+    /// The server to act through, with the key to trust; none to act on the data directory.
+    fn remote(&self) -> anyhow::Result<Option<(Remote, Option<PublicKey>)>> {
+        match self.server.remote()? {
+            Some(remote) => Ok(Some((remote, parse_key(self.public_key.as_ref())?))),
+            None if self.public_key.is_some() => {
+                bail!("--public-key checks a bundle fetched with --server; give --server URL")
+            }
+            None => Ok(None),
+        }
+    }
+}
 
 /// Arguments of `replay`.
 #[derive(Debug, clap::Args)]
@@ -29,16 +68,18 @@ pub(crate) struct ReplayArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: BundleServerArgs,
 }
 
 pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outcome> {
+    if let Some((remote, trusted)) = args.remote.remote()? {
+        return replay_remote(&remote, trusted, args);
+    }
     let service = super::open_service(data_dir)?;
     let state = service
         .state_at(&args.task, args.at)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let summary = state
-        .summary()
-        .with_context(|| format!("task {} has no state", args.task))?;
     let check = if args.check {
         Some(
             service
@@ -48,9 +89,67 @@ pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outco
     } else {
         None
     };
-    let passed = check
-        .as_ref()
-        .is_none_or(|c| c.disagreement.is_none() && c.matches_live_state);
+    let outcome = show_replay(args, &state, check.as_ref())?;
+    service.shutdown();
+    Ok(outcome)
+}
+
+/// A task's version and state hash in a server's read model (`GET /v1/tasks/{id}/head`).
+#[derive(Debug, Deserialize)]
+struct TaskHead {
+    version: u64,
+    state_hash: String,
+}
+
+fn replay_remote(
+    remote: &Remote,
+    trusted: Option<PublicKey>,
+    args: &ReplayArgs,
+) -> anyhow::Result<Outcome> {
+    // Read before the events, so the bundle holds at least the version it is for.
+    let live: Option<TaskHead> = if args.check {
+        Some(remote.get(&format!("/v1/tasks/{}/head", path_segment(&args.task)), &[])?)
+    } else {
+        None
+    };
+    let events = match fetch_task_events(remote, &args.task, trusted)? {
+        Ok(events) => events,
+        Err(failure) => return Ok(invalid_bundle(&failure)),
+    };
+    let state = service::audit::fold_events(&args.task, &events, args.at)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let check = match live {
+        None => None,
+        Some(live) => {
+            let mut replay = Replay::new();
+            for event in &events {
+                replay.feed(event);
+            }
+            let matches = service::audit::fold_events(&args.task, &events, Some(live.version))
+                .is_ok_and(|at_live| {
+                    service::projections::state_hash(&at_live).to_hex() == live.state_hash
+                });
+            Some(
+                replay
+                    .finish(&args.task, matches)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            )
+        }
+    };
+    show_replay(args, &state, check.as_ref())
+}
+
+/// Prints a task's state and the outcome of its replay check, alike for a data directory
+/// and for a bundle from a server.
+fn show_replay(
+    args: &ReplayArgs,
+    state: &TaskState,
+    check: Option<&ReplayCheck>,
+) -> anyhow::Result<Outcome> {
+    let summary = state
+        .summary()
+        .with_context(|| format!("task {} has no state", args.task))?;
+    let passed = check.is_none_or(|c| c.disagreement.is_none() && c.matches_live_state);
     if args.json {
         println!(
             "{}",
@@ -70,7 +169,7 @@ pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outco
         if let Some(card) = state.conclusion_card(None) {
             println!("\n{}", card.markdown);
         }
-        if let Some(check) = &check {
+        if let Some(check) = check {
             match &check.disagreement {
                 None => println!(
                     "\ncheck: {} events replayed; every derived value of {} events re-derived bit for bit{}",
@@ -94,7 +193,6 @@ pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outco
             }
         }
     }
-    service.shutdown();
     Ok(if passed {
         Outcome::Passed
     } else {
@@ -102,18 +200,65 @@ pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outco
     })
 }
 
+/// The events of one task from a server, in an export bundle checked here as `verify-bundle`
+/// checks one (what it found goes to stderr); the failure when the bundle does not check out.
+fn fetch_task_events(
+    remote: &Remote,
+    task: &str,
+    trusted: Option<PublicKey>,
+) -> anyhow::Result<Result<Vec<RecordedEvent>, BundleFailure>> {
+    let query = [
+        ("task", task.to_owned()),
+        ("without_content", "true".to_owned()),
+    ];
+    let text = remote.get_text("/v1/export", &query, BUNDLE_BYTES_MAX as u64)?;
+    let (bundle, report) =
+        match service::audit::verify_bundle_text(&text, BUNDLE_BYTES_MAX, trusted) {
+            Ok(checked) => checked,
+            Err(failure) => return Ok(Err(failure)),
+        };
+    eprintln!("the export bundle from {} checks out:", remote.server());
+    print_bundle_report(&report, &mut std::io::stderr())?;
+    let events =
+        service::audit::bundle_task_events(&bundle, task).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Ok(events))
+}
+
+/// Reports a bundle that does not check out, as `verify-bundle` does: a check failed.
+fn invalid_bundle(failure: &BundleFailure) -> Outcome {
+    println!("INVALID at {}: {}", failure.location, failure.problem);
+    Outcome::Failed
+}
+
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExplainArgs {
     /// The task.
     task: String,
+    #[command(flatten)]
+    remote: BundleServerArgs,
 }
 
 pub(crate) fn explain(data_dir: &Path, args: &ExplainArgs) -> anyhow::Result<Outcome> {
-    let service = super::open_service(data_dir)?;
-    let explained = service
-        .explanation(&args.task)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let explained = match args.remote.remote()? {
+        Some((remote, trusted)) => {
+            let events = match fetch_task_events(&remote, &args.task, trusted)? {
+                Ok(events) => events,
+                Err(failure) => return Ok(invalid_bundle(&failure)),
+            };
+            service::audit::fold_events(&args.task, &events, None)
+                .and_then(|state| service::audit::explain_state(&state))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        None => {
+            let service = super::open_service(data_dir)?;
+            let explained = service
+                .explanation(&args.task)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            service.shutdown();
+            explained
+        }
+    };
     let Some((markdown, recorded)) = explained else {
         bail!("task {} has no conclusion to explain yet", args.task);
     };
@@ -123,7 +268,6 @@ pub(crate) fn explain(data_dir: &Path, args: &ExplainArgs) -> anyhow::Result<Out
             "(derived now from the ledger; the task has not recorded an explanation of this verdict)"
         );
     }
-    service.shutdown();
     Ok(Outcome::Passed)
 }
 
@@ -142,9 +286,14 @@ pub(crate) struct ExportArgs {
     /// Leave out the full texts of evidence (their hashes stay in the events).
     #[arg(long)]
     without_content: bool,
+    #[command(flatten)]
+    remote: BundleServerArgs,
 }
 
 pub(crate) fn export(data_dir: &Path, args: &ExportArgs) -> anyhow::Result<Outcome> {
+    if let Some((remote, trusted)) = args.remote.remote()? {
+        return export_remote(&remote, trusted, args);
+    }
     let service = super::open_service(data_dir)?;
     let scope = if args.all {
         Scope::All
@@ -154,22 +303,68 @@ pub(crate) fn export(data_dir: &Path, args: &ExportArgs) -> anyhow::Result<Outco
     let bundle = service
         .export(scope, args.without_content)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let text = serde_json::to_vec_pretty(&bundle)?;
-    let mut file = std::fs::File::create(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    file.write_all(&text)
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    write_bundle(&args.out, &bundle)?;
+    service.shutdown();
+    Ok(Outcome::Passed)
+}
+
+/// Writes a bundle to `out` (whole or not at all) and says what it holds.
+fn write_bundle(out: &Path, bundle: &Bundle) -> anyhow::Result<()> {
+    super::write_atomically(out, &serde_json::to_vec_pretty(bundle)?)?;
     eprintln!(
         "wrote {}: {} events, {} content blobs, standing on the checkpoint of {} events signed by key {}",
-        args.out.display(),
+        out.display(),
         bundle.events.len(),
         bundle.content.len(),
         bundle.checkpoint.tree_size,
         bundle.checkpoint.key_fingerprint
     );
-    service.shutdown();
-    Ok(Outcome::Passed)
+    Ok(())
+}
+
+/// Fetches the bundle from the server (`GET /v1/export`), writes it, then checks the file
+/// written as `verify-bundle` would; a bundle that does not check out is kept, for the
+/// evidence, and the command fails.
+fn export_remote(
+    remote: &Remote,
+    trusted: Option<PublicKey>,
+    args: &ExportArgs,
+) -> anyhow::Result<Outcome> {
+    let mut query: Vec<(&str, String)> = if args.all {
+        vec![("all", "true".to_owned())]
+    } else {
+        args.tasks.iter().map(|t| ("task", t.clone())).collect()
+    };
+    if args.without_content {
+        query.push(("without_content", "true".to_owned()));
+    }
+    let spinner = super::spinner(&format!("exporting from {}", remote.server()));
+    let text = remote.get_text("/v1/export", &query, BUNDLE_BYTES_MAX as u64);
+    spinner.finish_and_clear();
+    let bundle: Bundle = serde_json::from_str(&text?).with_context(|| {
+        format!(
+            "the server at {} did not answer with an export bundle",
+            remote.server()
+        )
+    })?;
+    write_bundle(&args.out, &bundle)?;
+    drop(bundle);
+    let text = read_bundle(&args.out)?;
+    match service::audit::verify_bundle_text(&text, BUNDLE_BYTES_MAX, trusted) {
+        Ok((_, report)) => {
+            print_bundle_report(&report, &mut std::io::stderr())?;
+            Ok(Outcome::Passed)
+        }
+        Err(failure) => {
+            eprintln!(
+                "INVALID at {}: {} ({} is kept as evidence)",
+                failure.location,
+                failure.problem,
+                args.out.display()
+            );
+            Ok(Outcome::Failed)
+        }
+    }
 }
 
 /// Arguments of `verify-bundle`.
@@ -207,6 +402,29 @@ fn parse_key(hex: Option<&String>) -> anyhow::Result<Option<PublicKey>> {
     .transpose()
 }
 
+/// What the check of a valid bundle found, in words.
+fn print_bundle_report(report: &BundleReport, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    if report.trusted_key_from_bundle {
+        writeln!(
+            out,
+            "trusting the key inside the bundle, fingerprint {} (pass --public-key to check against a key you hold)",
+            report.trusted_key.fingerprint()
+        )?;
+    }
+    for note in &report.key_chain_breaks {
+        writeln!(out, "WARNING: the chain of signing keys breaks: {note}")?;
+    }
+    writeln!(
+        out,
+        "valid: {} events of {} task(s), {} content blobs, {} signed checkpoints; all in the tree of {} events signed by the ledger",
+        report.events,
+        report.tasks.len(),
+        report.content,
+        report.checkpoints,
+        report.tree_size
+    )
+}
+
 pub(crate) fn verify_bundle(args: &VerifyBundleArgs) -> anyhow::Result<Outcome> {
     let trusted = parse_key(args.public_key.as_ref())?;
     let text = read_bundle(&args.file)?;
@@ -215,30 +433,11 @@ pub(crate) fn verify_bundle(args: &VerifyBundleArgs) -> anyhow::Result<Outcome> 
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                if report.trusted_key_from_bundle {
-                    println!(
-                        "trusting the key inside the bundle, fingerprint {} (pass --public-key to check against a key you hold)",
-                        report.trusted_key.fingerprint()
-                    );
-                }
-                for note in &report.key_chain_breaks {
-                    println!("WARNING: the chain of signing keys breaks: {note}");
-                }
-                println!(
-                    "valid: {} events of {} task(s), {} content blobs, {} signed checkpoints; all in the tree of {} events signed by the ledger",
-                    report.events,
-                    report.tasks.len(),
-                    report.content,
-                    report.checkpoints,
-                    report.tree_size
-                );
+                print_bundle_report(&report, &mut std::io::stdout())?;
             }
             Ok(Outcome::Passed)
         }
-        Err(failure) => {
-            println!("INVALID at {}: {}", failure.location, failure.problem);
-            Ok(Outcome::Failed)
-        }
+        Err(failure) => Ok(invalid_bundle(&failure)),
     }
 }
 

@@ -3,15 +3,30 @@
 //! Exit status 0 when every document went in, 1 when some could not be ingested (the others
 //! still were; each failure is named on stderr with its file, line and field), 2 when the
 //! corpus itself could not be opened or written.
+//!
+//! With `--server URL` the files are read and checked here all the same, and the documents go
+//! to the server that holds the data directory (`POST /v1/corpus/documents`, admins only).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use chrono::NaiveDate;
 use research::rules::SourceType;
-use sources::{Corpus, CorpusLimits, Defaults, IngestProgress, IngestReport};
+use sources::{
+    AddReport, Corpus, CorpusLimits, Defaults, IndexState, IngestError, IngestProgress,
+    IngestReport, Location,
+};
 
 use crate::Outcome;
+use crate::remote::{Remote, ServerArgs};
+
+/// Most documents sent to a server in one request: under its default `add_documents_max`.
+const BATCH_DOCUMENTS_MAX: usize = 500;
+
+/// Bytes of documents gathered before a request goes: under the default `request_bytes_max`
+/// of 4 MiB. A document larger than this goes alone.
+const BATCH_BYTES_MAX: usize = 3 * 1024 * 1024;
 
 /// Arguments of `ingest`.
 #[derive(Debug, clap::Args)]
@@ -37,6 +52,9 @@ pub(crate) struct Args {
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+
+    #[command(flatten)]
+    remote: ServerArgs,
 }
 
 fn parse_date(text: &str) -> Result<NaiveDate, String> {
@@ -85,10 +103,22 @@ pub(crate) fn ingest_with_progress(
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
-    let dir = corpus_dir(data_dir);
-    let corpus = Corpus::open(&dir, CorpusLimits::default())
-        .with_context(|| format!("cannot open the corpus in {}", dir.display()))?;
-    let report = ingest_with_progress(&corpus, &args.paths, &args.defaults())?;
+    let (report, corpus_name, listed_max) = match args.remote.remote()? {
+        Some(remote) => {
+            let limits = crate::config::limits().corpus.clone();
+            let report = ingest_remote(&remote, args, &limits)?;
+            let name = format!("of {}", remote.server());
+            (report, name, limits.ingest_problems_listed_max)
+        }
+        None => {
+            let dir = corpus_dir(data_dir);
+            let corpus = Corpus::open(&dir, crate::config::limits().corpus.clone())
+                .with_context(|| format!("cannot open the corpus in {}", dir.display()))?;
+            let report = ingest_with_progress(&corpus, &args.paths, &args.defaults())?;
+            let listed_max = corpus.limits().ingest_problems_listed_max;
+            (report, dir.display().to_string(), listed_max)
+        }
+    };
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
@@ -109,7 +139,6 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     if missing(sources::Field::SourceType) && args.default_source_type.is_none() {
         eprintln!("hint: --default-source-type TYPE records a default for untyped documents");
     }
-    let listed_max = corpus.limits().ingest_problems_listed_max;
     if report.errors.len() as u64 >= listed_max {
         eprintln!(
             "error: only the first {listed_max} problems are listed; {} documents failed in all",
@@ -129,15 +158,134 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             report.failed
         );
         println!(
-            "corpus {}: {} documents, index state {}",
-            dir.display(),
-            report.index_state.documents,
-            report.index_state.id
+            "corpus {corpus_name}: {} documents, index state {}",
+            report.index_state.documents, report.index_state.id
         );
     }
     Ok(if report.is_clean() {
         Outcome::Passed
     } else {
         Outcome::Failed
+    })
+}
+
+/// Documents bound for the server, serialised, with where each was read.
+#[derive(Debug, Default)]
+struct Batch {
+    documents: Vec<String>,
+    locations: Vec<Location>,
+    bytes: usize,
+}
+
+/// What the server reported so far.
+#[derive(Debug, Default)]
+struct Sent {
+    requests: u64,
+    added: u64,
+    replaced: u64,
+    unchanged: u64,
+    rejected: u64,
+    errors: Vec<IngestError>,
+    index_state: Option<IndexState>,
+}
+
+impl Batch {
+    /// Sends the documents gathered (`POST /v1/corpus/documents`) and empties the batch; the
+    /// documents the server rejects become errors at the place they were read from.
+    fn send(&mut self, remote: &Remote, sent: &mut Sent) -> anyhow::Result<()> {
+        let body = format!("{{\"documents\":[{}]}}", self.documents.join(","));
+        let answer: AddReport = remote.post_body("/v1/corpus/documents", body)?;
+        sent.requests += 1;
+        sent.added += answer.added;
+        sent.replaced += answer.replaced;
+        sent.unchanged += answer.unchanged;
+        let mut rejected = BTreeSet::new();
+        for r in answer.rejected {
+            let location = self.locations.get(r.index).cloned().with_context(|| {
+                format!(
+                    "the server at {} rejected document #{} of a request of {}",
+                    remote.server(),
+                    r.index,
+                    self.locations.len()
+                )
+            })?;
+            rejected.insert(r.index);
+            sent.errors.push(IngestError {
+                location,
+                document_id: Some(r.document_id),
+                field: r.field,
+                problem: r.problem,
+            });
+        }
+        sent.rejected += rejected.len() as u64;
+        sent.index_state = Some(answer.index_state);
+        *self = Batch::default();
+        Ok(())
+    }
+}
+
+/// Reads the files here, exactly as a local ingest does (so a problem is named by its file,
+/// line and field alike), and sends the documents to the server in batches of at most
+/// [`BATCH_DOCUMENTS_MAX`] documents and about [`BATCH_BYTES_MAX`] bytes; the server checks
+/// each again and adds it through its own corpus. Batches land one by one: a failure midway
+/// leaves the batches before it ingested, and ingesting again finds them unchanged.
+fn ingest_remote(
+    remote: &Remote,
+    args: &Args,
+    limits: &CorpusLimits,
+) -> anyhow::Result<IngestReport> {
+    let bar = super::progress_bar(0, &format!("ingesting into {}", remote.server()));
+    let mut batch = Batch::default();
+    let mut sent = Sent::default();
+    let read = sources::read_documents(
+        &args.paths,
+        &args.defaults(),
+        limits,
+        &mut |progress| match progress {
+            IngestProgress::Started { files } => bar.set_length(files),
+            IngestProgress::FileDone { done, .. } => bar.set_position(done),
+            _ => {}
+        },
+        &mut |location, document| -> anyhow::Result<()> {
+            let text = serde_json::to_string(&document)?;
+            let full = batch.documents.len() >= BATCH_DOCUMENTS_MAX
+                || batch.bytes + text.len() > BATCH_BYTES_MAX;
+            if !batch.documents.is_empty() && full {
+                batch.send(remote, &mut sent)?;
+            }
+            batch.bytes += text.len() + 1;
+            batch.documents.push(text);
+            batch.locations.push(location.clone());
+            Ok(())
+        },
+    );
+    // The last batch goes even when empty and alone: the answer names the index state, and
+    // the server refuses a caller who may not ingest even with nothing to send.
+    let read = read.and_then(|read| {
+        if !batch.documents.is_empty() || sent.requests == 0 {
+            batch.send(remote, &mut sent)?;
+        }
+        Ok(read)
+    });
+    bar.finish_and_clear();
+    let read = read?;
+    let mut errors = read.errors;
+    let room = usize::try_from(limits.ingest_problems_listed_max)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(errors.len());
+    errors.extend(sent.errors.into_iter().take(room));
+    let index_state = sent
+        .index_state
+        .context("the server did not say what its corpus holds")?;
+    Ok(IngestReport {
+        files: read.files,
+        documents: read.documents.saturating_sub(sent.rejected),
+        added: sent.added,
+        replaced: sent.replaced,
+        unchanged: sent.unchanged + read.repeated,
+        failed: read.failed + sent.rejected,
+        errors,
+        warnings: read.warnings,
+        index_state,
     })
 }

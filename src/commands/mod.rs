@@ -64,3 +64,39 @@ pub(crate) fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
     bar.set_message(what.to_owned());
     bar
 }
+
+/// A spinner on stderr while waiting for a server, drawn only when stderr is a terminal.
+pub(crate) fn spinner(what: &str) -> indicatif::ProgressBar {
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_message(what.to_owned());
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    spinner
+}
+
+/// Writes `bytes` to `path` so that `path` holds either what it held before or all of
+/// `bytes`, never a part: into a new file beside it, synced, then renamed over it, and the
+/// rename synced with the folder.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let mut temporary = name.to_os_string();
+    temporary.push(format!(".partial-{}", std::process::id()));
+    let temporary = folder.join(temporary);
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        std::fs::File::open(&folder)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
+}

@@ -5,6 +5,10 @@
 //! proof file (JSON) that `verify-proof` checks offline, with no data directory, against a
 //! public key the auditor trusts. `verify-proof --since SAVED` proves, in one step, that the
 //! ledger today only grew from a checkpoint the auditor saved.
+//!
+//! With `--server URL`, `prove` asks the server that holds the data directory
+//! (`GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency`) and writes the same proof file;
+//! `verify-proof` checks it offline like any other.
 
 use std::path::{Path, PathBuf};
 
@@ -12,9 +16,10 @@ use anyhow::{Context, bail};
 use ledger::ledger_proof::{
     Checkpoint, ProofFile, PublicKey, Verified, verify_proof_file, verify_proof_file_json,
 };
-use ledger::{Ledger, ProofError};
+use serde::Deserialize;
 
 use crate::Outcome;
+use crate::remote::{Remote, ServerArgs};
 
 /// Arguments of `prove`.
 #[derive(Debug, clap::Args)]
@@ -32,6 +37,8 @@ pub(crate) struct ProveArgs {
     /// Write the proof to this file instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    remote: ServerArgs,
 }
 
 /// Arguments of `verify-proof`.
@@ -62,39 +69,71 @@ fn write_out(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
 }
 
 pub(crate) fn prove(data_dir: &Path, args: &ProveArgs) -> anyhow::Result<Outcome> {
-    let ledger = super::open_ledger(data_dir)?;
-    let file = match (&args.consistency, args.seq) {
-        (Some(sizes), _) => {
+    let consistency = match &args.consistency {
+        Some(sizes) => {
             let [first, second] = sizes[..] else {
                 bail!("--consistency takes two tree sizes");
             };
-            ProofFile::Consistency(ledger.consistency_proof(first, second)?)
+            Some((first, second))
         }
-        (None, Some(seq)) => ProofFile::Inclusion(inclusion(&ledger, seq, args.tree_size)?),
-        (None, None) => bail!("give a seq or --consistency A B"),
+        None => None,
     };
+    let (file, written) = match args.remote.remote()? {
+        Some(remote) => prove_remote(&remote, consistency, args)?,
+        None => {
+            let ledger = super::open_ledger(data_dir)?;
+            match (consistency, args.seq) {
+                (Some((first, second)), _) => (
+                    ProofFile::Consistency(ledger.consistency_proof(first, second)?),
+                    None,
+                ),
+                (None, Some(seq)) => {
+                    let (proof, written) = ledger.inclusion_proof_covering(seq, args.tree_size)?;
+                    (ProofFile::Inclusion(proof), written)
+                }
+                (None, None) => bail!("give a seq or --consistency A B"),
+            }
+        }
+    };
+    if let (Some(checkpoint), ProofFile::Inclusion(proof)) = (&written, &file) {
+        eprintln!(
+            "wrote a checkpoint of {} events to cover seq {}",
+            checkpoint.tree_size, proof.leaf_index
+        );
+    }
     write_out(&serde_json::to_string_pretty(&file)?, args.out.as_deref())?;
     Ok(Outcome::Passed)
 }
 
-fn inclusion(
-    ledger: &Ledger,
-    seq: u64,
-    tree_size: Option<u64>,
-) -> anyhow::Result<ledger::ledger_proof::InclusionProofFile> {
-    match ledger.inclusion_proof(seq, tree_size) {
-        Err(ProofError::NotCovered { .. }) if tree_size.is_none() && seq < ledger.head().size => {
-            let checkpoint = ledger
-                .checkpoint()
-                .context("no checkpoint covers the event, and none could be written")?;
-            eprintln!(
-                "wrote a checkpoint of {} events to cover seq {seq}",
-                checkpoint.tree_size
-            );
-            Ok(ledger.inclusion_proof(seq, Some(checkpoint.tree_size))?)
+/// A proof from the server (`GET /v1/proofs/…`), with the checkpoint it wrote to cover the
+/// event, if it had to. The file is the server's word until `verify-proof` checks it.
+#[derive(Debug, Deserialize)]
+struct RemoteProof {
+    proof: ProofFile,
+    #[serde(default)]
+    checkpoint_written: Option<Checkpoint>,
+}
+
+fn prove_remote(
+    remote: &Remote,
+    consistency: Option<(u64, u64)>,
+    args: &ProveArgs,
+) -> anyhow::Result<(ProofFile, Option<Checkpoint>)> {
+    let answer: RemoteProof = match (consistency, args.seq) {
+        (Some((first, second)), _) => remote.get(
+            "/v1/proofs/consistency",
+            &[("first", first.to_string()), ("second", second.to_string())],
+        )?,
+        (None, Some(seq)) => {
+            let mut query = vec![("seq", seq.to_string())];
+            if let Some(size) = args.tree_size {
+                query.push(("tree_size", size.to_string()));
+            }
+            remote.get("/v1/proofs/inclusion", &query)?
         }
-        other => Ok(other?),
-    }
+        (None, None) => bail!("give a seq or --consistency A B"),
+    };
+    Ok((answer.proof, answer.checkpoint_written))
 }
 
 fn trusted_key(hex: &str) -> anyhow::Result<PublicKey> {

@@ -6,13 +6,13 @@
 //! only its hash is kept.
 
 use std::path::Path;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 use service::tokens::{Role, TokenStore};
 
 use crate::Outcome;
+use crate::remote::{Remote, path_segment};
 
 /// Arguments of `token`.
 #[derive(Debug, clap::Args)]
@@ -128,68 +128,24 @@ fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// The body of an answer, or the server's structured error as the command's error.
-fn answer(
-    result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    server: &str,
-) -> anyhow::Result<Value> {
-    let mut response = result.with_context(|| format!("cannot reach {server}"))?;
-    let status = response.status();
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .with_context(|| format!("cannot read the answer of {server}"))?;
-    let body: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{server} answered {status} without a JSON body"))?;
-    if !status.is_success() {
-        bail!(
-            "{server} refused ({status}): {}",
-            body["message"].as_str().unwrap_or("no message")
-        );
-    }
-    Ok(body)
-}
-
 fn remote(server: &str, args: &Args) -> anyhow::Result<Outcome> {
-    let base = server.trim_end_matches('/');
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let auth = args.token.as_ref().map(|t| format!("Bearer {t}"));
+    let remote = Remote::new(server, args.token.as_deref())?;
     match &args.action {
         Action::Add { name, role } => {
-            let mut request = agent
-                .post(format!("{base}/v1/tokens"))
-                .header("Content-Type", "application/json");
-            if let Some(auth) = &auth {
-                request = request.header("Authorization", auth);
-            }
-            let body = answer(
-                request.send(json!({ "name": name, "role": role.name() }).to_string()),
-                base,
-            )?;
+            let body: Value =
+                remote.post("/v1/tokens", &json!({ "name": name, "role": role.name() }))?;
             let token = body["token"]
                 .as_str()
                 .context("the server's answer holds no token")?;
             announce(name, *role, token);
         }
         Action::List { json } => {
-            let mut request = agent.get(format!("{base}/v1/tokens"));
-            if let Some(auth) = &auth {
-                request = request.header("Authorization", auth);
-            }
-            let body = answer(request.call(), base)?;
+            let body: Value = remote.get("/v1/tokens", &[])?;
             let tokens = body["tokens"].as_array().cloned().unwrap_or_default();
             print_list(&tokens, *json)?;
         }
         Action::Revoke { name } => {
-            let mut request = agent.delete(format!("{base}/v1/tokens/{name}"));
-            if let Some(auth) = &auth {
-                request = request.header("Authorization", auth);
-            }
-            answer(request.call(), base)?;
+            let _: Value = remote.delete(&format!("/v1/tokens/{}", path_segment(name)))?;
             eprintln!("revoked the token of {name}");
         }
     }

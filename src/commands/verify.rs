@@ -1,8 +1,13 @@
-//! `research-ledger verify`: checks the whole ledger from scratch.
+//! `research-ledger verify`: checks the whole ledger from scratch, in the data directory or,
+//! with `--server`, in the server that holds it (`GET /v1/verify`). Either way the same report
+//! is printed and the exit status is the same.
 
 use std::path::Path;
 
+use ledger::VerifyReport;
+
 use crate::Outcome;
+use crate::remote::ServerArgs;
 
 /// Arguments of `verify`.
 #[derive(Debug, clap::Args)]
@@ -10,16 +15,29 @@ pub(crate) struct Args {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: ServerArgs,
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
-    let ledger = super::open_ledger(data_dir)?;
-    let bar = super::progress_bar(ledger.head().size, "verifying");
-    let report = ledger.verify_from_scratch(&mut |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    });
-    bar.finish_and_clear();
+    let report = match args.remote.remote()? {
+        Some(remote) => {
+            let spinner = super::spinner(&format!("verifying on {}", remote.server()));
+            let report: VerifyReport = remote.get("/v1/verify", &[])?;
+            spinner.finish_and_clear();
+            report
+        }
+        None => {
+            let ledger = super::open_ledger(data_dir)?;
+            let bar = super::progress_bar(ledger.head().size, "verifying");
+            let report = ledger.verify_from_scratch(&mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            });
+            bar.finish_and_clear();
+            report
+        }
+    };
     for note in &report.key_chain_breaks {
         eprintln!("WARNING: the chain of signing keys breaks: {note}");
     }

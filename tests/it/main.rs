@@ -14,6 +14,7 @@ mod ingest;
 mod mcp;
 mod operations;
 mod proofs;
+mod remote;
 mod server;
 mod verify;
 

@@ -128,4 +128,7 @@ pub enum ProofError {
     /// Reading the log or its tree failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// No checkpoint covered the event, and the one written to cover it could not be.
+    #[error("no checkpoint covers the event, and none could be written: {0}")]
+    Checkpoint(#[from] SigningError),
 }

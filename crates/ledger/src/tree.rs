@@ -136,6 +136,24 @@ impl Ledger {
         ))
     }
 
+    /// [`Ledger::inclusion_proof`], writing a checkpoint first when none covers the event yet
+    /// and no tree size was named: what a caller who just wants the event proved means. The
+    /// checkpoint written, if any, comes back with the proof.
+    pub fn inclusion_proof_covering(
+        &self,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> Result<(InclusionProofFile, Option<Checkpoint>), ProofError> {
+        match self.inclusion_proof(seq, tree_size) {
+            Err(ProofError::NotCovered { .. }) if tree_size.is_none() && seq < self.head().size => {
+                let checkpoint = self.checkpoint()?;
+                let proof = self.inclusion_proof(seq, Some(checkpoint.tree_size))?;
+                Ok((proof, Some(checkpoint)))
+            }
+            other => other.map(|proof| (proof, None)),
+        }
+    }
+
     /// A proof that the tree of the checkpoint of size `second` extends the one of size
     /// `first`.
     pub fn consistency_proof(

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
 use ledger_proof::{Blake3, Checkpoint, Frontier, KeyChain, KeyRotation, MerkleHasher, PublicKey};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::Digest;
@@ -39,7 +39,7 @@ pub(crate) struct Verified {
 }
 
 /// What verification found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyReport {
     /// Events in the ledger when verification ran.
     pub size: u64,
@@ -69,7 +69,7 @@ impl VerifyReport {
 }
 
 /// The first seq that is not what it should be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyFailure {
     /// The seq.
     pub seq: u64,

@@ -705,6 +705,16 @@ impl Projector {
             .ok_or_else(|| not_found(task_id))
     }
 
+    /// A task's version and state hash at its head, read together: what an auditor who
+    /// folded the task's events elsewhere compares their state with.
+    pub fn task_head(&self, task_id: &str) -> Result<(u64, Hash32), QueryError> {
+        self.read()
+            .tasks
+            .get(task_id)
+            .map(|entry| (entry.version(), entry.hash()))
+            .ok_or_else(|| not_found(task_id))
+    }
+
     /// The hash of the whole projection: every task's state hash, in id order, at the
     /// projection's position.
     pub fn projection_hash(&self) -> ProjectionHash {

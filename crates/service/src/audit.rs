@@ -3,8 +3,8 @@
 //! their offline check.
 
 use ledger::bundle::{self, Bundle, BundleCheck, BundleFailure, BundleReport, ExportSpec, Scope};
-use ledger::ledger_proof::PublicKey;
-use ledger::{Digest, RecordedEvent};
+use ledger::ledger_proof::{Checkpoint, ConsistencyProofFile, InclusionProofFile, PublicKey};
+use ledger::{Digest, ProofError, RecordedEvent, VerifyReport};
 use research::{Event, EventMeta, TaskState};
 use serde::Serialize;
 use serde_json::Value;
@@ -79,14 +79,198 @@ pub struct ReplayCheck {
     pub matches_live_state: bool,
 }
 
+/// A task replayed from its events in version order, every derived value re-derived from the
+/// state before the event that records it: the replay audit, run the same way over the events
+/// of a data directory ([`Service::replay_check`]) and over those of an export bundle
+/// ([`bundle_task_events`]).
+#[derive(Debug, Default)]
+pub struct Replay {
+    state: TaskState,
+    events: u64,
+    rederived: u64,
+    disagreement: Option<Disagreement>,
+    /// An event's payload did not decode: nothing after it can be folded.
+    stopped: bool,
+}
+
+impl Replay {
+    /// Nothing replayed yet.
+    pub fn new() -> Self {
+        Replay::default()
+    }
+
+    /// Folds the task's next event, after re-deriving what it records while nothing has
+    /// disagreed yet.
+    pub fn feed(&mut self, recorded: &RecordedEvent) {
+        if self.stopped {
+            return;
+        }
+        self.events += 1;
+        let event = match research::decode(&recorded.kind, &recorded.payload) {
+            Ok(event) => event,
+            Err(e) => {
+                self.disagreement.get_or_insert(Disagreement {
+                    seq: recorded.seq,
+                    version: recorded.stream_version,
+                    kind: recorded.kind.clone(),
+                    hash: recorded.hash,
+                    detail: format!("the payload does not decode: {e}"),
+                });
+                self.stopped = true;
+                return;
+            }
+        };
+        if self.disagreement.is_none() {
+            match research::recheck(&self.state, &event) {
+                Ok(()) => {
+                    if DERIVED_KINDS.contains(&recorded.kind.as_str()) {
+                        self.rederived += 1;
+                    }
+                }
+                Err(d) => {
+                    self.disagreement = Some(Disagreement {
+                        seq: recorded.seq,
+                        version: recorded.stream_version,
+                        kind: recorded.kind.clone(),
+                        hash: recorded.hash,
+                        detail: d.to_string(),
+                    });
+                }
+            }
+        }
+        research::evolve(&mut self.state, &event, &meta_of(recorded));
+    }
+
+    /// The state replayed so far.
+    pub fn state(&self) -> &TaskState {
+        &self.state
+    }
+
+    /// The outcome for `task_id`, given whether the replayed state is the one the live read
+    /// model holds; a task with no event does not exist.
+    pub fn finish(
+        self,
+        task_id: &str,
+        matches_live_state: bool,
+    ) -> Result<ReplayCheck, ServiceError> {
+        if self.events == 0 {
+            return Err(ServiceError::NotFound {
+                resource: "task",
+                id: task_id.to_owned(),
+            });
+        }
+        Ok(ReplayCheck {
+            task_id: task_id.to_owned(),
+            events: self.events,
+            rederived: self.rederived,
+            disagreement: self.disagreement,
+            matches_live_state,
+        })
+    }
+}
+
+/// A task's state folded from its events (in version order, as a verified bundle holds them):
+/// after its first `at` events, or all of them. Errors as [`Service::state_at`] gives them: no
+/// event is no task, and a version beyond the last is refused.
+pub fn fold_events<'a>(
+    task_id: &str,
+    events: impl IntoIterator<Item = &'a RecordedEvent>,
+    at: Option<u64>,
+) -> Result<TaskState, ServiceError> {
+    let mut state = TaskState::new();
+    let mut head = 0;
+    for recorded in events {
+        head = recorded.stream_version;
+        if at.is_some_and(|at| recorded.stream_version > at) {
+            continue;
+        }
+        let event = research::decode(&recorded.kind, &recorded.payload).map_err(|e| {
+            ServiceError::Internal(format!(
+                "seq {}: the payload does not decode: {e}",
+                recorded.seq
+            ))
+        })?;
+        research::evolve(&mut state, &event, &meta_of(recorded));
+    }
+    if head == 0 {
+        return Err(ServiceError::NotFound {
+            resource: "task",
+            id: task_id.to_owned(),
+        });
+    }
+    if let Some(requested) = at.filter(|at| *at > head) {
+        return Err(projections::QueryError::VersionBeyondHead {
+            task_id: task_id.to_owned(),
+            requested,
+            head,
+        }
+        .into());
+    }
+    Ok(state)
+}
+
+/// The events of `task_id` in a bundle, decoded from their stored bytes, in order. Check the
+/// bundle first ([`verify_bundle_text`]): this reads what it holds, and trusts it.
+pub fn bundle_task_events(
+    bundle: &Bundle,
+    task_id: &str,
+) -> Result<Vec<RecordedEvent>, ServiceError> {
+    let mut events = Vec::new();
+    for held in &bundle.events {
+        let event = ledger::envelope::decode_stored(&held.stored.0).map_err(|e| {
+            ServiceError::Internal(format!(
+                "seq {} of the bundle does not decode: {e}",
+                held.seq
+            ))
+        })?;
+        if event.stream == task_id {
+            events.push(event);
+        }
+    }
+    Ok(events)
+}
+
+/// The explanation of the current verdict of a task as `state` holds it: the one recorded, or
+/// else one derived now and not recorded (reading never writes). `None` when the task has no
+/// conclusion.
+pub fn explain_state(state: &TaskState) -> Result<Option<(String, bool)>, ServiceError> {
+    let Some(current) = state.current_conclusion() else {
+        return Ok(None);
+    };
+    if let Some(recorded) = state.explanation_of(&current.issued.conclusion_id) {
+        return Ok(Some((recorded.event.markdown(), true)));
+    }
+    let context = research::CommandContext::new(chrono::Utc::now());
+    let decided = research::decide(state, &research::Command::ExplainReasoning, &context)?;
+    let markdown = decided.iter().find_map(|e| match &e.event {
+        Event::ExplanationRecorded(x) => Some(x.markdown()),
+        _ => None,
+    });
+    Ok(markdown.map(|m| (m, false)))
+}
+
+/// A proof error as the service reports it; `field` names the argument a nonsensical request
+/// is blamed on.
+fn proof_error(error: ProofError, field: &str) -> ServiceError {
+    match error {
+        ProofError::NotCovered { seq, latest_size } => ServiceError::NotFound {
+            resource: "checkpoint",
+            id: format!("covering seq {seq} (the latest covers {latest_size} events)"),
+        },
+        ProofError::NotCheckpointed(size) => ServiceError::NotFound {
+            resource: "checkpoint",
+            id: format!("of tree size {size}"),
+        },
+        ProofError::Invalid(message) => ServiceError::invalid(field, message),
+        other => ServiceError::internal(other),
+    }
+}
+
 impl Service {
     /// Replays a task from its events and re-derives every score, adjudication, matrix,
     /// synthesis, conclusion and explanation from the state before it, bit for bit.
     pub fn replay_check(&self, task_id: &str) -> Result<ReplayCheck, ServiceError> {
-        let mut state = TaskState::new();
-        let mut events = 0u64;
-        let mut rederived = 0u64;
-        let mut disagreement = None;
+        let mut replay = Replay::new();
         let mut from = 1;
         loop {
             let chunk = self
@@ -98,74 +282,63 @@ impl Service {
             }
             from += chunk.len() as u64;
             for recorded in &chunk {
-                events += 1;
-                let event = match research::decode(&recorded.kind, &recorded.payload) {
-                    Ok(event) => event,
-                    Err(e) => {
-                        disagreement.get_or_insert(Disagreement {
-                            seq: recorded.seq,
-                            version: recorded.stream_version,
-                            kind: recorded.kind.clone(),
-                            hash: recorded.hash,
-                            detail: format!("the payload does not decode: {e}"),
-                        });
-                        break;
-                    }
-                };
-                if disagreement.is_none() {
-                    match research::recheck(&state, &event) {
-                        Ok(()) => {
-                            if DERIVED_KINDS.contains(&recorded.kind.as_str()) {
-                                rederived += 1;
-                            }
-                        }
-                        Err(d) => {
-                            disagreement = Some(Disagreement {
-                                seq: recorded.seq,
-                                version: recorded.stream_version,
-                                kind: recorded.kind.clone(),
-                                hash: recorded.hash,
-                                detail: d.to_string(),
-                            });
-                        }
-                    }
-                }
-                research::evolve(&mut state, &event, &meta_of(recorded));
+                replay.feed(recorded);
             }
         }
-        if events == 0 {
-            return Err(ServiceError::NotFound {
-                resource: "task",
-                id: task_id.to_owned(),
-            });
-        }
-        let live = self.projector().task_hash(task_id)?;
-        Ok(ReplayCheck {
-            task_id: task_id.to_owned(),
-            events,
-            rederived,
-            disagreement,
-            matches_live_state: projections::state_hash(&state) == live,
-        })
+        let live = match self.projector().task_hash(task_id) {
+            Ok(live) => Some(live),
+            Err(projections::QueryError::TaskNotFound { .. }) => None,
+            Err(other) => return Err(other.into()),
+        };
+        let matches = live.is_some_and(|live| projections::state_hash(replay.state()) == live);
+        replay.finish(task_id, matches)
     }
 
-    /// The explanation of a task's current verdict: the one recorded, or else one derived now
-    /// and not recorded (reading never writes). `None` when the task has no conclusion.
+    /// The explanation of a task's current verdict ([`explain_state`] of its state now).
     pub fn explanation(&self, task_id: &str) -> Result<Option<(String, bool)>, ServiceError> {
-        let state = self.state(task_id)?;
-        let Some(current) = state.current_conclusion() else {
-            return Ok(None);
-        };
-        if let Some(recorded) = state.explanation_of(&current.issued.conclusion_id) {
-            return Ok(Some((recorded.event.markdown(), true)));
+        explain_state(&*self.state(task_id)?)
+    }
+
+    /// A task's version and the hash of its state in the live read model, read together, for
+    /// an auditor who replays the task elsewhere to compare with
+    /// ([`projections::state_hash`]).
+    pub fn task_head(&self, task_id: &str) -> Result<(u64, research::Hash32), ServiceError> {
+        Ok(self.projector().task_head(task_id)?)
+    }
+
+    /// Verifies the whole ledger from its first event, however much was verified before.
+    pub fn verify_from_scratch(&self, progress: &mut dyn FnMut(u64, u64)) -> VerifyReport {
+        let report = self.ledger().verify_from_scratch(progress);
+        if !report.is_intact() {
+            self.count_failed_verification();
         }
-        let context = research::CommandContext::new(chrono::Utc::now());
-        let decided = research::decide(&state, &research::Command::ExplainReasoning, &context)?;
-        let markdown = decided.iter().find_map(|e| match &e.event {
-            Event::ExplanationRecorded(x) => Some(x.markdown()),
-            _ => None,
-        });
-        Ok(markdown.map(|m| (m, false)))
+        report
+    }
+
+    /// A proof that the event at `seq` is in the tree of the checkpoint of `tree_size`, or of
+    /// the latest; when none covers the event yet and no size was named, a checkpoint is
+    /// written first, and returned with the proof (as for an export, this checkpoint is no
+    /// part of the research record).
+    pub fn prove_inclusion(
+        &self,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> Result<(InclusionProofFile, Option<Checkpoint>), ServiceError> {
+        self.ledger()
+            .inclusion_proof_covering(seq, tree_size)
+            .map_err(|e| proof_error(e, "seq"))
+    }
+
+    /// A proof that the tree of the checkpoint of size `second` extends the one of size
+    /// `first`.
+    pub fn prove_consistency(
+        &self,
+        first: u64,
+        second: u64,
+    ) -> Result<ConsistencyProofFile, ServiceError> {
+        self.ledger()
+            .consistency_proof(first, second)
+            .map_err(|e| proof_error(e, "first"))
     }
 
     /// An export bundle of some tasks or all.

@@ -6,6 +6,7 @@
 //! lets the projection catch up so the caller reads its own write. Errors come back as one type,
 //! [`ServiceError`], whose wire form ([`ServiceError::to_json`]) is the contract of SPEC §10.
 
+mod admin;
 pub mod args;
 pub mod audit;
 mod error;

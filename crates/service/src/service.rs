@@ -322,9 +322,14 @@ impl Service {
     pub fn verify(&self) -> ledger::VerifyReport {
         let report = self.inner.ledger.verify();
         if !report.is_intact() {
-            self.inner.metrics.verification_failed();
+            self.count_failed_verification();
         }
         report
+    }
+
+    /// Counts a verification that found the ledger damaged.
+    pub(crate) fn count_failed_verification(&self) {
+        self.inner.metrics.verification_failed();
     }
 
     /// The options the service was opened with.

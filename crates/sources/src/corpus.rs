@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chrono::NaiveDate;
 use research::rules::{QuestionTerm, RuleSet, SourceType, idf_coverage, reliability};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tantivy::collector::sort_key::{SortBySimilarityScore, SortByString};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
@@ -33,7 +33,7 @@ use tantivy::{
 
 use crate::blobs::{ContentHash, content_hash};
 use crate::document::{DefaultedFields, Defaults, Document, Field};
-use crate::ingest::{self, IngestError, IngestWarning, Location};
+use crate::ingest::{self, IngestError, IngestWarning};
 use crate::limits::CorpusLimits;
 use crate::summary::summarize;
 use crate::tokenize::{CorpusTokenizer, TOKENIZER_VERSION, tokenize};
@@ -116,7 +116,7 @@ pub enum SearchError {
 }
 
 /// Identifies what the index held when a search ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexState {
     /// 64 hex digits: blake3 of the index format, the tokenizer, the search engine's version,
     /// the segment layout and every live document's id and fingerprint, in id order.
@@ -251,6 +251,92 @@ impl IngestReport {
     /// Whether every document went in.
     pub fn is_clean(&self) -> bool {
         self.failed == 0
+    }
+}
+
+/// What [`Corpus::add_documents`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddReport {
+    /// New ids added.
+    pub added: u64,
+    /// Ids whose text or metadata changed, replaced.
+    pub replaced: u64,
+    /// Ids already in the corpus exactly as given, left alone.
+    pub unchanged: u64,
+    /// The documents that were not added, one entry per problem.
+    pub rejected: Vec<Rejected>,
+    /// The index after the call.
+    pub index_state: IndexState,
+}
+
+/// A document [`Corpus::add_documents`] did not add, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// Its position in the call (0-based).
+    pub index: usize,
+    /// Its id.
+    pub document_id: String,
+    /// The field at fault.
+    pub field: Option<Field>,
+    /// What is wrong, in words.
+    pub problem: String,
+}
+
+/// How many documents an ingest added, replaced and left alone.
+#[derive(Debug, Clone, Copy, Default)]
+struct Added {
+    added: u64,
+    replaced: u64,
+    unchanged: u64,
+}
+
+/// Documents going into the index, through one writer, compared with what the index held when
+/// it started: what every ingest does with each document it is given.
+struct Adding<'a> {
+    corpus: &'a Corpus,
+    writer: IndexWriter<TantivyDocument>,
+    /// Every id the index held, with its fingerprint.
+    existing: HashMap<String, String>,
+    counts: Added,
+}
+
+impl Adding<'_> {
+    /// Adds a document, replaces the one of its id if that one differs, or leaves it alone.
+    fn add(&mut self, document: &Document) -> Result<(), CorpusError> {
+        let corpus = self.corpus;
+        let fingerprint = document.fingerprint();
+        match self.existing.get(&document.id) {
+            Some(stored) if *stored == fingerprint => {
+                self.counts.unchanged += 1;
+                Ok(())
+            }
+            Some(_) => {
+                self.counts.replaced += 1;
+                self.writer
+                    .delete_term(Term::from_field_text(corpus.fields.id, &document.id));
+                corpus.add(&self.writer, document, &fingerprint)
+            }
+            None => {
+                self.counts.added += 1;
+                corpus.add(&self.writer, document, &fingerprint)
+            }
+        }
+    }
+
+    /// Commits what was added, leaves the index as one segment, and shows it to searches.
+    fn finish(self) -> Result<Added, CorpusError> {
+        let Adding {
+            corpus,
+            mut writer,
+            counts,
+            ..
+        } = self;
+        if counts.added + counts.replaced > 0 {
+            writer.commit().map_err(|e| index_error(&corpus.dir, e))?;
+        }
+        corpus.compact(writer)?;
+        corpus.refresh()?;
+        Ok(counts)
     }
 }
 
@@ -420,130 +506,83 @@ impl Corpus {
         progress: &mut dyn FnMut(IngestProgress<'_>),
     ) -> Result<IngestReport, CorpusError> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        let (files, mut errors) = ingest::collect_files(paths);
-        progress(IngestProgress::Started {
-            files: files.len() as u64,
-        });
-        let mut failed = errors.len() as u64;
-        let mut warnings = Vec::new();
+        let mut adding = self.adding()?;
+        let read = ingest::read_documents(
+            paths,
+            defaults,
+            &self.limits,
+            progress,
+            &mut |_, document| adding.add(&document),
+        )?;
+        progress(IngestProgress::Committing);
+        let added = adding.finish()?;
+        Ok(IngestReport {
+            files: read.files,
+            documents: read.documents,
+            added: added.added,
+            replaced: added.replaced,
+            unchanged: added.unchanged + read.repeated,
+            failed: read.failed,
+            errors: read.errors,
+            warnings: read.warnings,
+            index_state: self.index_state(),
+        })
+    }
+
+    /// Adds documents read and checked elsewhere — by a client that read its files with
+    /// [`crate::ingest::read_documents`] and sent the documents over the network — as
+    /// [`Corpus::ingest`] adds the documents it reads. Each is checked again against this
+    /// corpus's limits ([`Document::check`]); one that does not check out, or whose id an
+    /// earlier document of the same call took, is rejected and named by its position, and the
+    /// others go in. The returned error is for the corpus itself failing.
+    pub fn add_documents(&self, documents: &[Document]) -> Result<AddReport, CorpusError> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut adding = self.adding()?;
+        let mut rejected = Vec::new();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (index, document) in documents.iter().enumerate() {
+            if let Err(problems) = document.check(&self.limits) {
+                rejected.extend(problems.into_iter().map(|p| Rejected {
+                    index,
+                    document_id: document.id.clone(),
+                    field: Some(p.field),
+                    problem: p.problem,
+                }));
+                continue;
+            }
+            if let Some(first) = seen.get(document.id.as_str()) {
+                rejected.push(Rejected {
+                    index,
+                    document_id: document.id.clone(),
+                    field: Some(Field::Id),
+                    problem: format!("id already used by document #{first} of this request"),
+                });
+                continue;
+            }
+            seen.insert(&document.id, index);
+            adding.add(document)?;
+        }
+        let added = adding.finish()?;
+        Ok(AddReport {
+            added: added.added,
+            replaced: added.replaced,
+            unchanged: added.unchanged,
+            rejected,
+            index_state: self.index_state(),
+        })
+    }
+
+    /// Starts adding documents; the caller holds the writing lock until it finishes.
+    fn adding(&self) -> Result<Adding<'_>, CorpusError> {
         let existing: HashMap<String, String> = compute_state(&self.dir, &self.current().searcher)?
             .1
             .into_iter()
             .collect();
-        let mut writer = self.writer()?;
-        let mut seen: HashMap<String, (Location, String)> = HashMap::new();
-        let (mut documents, mut added, mut replaced, mut unchanged) = (0u64, 0u64, 0u64, 0u64);
-        let mut failure: Option<CorpusError> = None;
-        let listed_max = self.limits.ingest_problems_listed_max;
-        let record_error = |errors: &mut Vec<IngestError>, error: IngestError| {
-            if (errors.len() as u64) < listed_max {
-                errors.push(error);
-            }
-        };
-        for (done, file) in files.iter().enumerate() {
-            ingest::read_file(file, &self.limits, &mut |item| {
-                if failure.is_some() {
-                    return;
-                }
-                let (location, raw) = match item {
-                    Ok(read) => read,
-                    Err(error) => {
-                        failed += 1;
-                        record_error(&mut errors, error);
-                        return;
-                    }
-                };
-                let id = raw.id_for_errors();
-                let validated = match raw.validate(defaults, &self.limits) {
-                    Ok(validated) => validated,
-                    Err(problems) => {
-                        failed += 1;
-                        for p in problems {
-                            record_error(
-                                &mut errors,
-                                IngestError::from_field(location.clone(), id.clone(), p),
-                            );
-                        }
-                        return;
-                    }
-                };
-                for key in &validated.unknown_keys {
-                    if warnings.len() as u64 >= listed_max {
-                        break;
-                    }
-                    warnings.push(IngestWarning {
-                        location: location.clone(),
-                        problem: format!("unknown field `{key}` ignored"),
-                    });
-                }
-                let document = validated.document;
-                let fingerprint = document.fingerprint();
-                if let Some((first, first_fingerprint)) = seen.get(&document.id) {
-                    if *first_fingerprint == fingerprint {
-                        documents += 1;
-                        unchanged += 1;
-                    } else {
-                        failed += 1;
-                        record_error(
-                            &mut errors,
-                            IngestError {
-                                location,
-                                document_id: Some(document.id.clone()),
-                                field: Some(Field::Id),
-                                problem: format!(
-                                    "id already used by {first} in this ingest, with other \
-                                     content or metadata"
-                                ),
-                            },
-                        );
-                    }
-                    return;
-                }
-                documents += 1;
-                let outcome = match existing.get(&document.id) {
-                    Some(stored) if *stored == fingerprint => {
-                        unchanged += 1;
-                        Ok(())
-                    }
-                    Some(_) => {
-                        replaced += 1;
-                        writer.delete_term(Term::from_field_text(self.fields.id, &document.id));
-                        self.add(&writer, &document, &fingerprint)
-                    }
-                    None => {
-                        added += 1;
-                        self.add(&writer, &document, &fingerprint)
-                    }
-                };
-                if let Err(e) = outcome {
-                    failure = Some(e);
-                }
-                seen.insert(document.id, (location, fingerprint));
-            });
-            if let Some(e) = failure.take() {
-                return Err(e);
-            }
-            progress(IngestProgress::FileDone {
-                path: &file.path,
-                done: done as u64 + 1,
-            });
-        }
-        progress(IngestProgress::Committing);
-        if added + replaced > 0 {
-            writer.commit().map_err(|e| index_error(&self.dir, e))?;
-        }
-        self.compact(writer)?;
-        self.refresh()?;
-        Ok(IngestReport {
-            files: files.len() as u64,
-            documents,
-            added,
-            replaced,
-            unchanged,
-            failed,
-            errors,
-            warnings,
-            index_state: self.index_state(),
+        Ok(Adding {
+            corpus: self,
+            writer: self.writer()?,
+            existing,
+            counts: Added::default(),
         })
     }
 

@@ -161,9 +161,11 @@ impl fmt::Display for Field {
 
 /// One thing wrong with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FieldProblem {
-    pub(crate) field: Field,
-    pub(crate) problem: String,
+pub struct FieldProblem {
+    /// The field.
+    pub field: Field,
+    /// What is wrong with it, in words.
+    pub problem: String,
 }
 
 fn problem(field: Field, text: impl Into<String>) -> FieldProblem {
@@ -500,6 +502,82 @@ fn check_name(field: Field, text: &str, chars_max: u64, problems: &mut Vec<Field
 }
 
 impl Document {
+    /// Checks a document read elsewhere (by a client that sends it over the network) exactly
+    /// as reading it from a file would, against `limits`: its fields go through the same
+    /// validation, its defaulted fields as defaults, and what comes out must be the document
+    /// as given — trimmed, normalised, with the hash of its content.
+    pub fn check(&self, limits: &CorpusLimits) -> Result<(), Vec<FieldProblem>> {
+        let mut fields = Map::new();
+        let mut put = |field: Field, value: Value| {
+            fields.insert(field.name().to_owned(), value);
+        };
+        put(Field::Id, Value::String(self.id.clone()));
+        put(Field::Title, Value::String(self.title.clone()));
+        if let Some(source) = self.source.as_ref().filter(|_| !self.defaulted.source) {
+            put(Field::Source, Value::String(source.clone()));
+        }
+        if let Some(url) = &self.url {
+            put(Field::Url, Value::String(url.clone()));
+        }
+        if !self.defaulted.publish_date {
+            put(
+                Field::PublishDate,
+                Value::String(self.publish_date.format("%Y-%m-%d").to_string()),
+            );
+        }
+        if !self.defaulted.source_type {
+            put(
+                Field::SourceType,
+                Value::String(self.source_type.name().to_owned()),
+            );
+        }
+        if let Some(count) = self.citation_count {
+            put(Field::CitationCount, Value::from(count));
+        }
+        put(Field::Content, Value::String(self.content.clone()));
+        let defaults = Defaults {
+            publish_date: self.defaulted.publish_date.then_some(self.publish_date),
+            source_type: self.defaulted.source_type.then_some(self.source_type),
+            source: self.source.clone().filter(|_| self.defaulted.source),
+        };
+        let raw = RawDocument {
+            fields,
+            body: None,
+            derived_id: self.id.clone(),
+        };
+        let read = raw.validate(&defaults, limits)?.document;
+        let differs = |field: Field| {
+            vec![problem(
+                field,
+                "is not as reading the document gives it (trimmed, normalised)",
+            )]
+        };
+        if read.content_hash != self.content_hash {
+            return Err(vec![problem(
+                Field::Content,
+                "its content_hash is not the hash of the content",
+            )]);
+        }
+        for (field, same) in [
+            (Field::Id, read.id == self.id),
+            (Field::Title, read.title == self.title),
+            (Field::Source, read.source == self.source),
+            (Field::Url, read.url == self.url),
+            (Field::Content, read.content == self.content),
+        ] {
+            if !same {
+                return Err(differs(field));
+            }
+        }
+        if read != *self {
+            return Err(vec![problem(
+                Field::Id,
+                "the document's dates, type, citations or defaulted fields do not read back as given",
+            )]);
+        }
+        Ok(())
+    }
+
     /// Identifies everything stored for the document: re-ingesting a document whose
     /// fingerprint is unchanged leaves the corpus as it is.
     pub fn fingerprint(&self) -> String {

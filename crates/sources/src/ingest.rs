@@ -7,6 +7,7 @@
 //! Folders are walked recursively in byte order of their entries' names, so the same folder is
 //! always read in the same order and derived ids never depend on the file system.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read};
@@ -15,7 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::document::{Field, FieldProblem, RawDocument};
+use crate::corpus::IngestProgress;
+use crate::document::{Defaults, Document, Field, FieldProblem, RawDocument};
 use crate::limits::CorpusLimits;
 
 /// Where a document was read from.
@@ -259,6 +261,134 @@ pub(crate) fn read_file(file: &SourceFile, limits: &CorpusLimits, sink: &mut dyn
         Format::Json => read_json(file, limits, sink),
         Format::JsonLines => read_json_lines(file, limits, sink),
     }
+}
+
+/// What reading a collection found, besides the documents it handed on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadReport {
+    /// Files read.
+    pub files: u64,
+    /// Documents read and valid, repeats included.
+    pub documents: u64,
+    /// Documents that repeat an earlier one of the same read exactly (same id, content and
+    /// metadata): valid, but handed on only once.
+    pub repeated: u64,
+    /// Documents (or whole files) that could not be read or are not valid.
+    pub failed: u64,
+    /// Why, for each of them (at most `ingest_problems_listed_max` are listed).
+    pub errors: Vec<IngestError>,
+    /// Oddities that did not stop a document (at most `ingest_problems_listed_max`).
+    pub warnings: Vec<IngestWarning>,
+}
+
+/// Reads every document under `paths` (files, or folders walked recursively), checks it
+/// against `limits` with `defaults` filling the fields it lacks, and hands each valid document
+/// to `sink`, in order and once per id. Every ingest starts here, whether its documents then go
+/// into a corpus on this machine ([`crate::Corpus::ingest`]) or to a server
+/// ([`crate::Corpus::add_documents`] at the other end).
+///
+/// A document that cannot be read or is not valid is reported and skipped, as is one whose id
+/// an earlier document of this read already took with other content or metadata; the rest go
+/// on. The first error of `sink` stops the read and is returned.
+pub fn read_documents<E>(
+    paths: &[PathBuf],
+    defaults: &Defaults,
+    limits: &CorpusLimits,
+    progress: &mut dyn FnMut(IngestProgress<'_>),
+    sink: &mut dyn FnMut(&Location, Document) -> Result<(), E>,
+) -> Result<ReadReport, E> {
+    let (files, mut errors) = collect_files(paths);
+    progress(IngestProgress::Started {
+        files: files.len() as u64,
+    });
+    let mut report = ReadReport {
+        files: files.len() as u64,
+        failed: errors.len() as u64,
+        ..ReadReport::default()
+    };
+    let listed_max = limits.ingest_problems_listed_max;
+    let record_error = |errors: &mut Vec<IngestError>, error: IngestError| {
+        if (errors.len() as u64) < listed_max {
+            errors.push(error);
+        }
+    };
+    let mut seen: HashMap<String, (Location, String)> = HashMap::new();
+    let mut failure: Option<E> = None;
+    for (done, file) in files.iter().enumerate() {
+        read_file(file, limits, &mut |item| {
+            if failure.is_some() {
+                return;
+            }
+            let (location, raw) = match item {
+                Ok(read) => read,
+                Err(error) => {
+                    report.failed += 1;
+                    record_error(&mut errors, error);
+                    return;
+                }
+            };
+            let id = raw.id_for_errors();
+            let validated = match raw.validate(defaults, limits) {
+                Ok(validated) => validated,
+                Err(problems) => {
+                    report.failed += 1;
+                    for p in problems {
+                        record_error(
+                            &mut errors,
+                            IngestError::from_field(location.clone(), id.clone(), p),
+                        );
+                    }
+                    return;
+                }
+            };
+            for key in &validated.unknown_keys {
+                if report.warnings.len() as u64 >= listed_max {
+                    break;
+                }
+                report.warnings.push(IngestWarning {
+                    location: location.clone(),
+                    problem: format!("unknown field `{key}` ignored"),
+                });
+            }
+            let document = validated.document;
+            let fingerprint = document.fingerprint();
+            if let Some((first, first_fingerprint)) = seen.get(&document.id) {
+                if *first_fingerprint == fingerprint {
+                    report.documents += 1;
+                    report.repeated += 1;
+                } else {
+                    report.failed += 1;
+                    record_error(
+                        &mut errors,
+                        IngestError {
+                            location,
+                            document_id: Some(document.id.clone()),
+                            field: Some(Field::Id),
+                            problem: format!(
+                                "id already used by {first} in this ingest, with other \
+                                 content or metadata"
+                            ),
+                        },
+                    );
+                }
+                return;
+            }
+            report.documents += 1;
+            seen.insert(document.id.clone(), (location.clone(), fingerprint));
+            if let Err(e) = sink(&location, document) {
+                failure = Some(e);
+            }
+        });
+        if let Some(e) = failure.take() {
+            return Err(e);
+        }
+        progress(IngestProgress::FileDone {
+            path: &file.path,
+            done: done as u64 + 1,
+        });
+    }
+    report.errors = errors;
+    Ok(report)
 }
 
 fn read_bounded(path: &Path, bytes_max: u64) -> Result<String, IngestError> {

@@ -25,11 +25,11 @@ pub mod tokenize;
 
 pub use blobs::{BlobError, BlobOptions, BlobStore, ContentHash, content_hash};
 pub use corpus::{
-    Corpus, CorpusError, IndexState, IngestProgress, IngestReport, SearchError, SearchHit,
-    SearchResult, TermFrequency,
+    AddReport, Corpus, CorpusError, IndexState, IngestProgress, IngestReport, Rejected,
+    SearchError, SearchHit, SearchResult, TermFrequency,
 };
-pub use document::{DefaultedFields, Defaults, Document, Field};
-pub use ingest::{IngestError, IngestWarning, Location};
+pub use document::{DefaultedFields, Defaults, Document, Field, FieldProblem};
+pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_documents};
 pub use limits::CorpusLimits;
 pub use summary::summarize;
 pub use tokenize::{TOKENIZER_VERSION, tokenize};

@@ -37,6 +37,9 @@ pub struct CorpusLimits {
     /// Errors, and separately warnings, an ingest report lists; past this only the count of
     /// failed documents grows.
     pub ingest_problems_listed_max: u64,
+    /// Documents one request of an ingest through a server may carry
+    /// ([`crate::Corpus::add_documents`]); a client sends larger collections in batches.
+    pub add_documents_max: u64,
 }
 
 impl Default for CorpusLimits {
@@ -56,6 +59,7 @@ impl Default for CorpusLimits {
             summary_chars_max: research.summary_chars_max,
             writer_memory_bytes_max: 64 * 1024 * 1024,
             ingest_problems_listed_max: 10_000,
+            add_documents_max: 1_000,
         }
     }
 }

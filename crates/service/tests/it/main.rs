@@ -2,6 +2,7 @@
 //! and errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod audit;
 mod concurrency;
 mod fuzz_regressions;
 mod jobs;

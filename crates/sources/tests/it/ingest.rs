@@ -555,3 +555,132 @@ fn progress_is_reported_per_file() {
     assert!(seen[2].contains("done: 2"));
     assert!(seen[3].contains("Committing"));
 }
+
+/// Documents read on one machine and sent to another go in as if read there.
+#[test]
+fn documents_read_elsewhere_go_in_as_an_ingest_of_their_files_would() {
+    let docs = tempfile::tempdir().unwrap();
+    write(docs.path(), "a.md", &markdown("a", "First text."));
+    write(
+        docs.path(),
+        "u.md",
+        &markdown("u", "Undated.").replace("publish_date: 2024-03-01\n", ""),
+    );
+    write(
+        docs.path(),
+        "c.jsonl",
+        &format!("{}\n{}\n", json_doc("j1", "One."), json_doc("j2", "Two.")),
+    );
+    write(docs.path(), "bad.md", &markdown("bad", ""));
+    let defaults = Defaults {
+        publish_date: NaiveDate::from_ymd_opt(2020, 1, 1),
+        ..Defaults::default()
+    };
+    let paths = [docs.path().to_path_buf()];
+    let mut read = Vec::new();
+    let report = sources::read_documents(
+        &paths,
+        &defaults,
+        &CorpusLimits::default(),
+        &mut |_| {},
+        &mut |_, document| -> Result<(), std::convert::Infallible> {
+            read.push(document);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!((report.files, report.documents, report.failed), (4, 4, 1));
+    assert_error_in(&report.errors, "bad.md", Field::Content);
+
+    // Sent as JSON, as a client sends them.
+    let sent: Vec<sources::Document> =
+        serde_json::from_str(&serde_json::to_string(&read).unwrap()).unwrap();
+    let remote_dir = tempfile::tempdir().unwrap();
+    let remote = Corpus::open(remote_dir.path(), CorpusLimits::default()).unwrap();
+    let added = remote.add_documents(&sent).unwrap();
+    assert!(added.rejected.is_empty(), "{:?}", added.rejected);
+    assert_eq!((added.added, added.replaced, added.unchanged), (4, 0, 0));
+    let local_dir = tempfile::tempdir().unwrap();
+    let (_, local) = ingest_into(local_dir.path(), &paths, &defaults);
+    assert_eq!(added.index_state, local.index_state, "the same index");
+    assert!(
+        remote
+            .document("u")
+            .unwrap()
+            .unwrap()
+            .defaulted
+            .publish_date
+    );
+    let again = remote.add_documents(&sent).unwrap();
+    assert_eq!((again.added, again.unchanged), (0, 4));
+}
+
+fn assert_error_in(errors: &[IngestError], file: &str, field: Field) {
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.location.path.ends_with(file) && e.field == Some(field)),
+        "{errors:#?}"
+    );
+}
+
+/// A document that does not read back as sent, or repeats an id of the same call, is named
+/// by its position and kept out; the rest go in.
+#[test]
+fn documents_that_do_not_check_out_are_rejected_by_position() {
+    let docs = tempfile::tempdir().unwrap();
+    write(docs.path(), "a.md", &markdown("a", "Some text."));
+    let mut read = Vec::new();
+    sources::read_documents(
+        &[docs.path().to_path_buf()],
+        &Defaults::default(),
+        &CorpusLimits::default(),
+        &mut |_| {},
+        &mut |_, document| -> Result<(), std::convert::Infallible> {
+            read.push(document);
+            Ok(())
+        },
+    )
+    .unwrap();
+    let good = read.pop().unwrap();
+    let mut forged_hash = good.clone();
+    forged_hash.id = "forged".into();
+    forged_hash.content = "Other text.".into();
+    let mut untrimmed = good.clone();
+    untrimmed.id = "untrimmed".into();
+    untrimmed.title = " A title ".into();
+    let mut false_default = good.clone();
+    false_default.id = "false-default".into();
+    // A default publisher is only for a document that names neither publisher nor URL.
+    false_default.defaulted.source = true;
+    let mut too_long = good.clone();
+    too_long.id = "x".repeat(500);
+    let corpus_dir = tempfile::tempdir().unwrap();
+    let corpus = Corpus::open(corpus_dir.path(), CorpusLimits::default()).unwrap();
+    let report = corpus
+        .add_documents(&[
+            good.clone(),
+            forged_hash,
+            untrimmed,
+            false_default,
+            too_long,
+            good,
+        ])
+        .unwrap();
+    let rejected: Vec<(usize, Option<Field>)> =
+        report.rejected.iter().map(|r| (r.index, r.field)).collect();
+    assert_eq!(
+        rejected,
+        [
+            (1, Some(Field::Content)),
+            (2, Some(Field::Title)),
+            (3, Some(Field::Source)),
+            (4, Some(Field::Id)),
+            (5, Some(Field::Id)),
+        ],
+        "{:#?}",
+        report.rejected
+    );
+    assert!(report.rejected[4].problem.contains("#0"));
+    assert_eq!((report.added, corpus.len()), (1, 1));
+}

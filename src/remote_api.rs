@@ -36,7 +36,7 @@ use service::{Caller, ServiceError};
 use sources::AddReport;
 use tokio::sync::Semaphore;
 
-use crate::rest::{ApiError, caller};
+use crate::rest::{ApiError, RequestBody, caller, require_json};
 use crate::server::AppState;
 
 /// The routes.
@@ -60,8 +60,8 @@ async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(ApiError),
-        Err(e) => Err(ApiError(ServiceError::Internal(format!(
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(ApiError::from(ServiceError::Internal(format!(
             "the work stopped: {e}"
         )))),
     }
@@ -70,7 +70,7 @@ async fn blocking<T: Send + 'static>(
 /// The query parameters, or the refusal of a malformed or unknown one.
 fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     query.map(|Query(params)| params).map_err(|rejection| {
-        ApiError(ServiceError::InvalidArgument {
+        ApiError::from(ServiceError::InvalidArgument {
             field: "query".into(),
             message: rejection.body_text(),
         })
@@ -84,7 +84,7 @@ async fn verify(
     let permit = gate
         .acquire_owned()
         .await
-        .map_err(|e| ApiError(ServiceError::Internal(e.to_string())))?;
+        .map_err(|e| ApiError::from(ServiceError::Internal(e.to_string())))?;
     let service = state.service.clone();
     // The permit goes with the work: a request that times out leaves its verification
     // running, and the next one waits for it rather than running beside it.
@@ -168,8 +168,10 @@ struct DocumentsBody {
 async fn documents(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
-    body: axum::body::Bytes,
+    headers: axum::http::HeaderMap,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<AddReport>, ApiError> {
+    require_json(&headers)?;
     let body: DocumentsBody =
         serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
             field: "body".into(),

@@ -203,6 +203,44 @@ fn token_add_prints_the_token_once_and_keeps_only_its_hash() {
 }
 
 #[test]
+fn token_commands_run_at_once_all_land() {
+    // Each `token add` is a process of its own reading, changing and writing the token file:
+    // the lock beside the file makes them take turns, so none overwrites another's token.
+    let data = tempfile::tempdir().unwrap();
+    const ADDERS: usize = 12;
+    let adders: Vec<_> = (0..ADDERS)
+        .map(|i| {
+            let data = data.path().to_owned();
+            let name = format!("holder-{i}");
+            std::thread::spawn(move || run(&data, &["token", "add", &name, "--role", "writer"]))
+        })
+        .collect();
+    let mut tokens = Vec::new();
+    for adder in adders {
+        let out = adder.join().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        tokens.push(stdout(&out).trim().to_owned());
+    }
+    let json: Value =
+        serde_json::from_str(&stdout(&run(data.path(), &["token", "list", "--json"]))).unwrap();
+    let mut names: Vec<String> = json["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..ADDERS).map(|i| format!("holder-{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "{json}");
+    let text = std::fs::read_to_string(data.path().join("tokens.json")).unwrap();
+    for token in &tokens {
+        let hash = blake3::hash(token.as_bytes()).to_hex().to_string();
+        assert!(text.contains(&hash), "the token file lost a token: {text}");
+    }
+}
+
+#[test]
 fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
     let data = tempfile::tempdir().unwrap();
     let writer = add_token(data.path(), "wes", "writer");

@@ -109,7 +109,8 @@ pub enum TokenError {
 }
 
 /// Serialises the read-modify-write of token files within a process, so two requests that add
-/// tokens at once both land.
+/// tokens at once both land. Across processes (a `token add` beside a running server, or two at
+/// once) the lock file does it: see [`TokenStore::lock`].
 static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The token file of a data directory.
@@ -181,6 +182,28 @@ impl TokenStore {
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)
     }
 
+    /// Takes the lock file beside the token file (`tokens.json.lock`), waiting for any other
+    /// process that holds it; it is let go when the returned file is dropped. Every change of
+    /// the token file (read, change, write the temporary file, rename) happens under it, so
+    /// two processes changing tokens at once both land.
+    fn lock(&self) -> Result<fs::File, TokenError> {
+        let err = |e: std::io::Error| TokenError::File {
+            path: self.path.with_extension("json.lock"),
+            detail: format!("cannot lock the token file: {e}"),
+        };
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        fs::create_dir_all(dir).map_err(err)?;
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.path.with_extension("json.lock"))
+            .map_err(err)?;
+        file.lock().map_err(err)?;
+        Ok(file)
+    }
+
     /// Every token, revoked ones included.
     pub fn list(&self) -> Result<Vec<TokenEntry>, TokenError> {
         Ok(self.read()?.tokens)
@@ -197,6 +220,7 @@ impl TokenStore {
             return Err(TokenError::BadName(name.to_owned()));
         }
         let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_process = self.lock()?;
         let mut file = self.read()?;
         if file
             .tokens
@@ -225,6 +249,7 @@ impl TokenStore {
     /// Revokes the token of this name.
     pub fn revoke(&self, name: &str) -> Result<(), TokenError> {
         let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_process = self.lock()?;
         let mut file = self.read()?;
         let Some(entry) = file
             .tokens

@@ -120,7 +120,8 @@ async fn inclusion(
 #[serde(deny_unknown_fields)]
 struct ConsistencyParams {
     first: u64,
-    second: u64,
+    /// Without it: today's ledger (the latest checkpoint, written first if the ledger grew).
+    second: Option<u64>,
 }
 
 async fn consistency(
@@ -129,8 +130,11 @@ async fn consistency(
 ) -> Result<Json<Value>, ApiError> {
     let ConsistencyParams { first, second } = params(query)?;
     let service = state.service.clone();
-    let proof = blocking(move || service.prove_consistency(first, second)).await?;
-    Ok(Json(json!({ "proof": ProofFile::Consistency(proof) })))
+    let (proof, written) = blocking(move || service.prove_consistency(first, second)).await?;
+    Ok(Json(json!({
+        "proof": ProofFile::Consistency(proof),
+        "checkpoint_written": written,
+    })))
 }
 
 async fn head(

@@ -8,13 +8,16 @@
 //!
 //! With `--server URL`, `prove` asks the server that holds the data directory
 //! (`GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency`) and writes the same proof file;
-//! `verify-proof` checks it offline like any other.
+//! `verify-proof` checks it offline like any other. `verify-proof --since SAVED --server URL`
+//! asks for the path from the saved tree to today's and checks it against the saved
+//! checkpoint.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ledger::ledger_proof::{
-    Checkpoint, ProofFile, PublicKey, Verified, verify_proof_file, verify_proof_file_json,
+    Checkpoint, ConsistencyProofFile, ProofFile, PublicKey, Verified, verify_proof_file,
+    verify_proof_file_json,
 };
 use serde::Deserialize;
 
@@ -47,14 +50,16 @@ pub(crate) struct VerifyArgs {
     /// A proof file written by `prove`.
     #[arg(required_unless_present = "since")]
     file: Option<PathBuf>,
-    /// A checkpoint saved earlier: prove from the data directory that the ledger only grew
-    /// since.
+    /// A checkpoint saved earlier: prove from the data directory (or, with `--server`, from
+    /// the server's proof) that the ledger only grew since.
     #[arg(long, conflicts_with = "file")]
     since: Option<PathBuf>,
     /// The public key the auditor trusts (64 hex digits): the ledger's first key or any key
     /// of its chain.
     #[arg(long)]
     public_key: String,
+    #[command(flatten)]
+    remote: ServerArgs,
 }
 
 fn write_out(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
@@ -154,6 +159,10 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
                 .with_context(|| format!("cannot read {}", saved.display()))?;
             let saved: Checkpoint = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a checkpoint", saved.display()))?;
+            if let Some(remote) = args.remote.remote()? {
+                let proof = growth_from_server(&remote, saved)?;
+                return report(verify_proof_file(&ProofFile::Consistency(proof), &key));
+            }
             let ledger = super::open_ledger(data_dir)?;
             let latest = ledger.latest_checkpoint()?.map_or(0, |c| c.tree_size);
             if latest < ledger.head().size {
@@ -167,6 +176,37 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
         }
         (None, None) => bail!("give a proof file or --since SAVED_CHECKPOINT"),
     };
+    report(verdict)
+}
+
+/// The server's proof that its ledger today extends the tree of `saved`, made to stand on
+/// `saved` itself: the path the server computed is checked against the root the auditor kept,
+/// never against the server's own record of that checkpoint, so a server whose history was
+/// rewritten cannot pass.
+fn growth_from_server(remote: &Remote, saved: Checkpoint) -> anyhow::Result<ConsistencyProofFile> {
+    let answer: RemoteProof = remote.get(
+        "/v1/proofs/consistency",
+        &[("first", saved.tree_size.to_string())],
+    )?;
+    let ProofFile::Consistency(proof) = answer.proof else {
+        bail!("the server answered a consistency request with another kind of proof");
+    };
+    if let Some(written) = answer.checkpoint_written {
+        eprintln!(
+            "the server wrote today's checkpoint of {} events",
+            written.tree_size
+        );
+    }
+    Ok(ConsistencyProofFile {
+        first_checkpoint: saved,
+        ..proof
+    })
+}
+
+/// Prints the verdict on a proof; the outcome says whether it holds.
+fn report(
+    verdict: Result<Verified, ledger::ledger_proof::ProofFileError>,
+) -> anyhow::Result<Outcome> {
     match verdict {
         Ok(Verified::Inclusion {
             leaf_index,

@@ -247,3 +247,71 @@ fn an_unreachable_server_is_named() {
         "nothing opened locally"
     );
 }
+
+#[test]
+fn a_saved_checkpoint_is_proved_grown_from_through_a_server() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    demo_task(data, "four-day-week-eastvale");
+    let auditor = token(data, "audra", "auditor");
+    let key = stdout(&ok(run(data, &["key", "show"]))).trim().to_owned();
+    // The auditor keeps a checkpoint; the ledger grows after it.
+    let saved_text = stdout(&ok(run(data, &["checkpoint"])));
+    demo_task(data, "lake-varden-blooms");
+    let files = tempfile::tempdir().unwrap();
+    let saved = files.path().join("saved.json");
+    std::fs::write(&saved, &saved_text).unwrap();
+    let saved = saved.to_str().unwrap();
+    // The same checkpoint with another root: what a server that rewrote history would sign
+    // for, were it the saved one.
+    let mut doctored: Value = serde_json::from_str(&saved_text).unwrap();
+    doctored["root"] = json!("11".repeat(32));
+    let doctored_path = files.path().join("doctored.json");
+    std::fs::write(&doctored_path, doctored.to_string()).unwrap();
+    let doctored_path = doctored_path.to_str().unwrap();
+
+    let server = Server::start(data, &[]);
+    let since = ["verify-proof", "--since", saved, "--public-key", &key];
+    let out = ok(remote(data, &server, &auditor, &since));
+    assert!(
+        stdout(&out).contains("the ledger only grew"),
+        "{}",
+        stdout(&out)
+    );
+    // To today's ledger: the whole of it, past the saved tree.
+    let size = crate::server::get_json(server.addr, "/health").1["ledger"]["size"]
+        .as_u64()
+        .unwrap();
+    let saved_size = serde_json::from_str::<Value>(&saved_text).unwrap()["tree_size"]
+        .as_u64()
+        .unwrap();
+    assert!(size > saved_size);
+    assert!(
+        stdout(&out).contains(&format!("the first {saved_size} of the {size} signed")),
+        "{}",
+        stdout(&out)
+    );
+    let out = remote(
+        data,
+        &server,
+        &auditor,
+        &[
+            "verify-proof",
+            "--since",
+            doctored_path,
+            "--public-key",
+            &key,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("INVALID"), "{}", stdout(&out));
+    assert!(server.stop().success());
+
+    // On the data directory the verdict is the same.
+    let out = ok(run(data, &since));
+    assert!(
+        stdout(&out).contains("the ledger only grew"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -154,6 +154,24 @@ impl Ledger {
         }
     }
 
+    /// [`Ledger::consistency_proof`] from the checkpoint of size `first` to today's ledger: the
+    /// latest checkpoint, written first when the ledger has grown past it. The checkpoint
+    /// written, if any, comes back with the proof.
+    pub fn consistency_to_today(
+        &self,
+        first: u64,
+    ) -> Result<(ConsistencyProofFile, Option<Checkpoint>), ProofError> {
+        let latest = self.latest_checkpoint()?;
+        let (second, written) = match latest {
+            Some(latest) if latest.tree_size >= self.head().size => (latest.tree_size, None),
+            _ => {
+                let written = self.checkpoint()?;
+                (written.tree_size, Some(written))
+            }
+        };
+        Ok((self.consistency_proof(first, second)?, written))
+    }
+
     /// A proof that the tree of the checkpoint of size `second` extends the one of size
     /// `first`.
     pub fn consistency_proof(

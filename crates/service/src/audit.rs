@@ -330,15 +330,20 @@ impl Service {
     }
 
     /// A proof that the tree of the checkpoint of size `second` extends the one of size
-    /// `first`.
+    /// `first`. Without `second`, against today's ledger: the latest checkpoint, written first
+    /// when the ledger has grown past it, and returned with the proof (as for an inclusion
+    /// proof, this checkpoint is no part of the research record).
     pub fn prove_consistency(
         &self,
         first: u64,
-        second: u64,
-    ) -> Result<ConsistencyProofFile, ServiceError> {
-        self.ledger()
-            .consistency_proof(first, second)
-            .map_err(|e| proof_error(e, "first"))
+        second: Option<u64>,
+    ) -> Result<(ConsistencyProofFile, Option<Checkpoint>), ServiceError> {
+        let ledger = self.ledger();
+        match second {
+            Some(second) => ledger.consistency_proof(first, second).map(|p| (p, None)),
+            None => ledger.consistency_to_today(first),
+        }
+        .map_err(|e| proof_error(e, "first"))
     }
 
     /// An export bundle of some tasks or all.

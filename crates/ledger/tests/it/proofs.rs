@@ -123,6 +123,27 @@ fn a_saved_checkpoint_proves_the_log_only_grew() {
 }
 
 #[test]
+fn a_proof_to_today_signs_today_first_when_the_log_grew() {
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 3)),
+        options(3),
+    );
+    let key = ledger.public_key().unwrap();
+    fill(&ledger, 7);
+    ledger.checkpoint().unwrap();
+    fill(&ledger, 5);
+    let (proof, written) = ledger.consistency_to_today(7).unwrap();
+    let written = written.expect("the log grew past the latest checkpoint");
+    assert_eq!(written.tree_size, 12);
+    assert_eq!((proof.first_size, proof.second_size), (7, 12));
+    verify_proof_file(&ProofFile::Consistency(proof), &key).unwrap();
+    // Nothing new since: the latest checkpoint is today's, and none is written.
+    let (proof, written) = ledger.consistency_to_today(7).unwrap();
+    assert!(written.is_none());
+    assert_eq!(proof.second_size, 12);
+}
+
+#[test]
 fn rotation_hands_over_and_old_proofs_still_verify_from_the_first_key() {
     let dir = tempfile::tempdir().unwrap();
     let first = {

@@ -178,12 +178,19 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
 
     tools.close();
 
+    // Sign what the run appended, so that the verification below checks a signed root and an
+    // auditor can prove any of its events against it.
+    let checkpoint = service
+        .ledger()
+        .checkpoint()
+        .context("cannot sign a checkpoint of the run")?;
     let report = service.ledger().verify_from_scratch(&mut |_, _| {});
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "tasks": outcomes,
+                "checkpoint": checkpoint,
                 "verification": report,
             }))?
         );
@@ -194,10 +201,21 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             Outcome::Failed
         });
     }
+    println!(
+        "Signed checkpoint: {} events, root {}, at {}, key {}.",
+        checkpoint.tree_size, checkpoint.root, checkpoint.time, checkpoint.key_fingerprint
+    );
     match &report.failure {
         None => println!(
-            "Ledger: intact. {} events verified (hash chain, Merkle tree, {} signed checkpoints), root {}.",
-            report.size, report.checkpoints_checked, report.root
+            "Ledger: intact. {} events verified (hash chain, Merkle tree, {} signed checkpoint{}), root {}.",
+            report.size,
+            report.checkpoints_checked,
+            if report.checkpoints_checked == 1 {
+                ""
+            } else {
+                "s"
+            },
+            report.root
         ),
         Some(f) => println!(
             "Ledger: verification FAILED at seq {}: {}",
@@ -212,6 +230,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     if let Some(task) = tasks.first() {
         println!("  research-ledger --data-dir {data} explain {task}");
     }
+    println!("  research-ledger --data-dir {data} prove 0");
     println!("  research-ledger --data-dir {data} export --all --out bundle.json");
     println!("  research-ledger verify-bundle bundle.json");
     service.shutdown();

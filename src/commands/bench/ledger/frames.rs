@@ -2,10 +2,9 @@
 //!
 //! The embedded backend writes each group commit as one frame with one `write` and one
 //! `fdatasync`, so the frames in the segment files are a count of the syncs the appends cost,
-//! read after the fact without instrumenting the ledger. The log's layout is the ledger's
-//! published format (segment header, then frames of `header ‖ body`, little-endian), which an
-//! operator may read without the ledger's code; only the fields needed here are read, and every
-//! checksum is checked so that a change of format is refused rather than miscounted.
+//! read after the fact without instrumenting the ledger. The files are read with the ledger's
+//! own decoders of its published format (`ledger::storage::frame`): every checksum is checked,
+//! so damage is refused rather than miscounted.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -13,16 +12,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-
-const SEGMENT_MAGIC: &[u8; 8] = b"RLLOGSEG";
-const SEGMENT_VERSION: u32 = 1;
-const SEGMENT_HEADER_LEN: usize = 32;
-const FRAME_MAGIC: &[u8; 4] = b"RLFR";
-const FRAME_HEADER_LEN: usize = 16;
-/// A frame body starts with `first_seq u64 | commit_count u32 | event_count u32`.
-const BODY_PREFIX_LEN: usize = 16;
-/// Length of the fingerprint that follows an idempotency key in a commit record.
-const FINGERPRINT_LEN: usize = 32;
+use ledger::storage::frame::{
+    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, decode_frame_body, decode_frame_header,
+    decode_segment_header,
+};
 
 /// One frame: one group commit, one sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,66 +93,31 @@ pub(super) fn read_log(log_dir: &Path) -> anyhow::Result<Vec<Frame>> {
 
 fn read_segment(path: &Path, frames: &mut Vec<Frame>) -> anyhow::Result<()> {
     let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut header = [0u8; SEGMENT_HEADER_LEN];
+    let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
     file.read_exact(&mut header)?;
-    if &header[0..8] != SEGMENT_MAGIC
-        || crc32fast::hash(&header[0..24]) != u32_at(&header, 24)
-        || u32_at(&header, 8) != SEGMENT_VERSION
-    {
-        bail!("not a segment of the log format this harness reads");
-    }
+    decode_segment_header(&header).map_err(anyhow::Error::msg)?;
     let mut body = Vec::new();
     loop {
-        let mut header = [0u8; FRAME_HEADER_LEN];
+        let mut header = [0u8; FRAME_HEADER_LEN as usize];
         match read_full(&mut file, &mut header)? {
             0 => return Ok(()),
-            FRAME_HEADER_LEN => {}
+            n if n == header.len() => {}
             n => bail!("the log ends {n} bytes into a frame header"),
         }
-        if &header[0..4] != FRAME_MAGIC || crc32fast::hash(&header[0..12]) != u32_at(&header, 12) {
-            bail!("a frame header does not check out");
-        }
-        let body_len = u32_at(&header, 4) as usize;
-        body.resize(body_len, 0);
+        let header = decode_frame_header(&header)
+            .map_err(|defect| anyhow::anyhow!("a frame header does not check out: {defect:?}"))?;
+        body.resize(header.body_len as usize, 0);
         file.read_exact(&mut body)?;
-        if crc32fast::hash(&body) != u32_at(&header, 8) {
+        if crc32fast::hash(&body) != header.body_crc {
             bail!("a frame body does not check out");
         }
-        frames.push(frame_of(&body)?);
+        let decoded = decode_frame_body(&body).map_err(anyhow::Error::msg)?;
+        frames.push(Frame {
+            first_seq: decoded.first_seq,
+            events: decoded.events.len() as u64,
+            event_bytes: decoded.events.iter().map(|(_, len)| *len as u64).sum(),
+        });
     }
-}
-
-/// The counts of one frame body (`first_seq u64 | commit_count u32 | event_count u32`, then the
-/// commit records, then `len u32 ‖ bytes` per event).
-fn frame_of(body: &[u8]) -> anyhow::Result<Frame> {
-    if body.len() < BODY_PREFIX_LEN {
-        bail!("a frame body of {} bytes", body.len());
-    }
-    let first_seq = u64_at(body, 0);
-    let commits = u32_at(body, 8);
-    let events = u32_at(body, 12);
-    let mut at = BODY_PREFIX_LEN;
-    for _ in 0..commits {
-        let key_len = u16::from_le_bytes(take::<2>(body, at + 4)?) as usize;
-        at += 6;
-        if key_len > 0 {
-            at += key_len + FINGERPRINT_LEN;
-        }
-    }
-    let mut event_bytes = 0u64;
-    for _ in 0..events {
-        let len = u32::from_le_bytes(take::<4>(body, at)?) as usize;
-        at += 4 + len;
-        event_bytes += len as u64;
-    }
-    if at != body.len() {
-        bail!("a frame body's events do not fill it");
-    }
-    Ok(Frame {
-        first_seq,
-        events: u64::from(events),
-        event_bytes,
-    })
 }
 
 /// Reads until `buf` is full or the input ends; the count of bytes read.
@@ -174,25 +132,6 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-fn take<const N: usize>(bytes: &[u8], at: usize) -> anyhow::Result<[u8; N]> {
-    bytes
-        .get(at..at + N)
-        .and_then(|s| s.try_into().ok())
-        .ok_or_else(|| anyhow::anyhow!("a frame body ends inside a field at byte {at}"))
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(b)
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(b)
 }
 
 #[cfg(test)]

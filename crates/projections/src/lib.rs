@@ -41,6 +41,7 @@ pub use error::{
 pub use hash::{ProjectionHash, state_hash};
 pub use index::{TaskListing, TaskPage, TaskQuery};
 pub use limits::Limits;
+pub use model::meta as event_meta;
 pub use projector::{
     Applied, OpenReport, OpenStart, Projector, ProjectorOptions, ProjectorStatus, RebuildReport,
     TimeTravel, TravelStart,

@@ -120,7 +120,7 @@ pub(crate) fn decode(event: &RecordedEvent) -> Result<research::Event, ApplyErro
 }
 
 /// What `evolve` learns about an event from its envelope.
-pub(crate) fn meta(event: &RecordedEvent) -> EventMeta {
+pub fn meta(event: &RecordedEvent) -> EventMeta {
     EventMeta {
         seq: event.seq,
         stream_version: event.stream_version,

@@ -5,7 +5,7 @@
 use ledger::bundle::{self, Bundle, BundleCheck, BundleFailure, BundleReport, ExportSpec, Scope};
 use ledger::ledger_proof::{Checkpoint, ConsistencyProofFile, InclusionProofFile, PublicKey};
 use ledger::{Digest, ProofError, RecordedEvent, VerifyReport};
-use research::{Event, EventMeta, TaskState};
+use research::{Event, TaskState};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,17 +23,6 @@ pub fn cited_content(event: &RecordedEvent) -> Vec<Digest> {
     match research::decode(&event.kind, &event.payload) {
         Ok(Event::EvidenceAdded(e)) => vec![Digest(e.content_hash.0)],
         _ => Vec::new(),
-    }
-}
-
-/// The envelope facts a fold needs.
-pub fn meta_of(event: &RecordedEvent) -> EventMeta {
-    EventMeta {
-        seq: event.seq,
-        stream_version: event.stream_version,
-        hash: event.hash.0,
-        recorded_at: event.recorded_at,
-        actor: event.actor.clone(),
     }
 }
 
@@ -138,7 +127,7 @@ impl Replay {
                 }
             }
         }
-        research::evolve(&mut self.state, &event, &meta_of(recorded));
+        research::evolve(&mut self.state, &event, &projections::event_meta(recorded));
     }
 
     /// The state replayed so far.
@@ -190,7 +179,7 @@ pub fn fold_events<'a>(
                 recorded.seq
             ))
         })?;
-        research::evolve(&mut state, &event, &meta_of(recorded));
+        research::evolve(&mut state, &event, &projections::event_meta(recorded));
     }
     if head == 0 {
         return Err(ServiceError::NotFound {

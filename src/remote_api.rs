@@ -36,7 +36,7 @@ use service::{Caller, ServiceError};
 use sources::AddReport;
 use tokio::sync::Semaphore;
 
-use crate::rest::{ApiError, RequestBody, caller, require_json};
+use crate::rest::{ApiError, RequestBody, caller, json_body};
 use crate::server::AppState;
 
 /// The routes.
@@ -175,12 +175,7 @@ async fn documents(
     headers: axum::http::HeaderMap,
     RequestBody(body): RequestBody,
 ) -> Result<Json<AddReport>, ApiError> {
-    require_json(&headers)?;
-    let body: DocumentsBody =
-        serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
-            field: "body".into(),
-            message: format!("expected {{\"documents\": [DOCUMENT…]}}: {e}"),
-        })?;
+    let body: DocumentsBody = json_body(&headers, &body, r#"{"documents": [DOCUMENT…]}"#)?;
     let service = state.service.clone();
     let caller = caller(authenticated);
     let report = blocking(move || service.ingest_documents(&caller, &body.documents)).await?;

@@ -105,6 +105,23 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
+/// Reads a request body that must be JSON of the shape `T`: refused with 415 when it does not
+/// say it is JSON ([`require_json`]), and with `invalid_argument` naming `expected` (the shape,
+/// for the message) when it does not read as `T`.
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &[u8],
+    expected: &str,
+) -> Result<T, ApiError> {
+    require_json(headers)?;
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::from(ServiceError::InvalidArgument {
+            field: "body".into(),
+            message: format!("expected {expected}: {e}"),
+        })
+    })
+}
+
 /// Refuses a body that does not say it is JSON. Besides being what the routes read, this keeps
 /// browsers out: a page of any site may send a form or `text/plain` to this server without
 /// asking first, but not `application/json` (that needs a CORS preflight it never grants), and
@@ -228,12 +245,7 @@ async fn call(
     headers: HeaderMap,
     RequestBody(body): RequestBody,
 ) -> Result<Json<Value>, ApiError> {
-    require_json(&headers)?;
-    let body: CallBody =
-        serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
-            field: "body".into(),
-            message: format!("expected {{\"name\": …, \"arguments\": {{…}}}}: {e}"),
-        })?;
+    let body: CallBody = json_body(&headers, &body, r#"{"name": …, "arguments": {…}}"#)?;
     let out = state
         .service
         .call_tool_async(caller(authenticated), body.name, body.arguments)

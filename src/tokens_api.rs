@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use service::tokens::{Role, TokenEntry, TokenError};
 use service::{Caller, ServiceError};
 
-use crate::rest::{ApiError, PathParam, RequestBody, caller, require_json};
+use crate::rest::{ApiError, PathParam, RequestBody, caller, json_body};
 use crate::server::AppState;
 
 /// The token routes.
@@ -71,12 +71,7 @@ async fn add(
     RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller(authenticated).require(Role::Admin, "making tokens")?;
-    require_json(&headers)?;
-    let body: AddBody =
-        serde_json::from_slice(&body).map_err(|e| ServiceError::InvalidArgument {
-            field: "body".into(),
-            message: format!("expected {{\"name\": …, \"role\": …}}: {e}"),
-        })?;
+    let body: AddBody = json_body(&headers, &body, r#"{"name": …, "role": …}"#)?;
     let role: Role = body
         .role
         .parse()

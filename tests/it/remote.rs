@@ -8,7 +8,8 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use super::{run, stderr, stdout};
-use crate::server::{Server, request};
+use crate::auth::add_token as token;
+use crate::server::{Server, ledger_size, request};
 
 /// Runs the demo for one question and returns its task id.
 fn demo_task(data: &Path, question: &str) -> String {
@@ -16,13 +17,6 @@ fn demo_task(data: &Path, question: &str) -> String {
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     report["tasks"][0]["task_id"].as_str().unwrap().to_owned()
-}
-
-/// Makes a token with `role` on the data directory and returns it.
-fn token(data: &Path, name: &str, role: &str) -> String {
-    let out = run(data, &["token", "add", name, "--role", role]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out).trim().to_owned()
 }
 
 /// Runs a command through the server with `token`.
@@ -279,9 +273,7 @@ fn a_saved_checkpoint_is_proved_grown_from_through_a_server() {
         stdout(&out)
     );
     // To today's ledger: the whole of it, past the saved tree.
-    let size = crate::server::get_json(server.addr, "/health").1["ledger"]["size"]
-        .as_u64()
-        .unwrap();
+    let size = ledger_size(server.addr);
     let saved_size = serde_json::from_str::<Value>(&saved_text).unwrap()["tree_size"]
         .as_u64()
         .unwrap();

@@ -1139,7 +1139,6 @@ impl Service {
                 message: format!("searching the corpus ({total}/{total})"),
             });
         }
-        let mut corpus_found = 0usize;
         let written = self.write(
             caller,
             "retrieval_search_evidence",
@@ -1172,10 +1171,8 @@ impl Service {
                             other => ServiceError::invalid("query", other.to_string()),
                         })?;
                     index_state = result.index_state.id.clone();
-                    corpus_found = 0;
                     for hit in result.candidates() {
                         results.push(self.corpus_candidate(hit, a.sub_question.as_ref())?);
-                        corpus_found += 1;
                     }
                 }
                 // Candidates from every source by reliability pre-score; among equals, the
@@ -1197,15 +1194,6 @@ impl Service {
                 }))
             },
         )?;
-        progress(ToolProgress {
-            progress: total,
-            total: Some(total),
-            message: search_summary(
-                ask_corpus.then_some(corpus_found),
-                external_candidates.len(),
-                failed_sources.len(),
-            ),
-        });
         let recorded = written.events.iter().find_map(|(_, _, e)| match e {
             Event::SearchRecorded(s) => Some(s.clone()),
             _ => None,
@@ -1215,6 +1203,20 @@ impl Service {
                 "a search was recorded but no event says so",
             ));
         };
+        let from_corpus = search
+            .results
+            .iter()
+            .filter(|h| h.origin == "corpus")
+            .count();
+        progress(ToolProgress {
+            progress: total,
+            total: Some(total),
+            message: search_summary(
+                ask_corpus.then_some(from_corpus),
+                search.results.len() - from_corpus,
+                failed_sources.len(),
+            ),
+        });
         let views = written.state.evidence_views();
         let candidates: Vec<Value> = search
             .results

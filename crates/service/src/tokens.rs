@@ -108,11 +108,6 @@ pub enum TokenError {
     },
 }
 
-/// Serialises the read-modify-write of token files within a process, so two requests that add
-/// tokens at once both land. Across processes (a `token add` beside a running server, or two at
-/// once) the lock file does it: see [`TokenStore::lock`].
-static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// The token file of a data directory.
 #[derive(Debug, Clone)]
 pub struct TokenStore {
@@ -182,10 +177,12 @@ impl TokenStore {
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)
     }
 
-    /// Takes the lock file beside the token file (`tokens.json.lock`), waiting for any other
-    /// process that holds it; it is let go when the returned file is dropped. Every change of
-    /// the token file (read, change, write the temporary file, rename) happens under it, so
-    /// two processes changing tokens at once both land.
+    /// Takes the lock file beside the token file (`tokens.json.lock`), waiting for whoever
+    /// holds it; it is let go when the returned file is dropped. Every change of the token file
+    /// (read, change, write the temporary file, rename) happens under it, so two changes at once
+    /// both land, whether they come from two processes (a `token add` beside a running server)
+    /// or two requests of one: each takes the lock through a descriptor of its own, and
+    /// `flock` sets such descriptors against each other even within a process.
     fn lock(&self) -> Result<fs::File, TokenError> {
         let err = |e: std::io::Error| TokenError::File {
             path: self.path.with_extension("json.lock"),
@@ -219,8 +216,7 @@ impl TokenStore {
         if !valid_name(name) {
             return Err(TokenError::BadName(name.to_owned()));
         }
-        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
-        let _one_process = self.lock()?;
+        let _locked = self.lock()?;
         let mut file = self.read()?;
         if file
             .tokens
@@ -248,8 +244,7 @@ impl TokenStore {
 
     /// Revokes the token of this name.
     pub fn revoke(&self, name: &str) -> Result<(), TokenError> {
-        let _one_writer = WRITING.lock().unwrap_or_else(|p| p.into_inner());
-        let _one_process = self.lock()?;
+        let _locked = self.lock()?;
         let mut file = self.read()?;
         let Some(entry) = file
             .tokens
@@ -306,6 +301,23 @@ impl TokenTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_at_once_in_one_process_all_land() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("tokens.json");
+        let adders: Vec<_> = (0..8)
+            .map(|i| {
+                let store = TokenStore::new(path.clone());
+                std::thread::spawn(move || store.add(&format!("holder-{i}"), Role::Writer))
+            })
+            .collect();
+        for adder in adders {
+            adder.join().expect("joined").expect("added");
+        }
+        let listed = TokenStore::new(path).list().expect("listed");
+        assert_eq!(listed.len(), 8, "{listed:?}");
+    }
 
     #[test]
     fn tokens_are_kept_as_hashes_and_revoked_ones_stop_working() {

@@ -36,7 +36,7 @@ use service::{Caller, ServiceError};
 use sources::AddReport;
 use tokio::sync::Semaphore;
 
-use crate::rest::{ApiError, RequestBody, caller, json_body};
+use crate::rest::{ApiError, RequestBody, blocking, caller, json_body};
 use crate::server::AppState;
 
 /// The routes.
@@ -54,18 +54,6 @@ pub(crate) fn routes() -> Router<AppState> {
 /// The one verification from scratch that may run at a time: it reads the whole ledger.
 #[derive(Debug, Clone)]
 struct Verifying(Arc<Semaphore>);
-
-/// Runs blocking work of the service off the async threads.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-) -> Result<T, ApiError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(ApiError::from),
-        Err(e) => Err(ApiError::from(ServiceError::Internal(format!(
-            "the work stopped: {e}"
-        )))),
-    }
-}
 
 /// The query parameters, or the refusal of a malformed or unknown one.
 fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {

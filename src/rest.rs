@@ -105,6 +105,18 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
+/// Runs blocking work of the service off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(ApiError::from(ServiceError::Internal(format!(
+            "the work stopped: {e}"
+        )))),
+    }
+}
+
 /// Reads a request body that must be JSON of the shape `T`: refused with 415 when it does not
 /// say it is JSON ([`require_json`]), and with `invalid_argument` naming `expected` (the shape,
 /// for the message) when it does not read as `T`.
@@ -264,9 +276,7 @@ async fn register(
     })?;
     let service = state.service.clone();
     let caller = caller(authenticated);
-    let name = tokio::task::spawn_blocking(move || service.register_tool(&caller, &text))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))??;
+    let name = blocking(move || service.register_tool(&caller, &text)).await?;
     Ok((StatusCode::CREATED, Json(json!({ "registered": name }))))
 }
 
@@ -278,9 +288,7 @@ async fn unregister(
     let service = state.service.clone();
     let removed = name.clone();
     let caller = caller(authenticated);
-    tokio::task::spawn_blocking(move || service.unregister_tool(&caller, &removed))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))??;
+    blocking(move || service.unregister_tool(&caller, &removed)).await?;
     Ok(Json(json!({ "unregistered": name })))
 }
 

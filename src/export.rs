@@ -95,7 +95,9 @@ async fn export(
     match bundle {
         Ok(Ok(bundle)) => axum::Json(bundle).into_response(),
         Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&ServiceError::Internal(format!("the export stopped: {e}"))),
+        Err(e) => error_response(&ServiceError::Unavailable(format!(
+            "the export stopped: {e}"
+        ))),
     }
 }
 

@@ -98,6 +98,10 @@ enum Command {
     Ingest(commands::ingest::Args),
     /// Measure the product on this machine: figures next to raw baselines from the same run.
     Bench(commands::bench::Args),
+    /// Say why the ledger refuses writes and cut what recovery may cut; with `--accept-loss
+    /// --reason TEXT`, record (signed) that the loss is accepted and go on from the part of the
+    /// log that checks out.
+    Repair(commands::repair::Args),
     /// Make, list and revoke the access tokens of the server, in the data directory's token
     /// file (which a running server re-reads) or through a running server with `--server`.
     Token(commands::token::Args),
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Token(args) => commands::token::run(&cli.data_dir, args),
+        Command::Repair(args) => commands::repair::run(&cli.data_dir, args),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,

@@ -5,10 +5,12 @@
 //! - `GET /v1/verify`: the whole ledger verified from its first event, as `research-ledger
 //!   verify` does (the report it prints with `--json`). One such verification runs at a time;
 //!   others wait their turn.
-//! - `GET /v1/proofs/inclusion?seq=N[&tree_size=M]`: `{"proof": FILE, "checkpoint_written":
-//!   CHECKPOINT|null}`, the proof file `research-ledger prove` writes; without `tree_size`, a
-//!   checkpoint is written first when none covers the event yet.
-//! - `GET /v1/proofs/consistency?first=A&second=B`: `{"proof": FILE}`.
+//! - `GET /v1/proofs/inclusion?seq=N[&tree_size=M]`: `{"proof": FILE}`, the proof file
+//!   `research-ledger prove` writes; without `tree_size`, against the latest checkpoint, once
+//!   the server's periodic checkpointer has covered the event (a reader never causes a signed
+//!   write; the wait is at most one checkpoint interval).
+//! - `GET /v1/proofs/consistency?first=A[&second=B]`: `{"proof": FILE}`; without `second`, to
+//!   the latest checkpoint once it covers the head.
 //! - `GET /v1/tasks/{id}/head`: `{"task_id", "version", "state_hash"}`, the hash of the task's
 //!   state in the read model the server answers from, for an auditor who replays the task from
 //!   an export bundle to compare with.
@@ -72,7 +74,7 @@ async fn verify(
     let permit = gate
         .acquire_owned()
         .await
-        .map_err(|e| ApiError::from(ServiceError::Internal(e.to_string())))?;
+        .map_err(|e| ApiError::from(ServiceError::Unavailable(e.to_string())))?;
     let service = state.service.clone();
     // The permit goes with the work: a request that times out leaves its verification
     // running, and the next one waits for it rather than running beside it.
@@ -97,18 +99,15 @@ async fn inclusion(
 ) -> Result<Json<Value>, ApiError> {
     let InclusionParams { seq, tree_size } = params(query)?;
     let service = state.service.clone();
-    let (proof, written) = blocking(move || service.prove_inclusion(seq, tree_size)).await?;
-    Ok(Json(json!({
-        "proof": ProofFile::Inclusion(proof),
-        "checkpoint_written": written,
-    })))
+    let proof = blocking(move || service.prove_inclusion(seq, tree_size)).await?;
+    Ok(Json(json!({ "proof": ProofFile::Inclusion(proof) })))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConsistencyParams {
     first: u64,
-    /// Without it: today's ledger (the latest checkpoint, written first if the ledger grew).
+    /// Without it: today's ledger (the latest checkpoint, once it covers the head).
     second: Option<u64>,
 }
 
@@ -118,11 +117,8 @@ async fn consistency(
 ) -> Result<Json<Value>, ApiError> {
     let ConsistencyParams { first, second } = params(query)?;
     let service = state.service.clone();
-    let (proof, written) = blocking(move || service.prove_consistency(first, second)).await?;
-    Ok(Json(json!({
-        "proof": ProofFile::Consistency(proof),
-        "checkpoint_written": written,
-    })))
+    let proof = blocking(move || service.prove_consistency(first, second)).await?;
+    Ok(Json(json!({ "proof": ProofFile::Consistency(proof) })))
 }
 
 async fn head(

@@ -29,6 +29,7 @@ pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
         "forbidden" => StatusCode::FORBIDDEN,
         "source_failed" | "contract_violation" => StatusCode::BAD_GATEWAY,
         "timeout" => StatusCode::GATEWAY_TIMEOUT,
+        "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -111,7 +112,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(e) => Err(ApiError::from(ServiceError::Internal(format!(
+        Err(e) => Err(ApiError::from(ServiceError::Unavailable(format!(
             "the work stopped: {e}"
         )))),
     }

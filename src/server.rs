@@ -42,6 +42,9 @@ pub(crate) struct HttpLimits {
     pub(crate) request_time_max: Duration,
     /// Requests being handled at once; more are refused, not queued.
     pub(crate) requests_in_flight_max: usize,
+    /// Longest the shutdown may take once a stop was asked for; past it the process exits
+    /// with a message of what it was doing.
+    pub(crate) shutdown_time_max: Duration,
 }
 
 /// How the server serves.
@@ -147,6 +150,7 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         request_bytes_max,
         request_time_max,
         requests_in_flight_max,
+        ..
     } = gate.limits;
     let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
         discard_body(request, request_bytes_max, request_time_max).await;
@@ -354,8 +358,9 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// `GET /health`: whether the store is open and writable, the ledger's size, the last
-/// checkpoint, and the version of the server.
+/// `GET /health`: whether the store is open and writable (and if not, why: every problem the
+/// ledger found), the ledger's size, the last checkpoint, what recovery did to the log, and the
+/// version of the server.
 async fn health(State(state): State<AppState>) -> Json<Value> {
     let ledger = state.service.ledger();
     let head = ledger.head();
@@ -364,6 +369,9 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
         "status": if refusing.is_none() { "ok" } else { "refusing_writes" },
         "reason": refusing,
+        "problems": ledger.problems(),
+        "recovery": ledger.recovery_notes(),
+        "corpus": state.service.corpus_health(),
         "version": env!("CARGO_PKG_VERSION"),
         "ledger": {
             "size": head.size,
@@ -423,9 +431,13 @@ pub(crate) async fn serve(
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
     let app = router(&service, &options, Some(&mcp));
     let watcher = watch_contracts(service.clone());
+    let stage = Arc::new(std::sync::Mutex::new("finishing the requests in flight"));
+    let deadline = options.limits.shutdown_time_max;
+    let watched = Arc::clone(&stage);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
+            watchdog(deadline, watched);
             // Open MCP streams (subscriptions, progress) would hold the shutdown open.
             mcp.stop();
         })
@@ -433,10 +445,36 @@ pub(crate) async fn serve(
         .context("the server stopped")?;
     watcher.abort();
     tracing::info!("no more requests in flight; shutting the service down");
-    tokio::task::spawn_blocking(move || service.shutdown())
-        .await
-        .context("the shutdown did not finish")?;
+    *stage.lock().unwrap_or_else(|p| p.into_inner()) = "stopping jobs, writing the read models' snapshots and the last checkpoint, closing the stores";
+    tokio::task::spawn_blocking(move || {
+        service.shutdown();
+        drop(service);
+    })
+    .await
+    .context("the shutdown did not finish")?;
     Ok(())
+}
+
+/// Bounds the shutdown: once a stop was asked for, the process ends within `deadline` however
+/// the stores behave (a full disk can make a store's last flush wait forever), saying what it
+/// was doing. Nothing acknowledged depends on what is left: every acknowledged event is durable
+/// in the log, and what a stuck flush leaves out (snapshots, the index) is rebuilt on the next
+/// open.
+fn watchdog(deadline: Duration, stage: Arc<std::sync::Mutex<&'static str>>) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(deadline);
+            let stage = *stage.lock().unwrap_or_else(|p| p.into_inner());
+            eprintln!(
+                "research-ledger: the shutdown did not finish within {} s; it was {stage}. Every acknowledged event is durable in the log; what could not be flushed (read-model snapshots, the index, the last checkpoint) is rebuilt or written on the next open.",
+                deadline.as_secs_f64()
+            );
+            std::process::exit(3);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "the shutdown has no deadline: its watchdog did not start");
+    }
 }
 
 async fn shutdown_signal() {

@@ -32,7 +32,7 @@ fn service_error(e: TokenError) -> ServiceError {
             resource: "token",
             id: name,
         },
-        other => ServiceError::Internal(other.to_string()),
+        other => ServiceError::Unavailable(other.to_string()),
     }
 }
 

@@ -76,7 +76,7 @@ pub(crate) fn replay(data_dir: &Path, args: &ReplayArgs) -> anyhow::Result<Outco
     if let Some((remote, trusted)) = args.remote.remote()? {
         return replay_remote(&remote, trusted, args);
     }
-    let service = super::open_service(data_dir)?;
+    let service = super::open_service_read_only(data_dir)?;
     let state = service
         .state_at(&args.task, args.at)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -251,7 +251,7 @@ pub(crate) fn explain(data_dir: &Path, args: &ExplainArgs) -> anyhow::Result<Out
                 .map_err(|e| anyhow::anyhow!("{e}"))?
         }
         None => {
-            let service = super::open_service(data_dir)?;
+            let service = super::open_service_read_only(data_dir)?;
             let explained = service
                 .explanation(&args.task)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -294,7 +294,7 @@ pub(crate) fn export(data_dir: &Path, args: &ExportArgs) -> anyhow::Result<Outco
     if let Some((remote, trusted)) = args.remote.remote()? {
         return export_remote(&remote, trusted, args);
     }
-    let service = super::open_service(data_dir)?;
+    let service = super::open_service_read_only(data_dir)?;
     let scope = if args.all {
         Scope::All
     } else {

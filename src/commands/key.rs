@@ -24,7 +24,10 @@ enum Action {
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
-    let ledger = super::open_ledger(data_dir)?;
+    let ledger = match args.action {
+        Action::Show => super::open_ledger_read_only(data_dir)?,
+        Action::Rotate => super::open_ledger(data_dir)?,
+    };
     match args.action {
         Action::Show => {
             let key = ledger
@@ -51,6 +54,9 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                         r.new_public_key.fingerprint(),
                         r.tree_size
                     ),
+                    CheckpointEntry::Recovery(r) => {
+                        eprintln!("entry {}: {}", i + 1, r.summary());
+                    }
                     CheckpointEntry::Checkpoint(_) => {}
                 }
             }

@@ -9,6 +9,7 @@ pub(crate) mod ingest;
 pub(crate) mod key;
 pub(crate) mod mcp;
 pub(crate) mod prove;
+pub(crate) mod repair;
 pub(crate) mod serve;
 pub(crate) mod token;
 pub(crate) mod verify;
@@ -39,6 +40,29 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
         },
     )
     .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))
+}
+
+/// Opens the ledger of a data directory to read it, changing nothing in the directory (its
+/// lock file aside): what every read-only command does, on a read-only copy too.
+pub(crate) fn open_ledger_read_only(data_dir: &Path) -> anyhow::Result<Ledger> {
+    Ledger::open(
+        &ledger_dir(data_dir),
+        LedgerOptions {
+            limits: crate::config::limits().ledger.clone(),
+            read_only: true,
+            ..LedgerOptions::default()
+        },
+    )
+    .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))
+}
+
+/// Opens the service over a data directory to read it, changing nothing there (its lock file
+/// aside): what `replay`, `explain` and `export` do, on a read-only copy too.
+pub(crate) fn open_service_read_only(data_dir: &Path) -> anyhow::Result<service::Service> {
+    let mut options = crate::config::service_options(data_dir);
+    options.ledger.read_only = true;
+    service::Service::open(options)
+        .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
 /// Opens the service over a data directory for a command-line run.

@@ -30,8 +30,9 @@ pub(crate) struct ProveArgs {
     /// The seq of the event to prove.
     #[arg(required_unless_present = "consistency")]
     seq: Option<u64>,
-    /// The tree size of the checkpoint to prove against (default: the latest; one is written
-    /// first if none covers the event).
+    /// The tree size of the checkpoint to prove against (default: the latest). A proof never
+    /// writes a checkpoint: a running server writes one within its checkpoint interval, and
+    /// `research-ledger checkpoint` writes one on a data directory.
     #[arg(long, conflicts_with = "consistency")]
     tree_size: Option<u64>,
     /// Prove that the checkpoint of tree size B extends the one of tree size A.
@@ -83,47 +84,37 @@ pub(crate) fn prove(data_dir: &Path, args: &ProveArgs) -> anyhow::Result<Outcome
         }
         None => None,
     };
-    let (file, written) = match args.remote.remote()? {
+    let file = match args.remote.remote()? {
         Some(remote) => prove_remote(&remote, consistency, args)?,
         None => {
-            let ledger = super::open_ledger(data_dir)?;
+            let ledger = super::open_ledger_read_only(data_dir)?;
             match (consistency, args.seq) {
-                (Some((first, second)), _) => (
-                    ProofFile::Consistency(ledger.consistency_proof(first, second)?),
-                    None,
-                ),
+                (Some((first, second)), _) => {
+                    ProofFile::Consistency(ledger.consistency_proof(first, second)?)
+                }
                 (None, Some(seq)) => {
-                    let (proof, written) = ledger.inclusion_proof_covering(seq, args.tree_size)?;
-                    (ProofFile::Inclusion(proof), written)
+                    ProofFile::Inclusion(ledger.inclusion_proof_covering(seq, args.tree_size)?)
                 }
                 (None, None) => bail!("give a seq or --consistency A B"),
             }
         }
     };
-    if let (Some(checkpoint), ProofFile::Inclusion(proof)) = (&written, &file) {
-        eprintln!(
-            "wrote a checkpoint of {} events to cover seq {}",
-            checkpoint.tree_size, proof.leaf_index
-        );
-    }
     write_out(&serde_json::to_string_pretty(&file)?, args.out.as_deref())?;
     Ok(Outcome::Passed)
 }
 
-/// A proof from the server (`GET /v1/proofs/…`), with the checkpoint it wrote to cover the
-/// event, if it had to. The file is the server's word until `verify-proof` checks it.
+/// A proof from the server (`GET /v1/proofs/…`). The file is the server's word until
+/// `verify-proof` checks it.
 #[derive(Debug, Deserialize)]
 struct RemoteProof {
     proof: ProofFile,
-    #[serde(default)]
-    checkpoint_written: Option<Checkpoint>,
 }
 
 fn prove_remote(
     remote: &Remote,
     consistency: Option<(u64, u64)>,
     args: &ProveArgs,
-) -> anyhow::Result<(ProofFile, Option<Checkpoint>)> {
+) -> anyhow::Result<ProofFile> {
     let answer: RemoteProof = match (consistency, args.seq) {
         (Some((first, second)), _) => remote.get(
             "/v1/proofs/consistency",
@@ -138,7 +129,7 @@ fn prove_remote(
         }
         (None, None) => bail!("give a seq or --consistency A B"),
     };
-    Ok((answer.proof, answer.checkpoint_written))
+    Ok(answer.proof)
 }
 
 fn trusted_key(hex: &str) -> anyhow::Result<PublicKey> {
@@ -163,13 +154,13 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
                 let proof = growth_from_server(&remote, saved)?;
                 return report(verify_proof_file(&ProofFile::Consistency(proof), &key));
             }
-            let ledger = super::open_ledger(data_dir)?;
+            let ledger = super::open_ledger_read_only(data_dir)?;
             let latest = ledger.latest_checkpoint()?.map_or(0, |c| c.tree_size);
             if latest < ledger.head().size {
-                let c = ledger
-                    .checkpoint()
-                    .context("cannot write today's checkpoint")?;
-                eprintln!("wrote today's checkpoint of {} events", c.tree_size);
+                eprintln!(
+                    "the latest checkpoint covers {latest} of {} events; the proof stands on it",
+                    ledger.head().size
+                );
             }
             let proof = ledger.consistency_since(saved)?;
             verify_proof_file(&ProofFile::Consistency(proof), &key)
@@ -191,12 +182,6 @@ fn growth_from_server(remote: &Remote, saved: Checkpoint) -> anyhow::Result<Cons
     let ProofFile::Consistency(proof) = answer.proof else {
         bail!("the server answered a consistency request with another kind of proof");
     };
-    if let Some(written) = answer.checkpoint_written {
-        eprintln!(
-            "the server wrote today's checkpoint of {} events",
-            written.tree_size
-        );
-    }
     Ok(ConsistencyProofFile {
         first_checkpoint: saved,
         ..proof

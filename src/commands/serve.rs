@@ -45,6 +45,10 @@ pub(crate) struct Args {
     /// Longest a request may take to produce its response, in seconds.
     #[arg(long, env = "RESEARCH_LEDGER_REQUEST_SECS_MAX", default_value_t = 60)]
     request_secs_max: u64,
+    /// Longest the shutdown may take after SIGTERM or Ctrl-C, in seconds: past it the process
+    /// exits (status 3) saying what it was doing.
+    #[arg(long, env = "RESEARCH_LEDGER_SHUTDOWN_SECS_MAX", default_value_t = 30)]
+    shutdown_secs_max: u64,
     /// Requests handled at once; more are refused with `limit_exceeded` (HTTP 503), not queued.
     #[arg(
         long,
@@ -112,6 +116,7 @@ impl Args {
                 request_bytes_max: self.request_bytes_max,
                 request_time_max: Duration::from_secs(self.request_secs_max),
                 requests_in_flight_max: self.requests_in_flight_max,
+                shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             },
         }
     }
@@ -121,6 +126,7 @@ impl Args {
         for (name, value) in [
             ("request_bytes_max", self.request_bytes_max as u64),
             ("request_secs_max", self.request_secs_max),
+            ("shutdown_secs_max", self.shutdown_secs_max),
             ("requests_in_flight_max", self.requests_in_flight_max as u64),
             (
                 "subscriptions_per_client_max",

@@ -28,7 +28,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             report
         }
         None => {
-            let ledger = super::open_ledger(data_dir)?;
+            let ledger = super::open_ledger_read_only(data_dir)?;
             let bar = super::progress_bar(ledger.head().size, "verifying");
             let report = ledger.verify_from_scratch(&mut |done, total| {
                 bar.set_length(total);
@@ -44,7 +44,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        for note in &report.notes {
+            println!("note: {note}");
+        }
         match &report.failure {
+            None if report.incomplete.is_some() => {}
             None => {
                 println!(
                     "intact: {} events verified; {} signed checkpoints checked; head hash {}; root {}",
@@ -58,6 +62,12 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                 );
             }
         }
+    }
+    if let (None, Some(why)) = (&report.failure, &report.incomplete) {
+        anyhow::bail!(
+            "verification could not finish ({} events checked): {why}",
+            report.checked
+        );
     }
     Ok(if report.is_intact() {
         Outcome::Passed

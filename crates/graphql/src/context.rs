@@ -8,7 +8,7 @@ use crate::error::to_gql;
 use crate::limits::Limits;
 
 fn missing(what: &str) -> async_graphql::Error {
-    to_gql(ServiceError::Internal(format!(
+    to_gql(ServiceError::Unavailable(format!(
         "the schema was built without {what}"
     )))
 }

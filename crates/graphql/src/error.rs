@@ -73,13 +73,13 @@ where
 {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| to_gql(ServiceError::Internal(format!("the work stopped: {e}"))))?
+        .map_err(|e| to_gql(ServiceError::Unavailable(format!("the work stopped: {e}"))))?
         .map_err(to_gql)
 }
 
 /// A ledger read that failed: the record could not be read, which is the service's fault.
 pub(crate) fn from_read(error: ReadError) -> ServiceError {
-    ServiceError::Internal(error.to_string())
+    ServiceError::Unavailable(error.to_string())
 }
 
 /// A proof the ledger could not give.
@@ -99,7 +99,7 @@ pub(crate) fn from_proof(error: ProofError) -> ServiceError {
             field: "treeSize".into(),
             message,
         },
-        other => ServiceError::Internal(other.to_string()),
+        other => ServiceError::Unavailable(other.to_string()),
     }
 }
 

@@ -153,7 +153,7 @@ impl LedgerInfo {
                 .ledger()
                 .public_key()
                 .map(|k| k.to_string())
-                .map_err(ServiceError::Internal)
+                .map_err(ServiceError::Unavailable)
         })
         .await
     }
@@ -166,7 +166,7 @@ impl LedgerInfo {
                 .ledger()
                 .public_key()
                 .map(|k| k.fingerprint().to_string())
-                .map_err(ServiceError::Internal)
+                .map_err(ServiceError::Unavailable)
         })
         .await
     }

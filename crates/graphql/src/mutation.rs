@@ -60,7 +60,7 @@ impl WriteResult {
         let task_id = structured.get("task_id").and_then(Value::as_str);
         let version = structured.get("session_version").and_then(Value::as_u64);
         let (Some(task_id), Some(session_version)) = (task_id, version) else {
-            return Err(to_gql(ServiceError::Internal(
+            return Err(to_gql(ServiceError::Unavailable(
                 "a write's result names no task or version".into(),
             )));
         };

@@ -72,7 +72,9 @@ impl EventNotice {
                 .get(seq)
                 .map_err(from_read)?
                 .ok_or_else(|| {
-                    ServiceError::Internal(format!("event {seq} was announced but cannot be read"))
+                    ServiceError::Unavailable(format!(
+                        "event {seq} was announced but cannot be read"
+                    ))
                 })
         })
         .await?;
@@ -200,7 +202,7 @@ async fn conclusion_notice(
         service
             .projector()
             .catch_up_to(seq)
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+            .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
         service.state_at(&task_id, Some(version))
     })
     .await?;
@@ -208,7 +210,7 @@ async fn conclusion_notice(
         .current_conclusion()
         .map(|c| Conclusion::of(c, &state))
         .ok_or_else(|| {
-            to_gql(ServiceError::Internal(format!(
+            to_gql(ServiceError::Unavailable(format!(
                 "event {seq} issued a conclusion the task does not hold"
             )))
         })?;

@@ -40,7 +40,7 @@ impl StateView {
 
     fn info(&self) -> async_graphql::Result<&service::research::state::TaskInfo> {
         self.state.task().ok_or_else(|| {
-            to_gql(ServiceError::Internal(format!(
+            to_gql(ServiceError::Unavailable(format!(
                 "task {} has a state without its opening",
                 self.task_id
             )))

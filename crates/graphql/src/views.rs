@@ -205,7 +205,7 @@ impl Evidence {
             let bytes = service
                 .blobs()
                 .get(&hash)
-                .map_err(|e| ServiceError::Internal(e.to_string()))?;
+                .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })
         .await

@@ -26,6 +26,7 @@ pub mod keys;
 pub mod manifest;
 pub mod memory;
 pub mod proof_file;
+pub mod recovery;
 pub mod rotation;
 pub mod time;
 pub mod tree;
@@ -43,6 +44,7 @@ pub use proof_file::{
     ConsistencyProofFile, InclusionProofFile, PROOF_FILE_BYTES_MAX, ProofFile, ProofFileError,
     Verified, verify_proof_file, verify_proof_file_json,
 };
+pub use recovery::{RecoveryAction, RecoveryError, RecoveryFacts, RecoveryStatement};
 pub use rotation::{ChainError, Handover, KeyChain, KeyEpoch, KeyRotation, RotationError};
 pub use time::{TimeError, Timestamp};
 pub use tree::{NodeSource, PerfectNode, ProveError, consistency_proof, inclusion_proof, root};

@@ -159,9 +159,14 @@ pub enum ExportError {
     /// A task asked for has no events.
     #[error("there is no task {0}")]
     UnknownTask(String),
-    /// No covering checkpoint could be written.
-    #[error("cannot write the checkpoint the bundle stands on: {0}")]
+    /// The manifest could not be signed.
+    #[error("cannot sign the bundle's manifest: {0}")]
     Signing(#[from] SigningError),
+    /// The ledger has no checkpoint yet for the bundle to stand on.
+    #[error(
+        "the ledger has no signed checkpoint yet; a server writes one within its checkpoint interval, or run `research-ledger checkpoint`"
+    )]
+    NoCheckpoint,
     /// Reading the log failed.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -204,15 +209,15 @@ pub fn event_view(event: &RecordedEvent, payload: Value) -> Value {
 }
 
 impl Ledger {
-    /// Makes an export bundle. It stands on the latest checkpoint when that covers every event
-    /// it holds, and on a new one otherwise.
+    /// Makes an export bundle. It stands on the latest checkpoint, and holds the events that
+    /// checkpoint covers: when it does not cover the head yet, the export waits for the
+    /// periodic checkpointer (at most one interval of it). An export never writes a
+    /// checkpoint itself.
     pub fn export(&self, spec: &ExportSpec<'_>) -> Result<Bundle, ExportError> {
         let head = self.head().size;
-        let latest = self.latest_checkpoint()?;
-        let checkpoint = match latest {
-            Some(c) if c.tree_size >= head => c,
-            _ => self.checkpoint()?,
-        };
+        let checkpoint = self
+            .await_checkpoint(head)?
+            .ok_or(ExportError::NoCheckpoint)?;
         let size = checkpoint.tree_size;
         // The events, in seq order, below the checkpoint's size, with their stored bytes.
         let core = self.core();
@@ -462,7 +467,7 @@ fn key_chain(
                     last.2.push(r.clone());
                 }
             }
-            CheckpointEntry::Checkpoint(_) => {}
+            CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
         }
     }
     let (trusted, from_bundle) = match trusted {
@@ -518,22 +523,54 @@ pub fn verify_bundle(
     let mut checkpoints = 0u64;
     let mut previous: Option<&Checkpoint> = None;
     let mut covering_listed = false;
+    let standing = crate::storage::standings(&bundle.checkpoint_log);
     for (i, entry) in bundle.checkpoint_log.iter().enumerate().skip(segment_start) {
-        if let CheckpointEntry::Checkpoint(c) = entry {
-            let at = format!("checkpoint log entry {}", i + 1);
-            if let Err(e) = chain.verify_checkpoint(c) {
-                return fail(at, e.to_string());
+        let at = format!("checkpoint log entry {}", i + 1);
+        match (entry, standing[i]) {
+            (_, crate::storage::Standing::Disowned { .. }) => {}
+            (CheckpointEntry::Recovery(r), _) => {
+                let Some(epoch) = chain
+                    .epochs()
+                    .find(|e| e.fingerprint() == r.key_fingerprint)
+                else {
+                    return fail(
+                        at,
+                        format!(
+                            "a recovery statement signed by key {}, which is not in the chain",
+                            r.key_fingerprint
+                        ),
+                    );
+                };
+                if let Err(e) = r.verify(epoch.key()) {
+                    return fail(at, e.to_string());
+                }
+                // The log goes on from what an accepted loss kept.
+                if r.action == ledger_proof::RecoveryAction::LossAccepted {
+                    previous = None;
+                }
             }
-            if let Some(p) = previous
-                && (c.tree_size < p.tree_size || c.time < p.time)
-            {
-                return fail(at, "a checkpoint older than the one before it");
+            (CheckpointEntry::Checkpoint(c), standing) => {
+                if let Err(e) = chain.verify_checkpoint(c) {
+                    return fail(at, e.to_string());
+                }
+                if let Some(p) = previous
+                    && (c.tree_size < p.tree_size || c.time < p.time)
+                {
+                    return fail(at, "a checkpoint older than the one before it");
+                }
+                if c == &bundle.checkpoint {
+                    if standing != crate::storage::Standing::Counts {
+                        return fail(
+                            at,
+                            "the bundle stands on a checkpoint of history given up by an accepted loss",
+                        );
+                    }
+                    covering_listed = true;
+                }
+                previous = Some(c);
+                checkpoints += 1;
             }
-            if c == &bundle.checkpoint {
-                covering_listed = true;
-            }
-            previous = Some(c);
-            checkpoints += 1;
+            _ => {}
         }
     }
     if !covering_listed {

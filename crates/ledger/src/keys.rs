@@ -64,6 +64,11 @@ impl KeyFiles {
     }
 
     /// Keeps `key` as the current key of a ledger that has none yet.
+    /// The key on disk, if there is one; creates nothing.
+    pub(crate) fn load(&self) -> Result<Option<SigningKey>, StorageError> {
+        self.read(&self.path())
+    }
+
     pub(crate) fn write_new(&self, key: &SigningKey) -> Result<(), StorageError> {
         self.write(&self.path(), key)
     }

@@ -36,6 +36,10 @@ use crate::subscribe::Subscription;
 use crate::tree::StoredNodes;
 use crate::verify::Verified;
 
+mod recovery;
+
+pub use recovery::AcceptedLoss;
+
 /// Which version the caller expects a stream to be at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpectedVersion {
@@ -135,6 +139,9 @@ pub struct LedgerOptions {
     /// The signing key of a ledger over storage that has no directory of its own (tests); a
     /// ledger opened on a directory keeps its key there.
     pub signing_key: Option<Arc<SigningKey>>,
+    /// Open without changing a byte of the directory: no key, index or checkpoint is written,
+    /// nothing is cut, and every append is refused. For audits, of read-only copies too.
+    pub read_only: bool,
 }
 
 impl Default for LedgerOptions {
@@ -145,11 +152,16 @@ impl Default for LedgerOptions {
             id_seed: None,
             lock_note: None,
             checkpoint_every_events: Some(10_000),
-            checkpoint_interval: Some(Duration::from_secs(60)),
+            checkpoint_interval: Some(Duration::from_secs(1)),
             signing_key: None,
+            read_only: false,
         }
     }
 }
+
+/// How much longer than one interval of the periodic checkpointer a reader waits for it: the
+/// writer may be busy with a group when the timer fires.
+const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
 
 /// What the writer thread and the handles share.
 #[derive(Debug)]
@@ -161,6 +173,11 @@ pub(crate) struct Core {
     pub(crate) verified: Mutex<Verified>,
     /// The key that signs checkpoints now, and why signing is impossible if it is.
     pub(crate) signer: RwLock<Result<PublicKey, String>>,
+    /// What the checks made when the ledger opened found wrong, besides storage's problems.
+    pub(crate) open_problems: Mutex<Vec<String>>,
+    /// How long a reader waits for the periodic checkpointer to cover what it asks about; none
+    /// when nothing writes checkpoints periodically.
+    pub(crate) checkpoint_wait: Option<Duration>,
 }
 
 impl Core {
@@ -314,10 +331,25 @@ impl std::fmt::Debug for Job {
 
 impl Ledger {
     /// Opens (creating if needed) the embedded ledger in `dir`.
+    ///
+    /// The ledger checks, before it takes any write, that its log holds everything a durable
+    /// record says it held, and that every signed entry of the checkpoint log verifies and
+    /// agrees with the log. If not, it opens read-only: reads and verification work, every
+    /// append is refused with the reason ([`Ledger::poisoned`]), and nothing in the directory
+    /// changes until an operator accepts the loss ([`Ledger::accept_loss`]).
     pub fn open(dir: &Path, options: LedgerOptions) -> Result<Ledger, StorageError> {
+        Ok(Ledger::open_embedded(dir, options, None)?.0)
+    }
+
+    fn open_embedded(
+        dir: &Path,
+        options: LedgerOptions,
+        accept_loss: Option<&str>,
+    ) -> Result<(Ledger, Option<Result<AcceptedLoss, String>>), StorageError> {
         let mut embedded = EmbeddedOptions {
             segment_bytes_max: options.limits.segment_bytes_max,
-            ..EmbeddedOptions::default()
+            read_only: options.read_only,
+            lock_note: format!("research-ledger (pid {})", std::process::id()),
         };
         if let Some(note) = &options.lock_note {
             embedded.lock_note = note.clone();
@@ -327,8 +359,19 @@ impl Ledger {
             tracing::warn!(%note, "recovered on open");
         }
         let files = KeyFiles::new(dir.join("keys"));
-        let key = files.load_or_create()?;
-        Ok(Ledger::start(Arc::new(storage), options, key, Some(files)))
+        let key = if storage.is_read_only() {
+            files.load()?
+        } else {
+            Some(files.load_or_create()?)
+        };
+        let storage: Arc<dyn Storage> = Arc::new(storage);
+        Ok(Ledger::start_checked(
+            storage,
+            options,
+            key,
+            Some(files),
+            accept_loss,
+        ))
     }
 
     /// A ledger over any storage backend. Its signing key is `options.signing_key`, or a new
@@ -339,12 +382,12 @@ impl Ledger {
             None => random_key(),
         };
         match key {
-            Ok(key) => Ledger::start(storage, options, key, None),
+            Ok(key) => Ledger::start(storage, options, Some(key), None),
             Err(e) => {
                 let ledger = Ledger::start(
                     storage,
                     options,
-                    SigningKey::from_secret_bytes(&[0; 32]),
+                    Some(SigningKey::from_secret_bytes(&[0; 32])),
                     None,
                 );
                 *ledger
@@ -360,9 +403,19 @@ impl Ledger {
     pub(crate) fn start(
         storage: Arc<dyn Storage>,
         options: LedgerOptions,
-        key: SigningKey,
+        key: Option<SigningKey>,
         files: Option<KeyFiles>,
     ) -> Ledger {
+        Ledger::start_checked(storage, options, key, files, None).0
+    }
+
+    fn start_checked(
+        storage: Arc<dyn Storage>,
+        options: LedgerOptions,
+        key: Option<SigningKey>,
+        files: Option<KeyFiles>,
+        accept_loss: Option<&str>,
+    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
         let limits = options.limits.clone();
         let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
         let core = Arc::new(Core {
@@ -371,17 +424,28 @@ impl Ledger {
             poison: Mutex::new(None),
             events,
             verified: Mutex::new(Verified::default()),
-            signer: RwLock::new(Ok(key.public_key())),
+            signer: RwLock::new(Err("no signing key".into())),
+            open_problems: Mutex::new(Vec::new()),
+            checkpoint_wait: match options.checkpoint_interval {
+                Some(every) if !every.is_zero() && !storage.is_read_only() => {
+                    Some(every + CHECKPOINT_WAIT_SLACK)
+                }
+                _ => None,
+            },
         });
         if let Some(problem) = storage.problems().first() {
             core.poison(format!(
-                "storage found damage when it opened{}: {}",
+                "the ledger found a problem when it opened{}: {}",
                 problem
                     .seq
                     .map(|s| format!(" at seq {s}"))
                     .unwrap_or_default(),
                 problem.detail
             ));
+        } else if storage.is_read_only() {
+            // Asked for: not an error to log.
+            *core.poison.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some("the ledger was opened read-only".into());
         }
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
         let mut writer = Writer {
@@ -399,6 +463,7 @@ impl Ledger {
             files,
             last_signed: None,
             checkpoint_every_events: options.checkpoint_every_events,
+            unadopted: None,
         };
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
@@ -406,6 +471,7 @@ impl Ledger {
             ));
         }
         writer.set_up_key(key);
+        let accepted = writer.check_on_open(accept_loss);
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || writer.run(rx));
@@ -417,7 +483,7 @@ impl Ledger {
             }
         };
         let (timer_stop, timer) = match options.checkpoint_interval {
-            Some(every) if !every.is_zero() => {
+            Some(every) if !every.is_zero() && !storage.is_read_only() => {
                 let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
                 let ticks = tx.clone();
                 let timer = std::thread::Builder::new()
@@ -435,7 +501,7 @@ impl Ledger {
             }
             _ => (None, None),
         };
-        Ledger {
+        let ledger = Ledger {
             handle: Arc::new(Handle {
                 core,
                 queue: Mutex::new(Some(tx)),
@@ -443,7 +509,8 @@ impl Ledger {
                 timer_stop: Mutex::new(timer_stop),
                 timer: Mutex::new(timer),
             }),
-        }
+        };
+        (ledger, accepted)
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {
@@ -541,9 +608,13 @@ impl Ledger {
         self.core().storage.head()
     }
 
-    /// Why the ledger refuses appends, if it does.
+    /// Why the ledger refuses appends, if it does: a problem found when it opened, a failed
+    /// write, sync or verification, an index that stopped following the log, or a read-only
+    /// open.
     pub fn poisoned(&self) -> Option<String> {
-        self.core().poisoned()
+        self.core()
+            .poisoned()
+            .or_else(|| self.core().storage.failure())
     }
 
     /// The limits in force.
@@ -668,6 +739,9 @@ struct Writer {
     /// Size and time of the last checkpoint or rotation.
     last_signed: Option<(u64, Timestamp)>,
     checkpoint_every_events: Option<u64>,
+    /// The key found on disk, whether or not the checkpoint log names it: what signs the
+    /// acceptance of a loss that took the checkpoint log with it.
+    unadopted: Option<SigningKey>,
 }
 
 /// What becomes of one queued append within a group.
@@ -817,7 +891,13 @@ impl Writer {
 
     /// Makes sure `key` is the key the checkpoint log names as current (introducing it if the
     /// log is empty, finishing a rotation a crash interrupted), or records why not.
-    fn set_up_key(&mut self, key: SigningKey) {
+    fn set_up_key(&mut self, key: Option<SigningKey>) {
+        let Some(key) = key else {
+            *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) =
+                Err("there is no signing key in the data directory".into());
+            return;
+        };
+        self.unadopted = Some(SigningKey::from_secret_bytes(&key.to_secret_bytes()));
         let outcome = self.adopt_key(key);
         let mut signer = self.core.signer.write().unwrap_or_else(|p| p.into_inner());
         match outcome {
@@ -851,6 +931,7 @@ impl Writer {
                     self.last_signed = Some((*tree_size, *time));
                 }
                 CheckpointEntry::Checkpoint(c) => self.last_signed = Some((c.tree_size, c.time)),
+                CheckpointEntry::Recovery(r) => self.last_signed = Some((r.tree_size, r.time)),
                 CheckpointEntry::Rotation(r) => {
                     current = Some(r.new_public_key);
                     self.last_signed = Some((r.tree_size, r.time));
@@ -862,6 +943,9 @@ impl Writer {
             None => None,
         };
         match current {
+            None if self.core.storage.is_read_only() => Err(
+                "the checkpoint log names no signing key, and the ledger may not write one".into(),
+            ),
             None => {
                 let time = self.signing_time()?;
                 let entry = CheckpointEntry::KeyIntroduced {

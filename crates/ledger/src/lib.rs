@@ -27,12 +27,15 @@ pub use clock::{Clock, IdGenerator, SteppingClock, SystemClock};
 pub use envelope::{Digest, Envelope, RecordedEvent};
 pub use error::{AppendError, ProofError, ReadError, SigningError, SubscriptionError};
 pub use ledger::{
-    AppendRequest, Causation, ExpectedVersion, Idempotency, Ledger, LedgerOptions, NewEvent,
-    Receipt, ReceiptEvent,
+    AcceptedLoss, AppendRequest, Causation, ExpectedVersion, Idempotency, Ledger, LedgerOptions,
+    NewEvent, Receipt, ReceiptEvent,
 };
 pub use ledger_proof;
 pub use limits::Limits;
 pub use restore::{RestoreError, RestoreReport};
-pub use storage::{ChainHead, CheckpointEntry, IdempotencyRecord, RawEvent, Storage, StorageError};
+pub use storage::{
+    ChainHead, CheckpointEntry, IdempotencyRecord, PendingCut, RawEvent, Standing, Storage,
+    StorageError, standings,
+};
 pub use subscribe::Subscription;
 pub use verify::{VerifyFailure, VerifyReport};

@@ -81,6 +81,7 @@ impl Ledger {
                     .lock_note
                     .clone()
                     .unwrap_or_else(|| EmbeddedOptions::default().lock_note),
+                read_only: false,
             },
         )?;
         if storage.head().size > 0 || !storage.checkpoint_entries()?.is_empty() {
@@ -93,7 +94,7 @@ impl Ledger {
             match entry {
                 CheckpointEntry::KeyIntroduced { public_key, .. } => current = Some(*public_key),
                 CheckpointEntry::Rotation(r) => current = Some(r.new_public_key),
-                CheckpointEntry::Checkpoint(_) => {}
+                CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
             }
         }
         if let (Some(key), Some(current)) = (&key, current)
@@ -204,6 +205,7 @@ impl Ledger {
                     .map(|e| match e {
                         CheckpointEntry::Checkpoint(c) => c.time,
                         CheckpointEntry::Rotation(r) => r.time,
+                        CheckpointEntry::Recovery(r) => r.time,
                         CheckpointEntry::KeyIntroduced { time, .. } => *time,
                     })
                     .max()
@@ -224,7 +226,7 @@ impl Ledger {
             checkpoint_entries: bundle.checkpoint_log.len() as u64,
             key_chain_break,
         };
-        let ledger = Ledger::start(Arc::new(storage), options, key, Some(files));
+        let ledger = Ledger::start(Arc::new(storage), options, Some(key), Some(files));
         Ok((ledger, report))
     }
 }

@@ -36,13 +36,18 @@ impl Ledger {
         Ok(self.core().storage.checkpoint_entries()?)
     }
 
-    /// Every signed checkpoint, oldest first.
+    /// Every signed checkpoint of the log as it stands, oldest first: not those of history
+    /// given up by an accepted loss.
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, ReadError> {
-        Ok(self
-            .checkpoint_entries()?
+        let entries = self.checkpoint_entries()?;
+        let standing = crate::storage::standings(&entries);
+        Ok(entries
             .into_iter()
-            .filter_map(|e| match e {
-                CheckpointEntry::Checkpoint(c) => Some(c),
+            .zip(standing)
+            .filter_map(|(e, standing)| match e {
+                CheckpointEntry::Checkpoint(c) if standing == crate::storage::Standing::Counts => {
+                    Some(c)
+                }
                 _ => None,
             })
             .collect())
@@ -60,7 +65,7 @@ impl Ledger {
             match entry {
                 CheckpointEntry::KeyIntroduced { .. } => out.clear(),
                 CheckpointEntry::Rotation(r) => out.push(r),
-                CheckpointEntry::Checkpoint(_) => {}
+                CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
             }
         }
         Ok(out)
@@ -136,40 +141,55 @@ impl Ledger {
         ))
     }
 
-    /// [`Ledger::inclusion_proof`], writing a checkpoint first when none covers the event yet
-    /// and no tree size was named: what a caller who just wants the event proved means. The
-    /// checkpoint written, if any, comes back with the proof.
+    /// [`Ledger::inclusion_proof`] against the latest checkpoint once it covers the event:
+    /// when none does yet and no tree size was named, this waits for the periodic checkpointer
+    /// (at most one interval of it). A reader never writes a checkpoint itself.
     pub fn inclusion_proof_covering(
         &self,
         seq: u64,
         tree_size: Option<u64>,
-    ) -> Result<(InclusionProofFile, Option<Checkpoint>), ProofError> {
-        match self.inclusion_proof(seq, tree_size) {
-            Err(ProofError::NotCovered { .. }) if tree_size.is_none() && seq < self.head().size => {
-                let checkpoint = self.checkpoint()?;
-                let proof = self.inclusion_proof(seq, Some(checkpoint.tree_size))?;
-                Ok((proof, Some(checkpoint)))
-            }
-            other => other.map(|proof| (proof, None)),
+    ) -> Result<InclusionProofFile, ProofError> {
+        if tree_size.is_none() && seq < self.head().size {
+            self.await_checkpoint(seq + 1)?;
         }
+        self.inclusion_proof(seq, tree_size)
     }
 
     /// [`Ledger::consistency_proof`] from the checkpoint of size `first` to today's ledger: the
-    /// latest checkpoint, written first when the ledger has grown past it. The checkpoint
-    /// written, if any, comes back with the proof.
-    pub fn consistency_to_today(
-        &self,
-        first: u64,
-    ) -> Result<(ConsistencyProofFile, Option<Checkpoint>), ProofError> {
-        let latest = self.latest_checkpoint()?;
-        let (second, written) = match latest {
-            Some(latest) if latest.tree_size >= self.head().size => (latest.tree_size, None),
-            _ => {
-                let written = self.checkpoint()?;
-                (written.tree_size, Some(written))
+    /// latest checkpoint, once the periodic checkpointer has covered the head (waiting at most
+    /// one interval of it).
+    pub fn consistency_to_today(&self, first: u64) -> Result<ConsistencyProofFile, ProofError> {
+        let latest = self
+            .await_checkpoint(self.head().size)?
+            .ok_or(ProofError::NotCovered {
+                seq: first,
+                latest_size: 0,
+            })?;
+        self.consistency_proof(first, latest.tree_size)
+    }
+
+    /// The latest checkpoint, once it covers the first `size` events: while it does not, and
+    /// the ledger writes checkpoints periodically, this waits for the next one (at most an
+    /// interval of the checkpointer and a little more). Returns the latest either way.
+    pub fn await_checkpoint(&self, size: u64) -> Result<Option<Checkpoint>, ReadError> {
+        let deadline = self
+            .core()
+            .checkpoint_wait
+            .map(|wait| std::time::Instant::now() + wait);
+        loop {
+            let latest = self.latest_checkpoint()?;
+            let covered = latest.as_ref().is_some_and(|c| c.tree_size >= size);
+            match deadline {
+                Some(deadline)
+                    if !covered
+                        && std::time::Instant::now() < deadline
+                        && self.poisoned().is_none() =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                _ => return Ok(latest),
             }
-        };
-        Ok((self.consistency_proof(first, second)?, written))
+        }
     }
 
     /// A proof that the tree of the checkpoint of size `second` extends the one of size

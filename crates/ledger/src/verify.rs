@@ -15,14 +15,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
-use ledger_proof::{Blake3, Checkpoint, Frontier, KeyChain, KeyRotation, MerkleHasher, PublicKey};
+use ledger_proof::{Blake3, Frontier, KeyChain, KeyRotation, MerkleHasher, PublicKey};
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::Digest;
 use crate::error::ReadError;
 use crate::ledger::Ledger;
-use crate::storage::{CheckpointEntry, StorageError};
+use crate::storage::{CheckpointEntry, Standing, StorageError, standings};
 
 /// How many events verification reads at a time, between two calls of its progress callback.
 const VERIFY_CHUNK_EVENTS: usize = 16_384;
@@ -57,14 +57,23 @@ pub struct VerifyReport {
     /// Places where the chain of signing keys starts over without a statement from the old key
     /// (an import without it). Not a failure, but an auditor must know.
     pub key_chain_breaks: Vec<String>,
+    /// What recovery did to the log, signed (torn writes cut, losses accepted), entries of the
+    /// checkpoint log given up or declared void by an accepted loss, and what the storage
+    /// found on open that is not a problem. Not failures, but an auditor must know.
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// The first problem, if any.
     pub failure: Option<VerifyFailure>,
+    /// Why verification could not finish, when storage could not be read: nothing is known to
+    /// be wrong with the log, but it was not all checked.
+    #[serde(default)]
+    pub incomplete: Option<String>,
 }
 
 impl VerifyReport {
-    /// True when everything checked.
+    /// True when everything was checked and checked out.
     pub fn is_intact(&self) -> bool {
-        self.failure.is_none()
+        self.failure.is_none() && self.incomplete.is_none()
     }
 }
 
@@ -75,6 +84,41 @@ pub struct VerifyFailure {
     pub seq: u64,
     /// Why, for an auditor.
     pub problem: String,
+}
+
+/// What a verification found besides the events it checked.
+#[derive(Default)]
+struct Findings {
+    breaks: Vec<String>,
+    notes: Vec<String>,
+    failure: Option<VerifyFailure>,
+    incomplete: Option<String>,
+}
+
+/// Notes for an auditor on the checkpoint log's recovery statements and the entries they give
+/// up or declare void.
+pub(crate) fn entry_notes(entries: &[CheckpointEntry], standing: &[Standing]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if let CheckpointEntry::Recovery(r) = entry {
+            notes.push(format!("entry {}: {}", i + 1, r.summary()));
+        }
+        match standing[i] {
+            Standing::Counts => {}
+            Standing::Superseded { by } => notes.push(format!(
+                "entry {} signs a tree of {} events, history given up by the accepted loss of entry {}",
+                i + 1,
+                entry.signed_size().unwrap_or(0),
+                by + 1
+            )),
+            Standing::Disowned { by } => notes.push(format!(
+                "entry {} was declared void by the accepted loss of entry {} and is not checked",
+                i + 1,
+                by + 1
+            )),
+        }
+    }
+    notes
 }
 
 /// A root some entry of the checkpoint log signed for a tree size.
@@ -106,6 +150,7 @@ impl Ledger {
         checker.versions = std::mem::take(&mut verified.versions);
         let mut frontier = verified.frontier.clone();
         let mut failure: Option<VerifyFailure> = None;
+        let mut incomplete: Option<String> = None;
         let mut breaks = Vec::new();
 
         // The checkpoint log: signatures now, roots as the scan reaches their tree sizes.
@@ -121,11 +166,10 @@ impl Ledger {
                     size,
                     0,
                     entries_checked,
-                    breaks,
-                    Some(VerifyFailure {
-                        seq: start,
-                        problem: format!("the checkpoint log cannot be read: {e}"),
-                    }),
+                    Findings {
+                        incomplete: Some(format!("the checkpoint log cannot be read: {e}")),
+                        ..Findings::default()
+                    },
                 );
             }
         };
@@ -135,14 +179,15 @@ impl Ledger {
                 problem,
             });
         }
+        let standing = standings(&entries);
+        let mut notes = entry_notes(&entries, &standing);
+        notes.extend(core.storage.notes());
         let mut roots: BTreeMap<u64, Vec<SignedRoot>> = BTreeMap::new();
         for (i, entry) in entries.iter().enumerate().skip(verified.entries) {
-            let signed = match entry {
-                CheckpointEntry::Checkpoint(c) => Some((c.tree_size, c.root)),
-                CheckpointEntry::Rotation(r) => Some((r.tree_size, r.root)),
-                CheckpointEntry::KeyIntroduced { .. } => None,
-            };
-            if let Some((tree_size, root)) = signed {
+            if standing[i] != Standing::Counts {
+                continue;
+            }
+            if let (Some(tree_size), Some(root)) = (entry.signed_size(), entry.signed_root()) {
                 roots
                     .entry(tree_size)
                     .or_default()
@@ -232,8 +277,19 @@ impl Ledger {
                     ControlFlow::Continue(())
                 });
             match visited {
+                Err(StorageError::Corrupt { seq, detail }) => {
+                    failure = Some(VerifyFailure {
+                        seq: seq.unwrap_or(checker.next_seq),
+                        problem: detail,
+                    });
+                    break;
+                }
                 Err(e) => {
-                    failure = Some(read_failure(checker.next_seq, e));
+                    incomplete = Some(format!(
+                        "the log could not be read from seq {}: {}",
+                        checker.next_seq,
+                        ReadError::Storage(e)
+                    ));
                     break;
                 }
                 Ok(0) => {
@@ -251,6 +307,7 @@ impl Ledger {
             progress(checker.next_seq, size);
         }
         if failure.is_none()
+            && incomplete.is_none()
             && let Some((&tree_size, signed)) = roots.range(checker.next_seq + 1..).next()
         {
             failure = Some(VerifyFailure {
@@ -263,9 +320,9 @@ impl Ledger {
                 ),
             });
         }
-        if failure.is_none()
-            && let Some(problem) = core.storage.problems().into_iter().next()
-        {
+        // What storage found when it opened comes first: it read the frames themselves, and a
+        // log it stopped short of (damage, a loss) reads as shorter than it is.
+        if let Some(problem) = core.storage.problems().into_iter().next() {
             failure = Some(VerifyFailure {
                 seq: problem.seq.unwrap_or(checker.next_seq),
                 problem: problem.detail,
@@ -273,8 +330,11 @@ impl Ledger {
         }
         let checkpoints_checked = entries
             .iter()
+            .enumerate()
             .skip(verified.entries)
-            .filter(|e| matches!(e, CheckpointEntry::Checkpoint(_)))
+            .filter(|(i, e)| {
+                standing[*i] == Standing::Counts && matches!(e, CheckpointEntry::Checkpoint(_))
+            })
             .count() as u64;
         self.finish(
             &mut verified,
@@ -284,8 +344,12 @@ impl Ledger {
             size,
             checkpoints_checked,
             entries.len(),
-            breaks,
-            failure,
+            Findings {
+                breaks,
+                notes,
+                failure,
+                incomplete,
+            },
         )
     }
 
@@ -299,8 +363,7 @@ impl Ledger {
         size: u64,
         checkpoints_checked: u64,
         entries: usize,
-        key_chain_breaks: Vec<String>,
-        failure: Option<VerifyFailure>,
+        findings: Findings,
     ) -> VerifyReport {
         let report = VerifyReport {
             size,
@@ -309,14 +372,19 @@ impl Ledger {
             checked_from: start,
             checked: checker.next_seq - start,
             checkpoints_checked,
-            key_chain_breaks,
-            failure,
+            key_chain_breaks: findings.breaks,
+            notes: findings.notes,
+            failure: findings.failure,
+            incomplete: findings.incomplete,
         };
         if let Some(f) = &report.failure {
             self.core().poison(format!(
                 "verification failed at seq {}: {}",
                 f.seq, f.problem
             ));
+        } else if report.incomplete.is_some() {
+            // Nothing is known to be wrong, and nothing more is known to be right: the
+            // verified prefix stays where it was.
         } else {
             *verified = Verified {
                 size: checker.next_seq,
@@ -372,19 +440,53 @@ fn compare_roots(
     }
 }
 
+/// Every entry of the checkpoint log whose signature does not verify where it stands, with
+/// why: [`check_signatures`] run again past each fault it finds.
+pub(crate) fn signature_faults(entries: &[CheckpointEntry]) -> Vec<(usize, String)> {
+    let mut faults = Vec::new();
+    let mut rest: Vec<CheckpointEntry> = entries.to_vec();
+    let mut positions: Vec<usize> = (0..entries.len()).collect();
+    // Each round finds the first fault left; the faulty entry is then taken out, so that the
+    // entries after it are checked as if it were not there. At most one round an entry.
+    for _ in 0..entries.len() {
+        let mut breaks = Vec::new();
+        let Err(problem) = check_signatures(&rest, 0, &mut breaks) else {
+            break;
+        };
+        let Some(number) = problem
+            .strip_prefix("entry ")
+            .and_then(|p| p.split(':').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n >= 1 && *n <= rest.len())
+        else {
+            break;
+        };
+        faults.push((positions[number - 1], problem));
+        rest.remove(number - 1);
+        positions.remove(number - 1);
+    }
+    faults
+}
+
 /// Checks the signatures of the checkpoint log's entries from `from` on, under the key chain
-/// the log records: a key introduced, then rotations signed by the key before.
-fn check_signatures(
+/// the log records: a key introduced, then rotations signed by the key before. A recovery
+/// statement is signed by the key in force where it stands. Entries an accepted loss declared
+/// void are not checked; the order of checkpoints starts over after an accepted loss.
+pub(crate) fn check_signatures(
     entries: &[CheckpointEntry],
     from: usize,
     breaks: &mut Vec<String>,
 ) -> Result<(), String> {
+    let standing = standings(entries);
     let mut first: Option<PublicKey> = None;
     let mut rotations: Vec<KeyRotation> = Vec::new();
     let mut chain: Option<KeyChain> = None;
-    let mut previous: Option<&Checkpoint> = None;
+    let mut previous: Option<(u64, ledger_proof::Timestamp)> = None;
     for (i, entry) in entries.iter().enumerate() {
         let number = i + 1;
+        if matches!(standing[i], Standing::Disowned { .. }) {
+            continue;
+        }
         match entry {
             CheckpointEntry::KeyIntroduced {
                 public_key,
@@ -415,6 +517,22 @@ fn check_signatures(
                         .map_err(|e| format!("entry {number}: {e}"))?,
                 );
             }
+            CheckpointEntry::Recovery(r) => {
+                let Some(chain) = &chain else {
+                    return Err(format!(
+                        "entry {number}: a recovery statement before any key was introduced"
+                    ));
+                };
+                if i >= from {
+                    r.verify(chain.current().key())
+                        .map_err(|e| format!("entry {number}: {e}"))?;
+                }
+                previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
+                    None
+                } else {
+                    Some((r.tree_size, r.time))
+                };
+            }
             CheckpointEntry::Checkpoint(c) => {
                 let Some(chain) = &chain else {
                     return Err(format!(
@@ -425,31 +543,18 @@ fn check_signatures(
                     chain
                         .verify_checkpoint(c)
                         .map_err(|e| format!("entry {number}: {e}"))?;
-                    if let Some(p) = previous
-                        && (c.tree_size < p.tree_size || c.time < p.time)
+                    if let Some((size, time)) = previous
+                        && (c.tree_size < size || c.time < time)
                     {
                         return Err(format!(
-                            "entry {number}: checkpoint of size {} at {} comes after one of size {} at {}",
-                            c.tree_size, c.time, p.tree_size, p.time
+                            "entry {number}: checkpoint of size {} at {} comes after one of size {size} at {time}",
+                            c.tree_size, c.time
                         ));
                     }
                 }
-                previous = Some(c);
+                previous = Some((c.tree_size, c.time));
             }
         }
     }
     Ok(())
-}
-
-fn read_failure(at: u64, e: StorageError) -> VerifyFailure {
-    match e {
-        StorageError::Corrupt { seq, detail } => VerifyFailure {
-            seq: seq.unwrap_or(at),
-            problem: detail,
-        },
-        other => VerifyFailure {
-            seq: at,
-            problem: ReadError::Storage(other).to_string(),
-        },
-    }
 }

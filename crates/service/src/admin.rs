@@ -12,7 +12,9 @@ impl Service {
     /// Writes a signed checkpoint of the ledger as it stands (admin only).
     pub fn checkpoint(&self, caller: &Caller) -> Result<Checkpoint, ServiceError> {
         caller.require(Role::Admin, "writing a checkpoint")?;
-        self.ledger().checkpoint().map_err(ServiceError::internal)
+        self.ledger()
+            .checkpoint()
+            .map_err(ServiceError::unavailable)
     }
 
     /// Adds documents a client read and checked to the embedded corpus (admin only), at most
@@ -35,6 +37,6 @@ impl Service {
         }
         self.corpus()
             .add_documents(documents)
-            .map_err(ServiceError::internal)
+            .map_err(ServiceError::unavailable)
     }
 }

@@ -3,7 +3,7 @@
 //! their offline check.
 
 use ledger::bundle::{self, Bundle, BundleCheck, BundleFailure, BundleReport, ExportSpec, Scope};
-use ledger::ledger_proof::{Checkpoint, ConsistencyProofFile, InclusionProofFile, PublicKey};
+use ledger::ledger_proof::{ConsistencyProofFile, InclusionProofFile, PublicKey};
 use ledger::{Digest, ProofError, RecordedEvent, VerifyReport};
 use research::{Event, TaskState};
 use serde::Serialize;
@@ -174,7 +174,7 @@ pub fn fold_events<'a>(
             continue;
         }
         let event = research::decode(&recorded.kind, &recorded.payload).map_err(|e| {
-            ServiceError::Internal(format!(
+            ServiceError::Unavailable(format!(
                 "seq {}: the payload does not decode: {e}",
                 recorded.seq
             ))
@@ -207,7 +207,7 @@ pub fn bundle_task_events(
     let mut events = Vec::new();
     for held in &bundle.events {
         let event = ledger::envelope::decode_stored(&held.stored.0).map_err(|e| {
-            ServiceError::Internal(format!(
+            ServiceError::Unavailable(format!(
                 "seq {} of the bundle does not decode: {e}",
                 held.seq
             ))
@@ -251,7 +251,7 @@ fn proof_error(error: ProofError, field: &str) -> ServiceError {
             id: format!("of tree size {size}"),
         },
         ProofError::Invalid(message) => ServiceError::invalid(field, message),
-        other => ServiceError::internal(other),
+        other => ServiceError::unavailable(other),
     }
 }
 
@@ -265,7 +265,7 @@ impl Service {
             let chunk = self
                 .ledger()
                 .read_stream(task_id, from, 4096)
-                .map_err(ServiceError::internal)?;
+                .map_err(ServiceError::unavailable)?;
             if chunk.is_empty() {
                 break;
             }
@@ -305,31 +305,29 @@ impl Service {
     }
 
     /// A proof that the event at `seq` is in the tree of the checkpoint of `tree_size`, or of
-    /// the latest; when none covers the event yet and no size was named, a checkpoint is
-    /// written first, and returned with the proof (as for an export, this checkpoint is no
-    /// part of the research record).
+    /// the latest; when none covers the event yet and no size was named, this waits for the
+    /// periodic checkpointer (at most one interval of it). It never writes a checkpoint.
     pub fn prove_inclusion(
         &self,
         seq: u64,
         tree_size: Option<u64>,
-    ) -> Result<(InclusionProofFile, Option<Checkpoint>), ServiceError> {
+    ) -> Result<InclusionProofFile, ServiceError> {
         self.ledger()
             .inclusion_proof_covering(seq, tree_size)
             .map_err(|e| proof_error(e, "seq"))
     }
 
     /// A proof that the tree of the checkpoint of size `second` extends the one of size
-    /// `first`. Without `second`, against today's ledger: the latest checkpoint, written first
-    /// when the ledger has grown past it, and returned with the proof (as for an inclusion
-    /// proof, this checkpoint is no part of the research record).
+    /// `first`. Without `second`, against today's ledger: the latest checkpoint, once the
+    /// periodic checkpointer has covered the head (waiting at most one interval of it).
     pub fn prove_consistency(
         &self,
         first: u64,
         second: Option<u64>,
-    ) -> Result<(ConsistencyProofFile, Option<Checkpoint>), ServiceError> {
+    ) -> Result<ConsistencyProofFile, ServiceError> {
         let ledger = self.ledger();
         match second {
-            Some(second) => ledger.consistency_proof(first, second).map(|p| (p, None)),
+            Some(second) => ledger.consistency_proof(first, second),
             None => ledger.consistency_to_today(first),
         }
         .map_err(|e| proof_error(e, "first"))
@@ -356,7 +354,7 @@ impl Service {
                     resource: "task",
                     id,
                 },
-                other => ServiceError::internal(other),
+                other => ServiceError::unavailable(other),
             })
     }
 }

@@ -80,10 +80,16 @@ pub enum ServiceError {
     /// Something took longer than allowed.
     #[error("{0}")]
     Timeout(String),
-    /// The service itself failed (storage, a damaged ledger). A write may or may not have
-    /// happened: retry with the same idempotency key to find out.
+    /// The service could not do it, and wrote nothing: the ledger refuses writes (damage or a
+    /// loss found, a failed sync, opened read-only), or storage could not be read. Retrying is
+    /// safe; whether it can succeed, `/health` says.
     #[error("{0}")]
-    Internal(String),
+    Unavailable(String),
+    /// A write failed after it may have become durable (storage failed while writing, or the
+    /// write is durable but its result could not be read back). Retry with the same
+    /// idempotency key: the retry answers with the original result if the write is there.
+    #[error("{0}")]
+    OutcomeUnknown(String),
 }
 
 impl ServiceError {
@@ -101,7 +107,8 @@ impl ServiceError {
             ServiceError::Forbidden(_) => "forbidden",
             ServiceError::ContractViolation { .. } => "contract_violation",
             ServiceError::Timeout(_) => "timeout",
-            ServiceError::Internal(_) => "internal",
+            ServiceError::Unavailable(_) => "unavailable",
+            ServiceError::OutcomeUnknown(_) => "outcome_unknown",
         }
     }
 
@@ -157,8 +164,32 @@ impl ServiceError {
         }
     }
 
-    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
-        ServiceError::Internal(e.to_string())
+    pub(crate) fn unavailable(e: impl std::fmt::Display) -> Self {
+        ServiceError::Unavailable(e.to_string())
+    }
+
+    pub(crate) fn outcome_unknown(e: impl std::fmt::Display) -> Self {
+        ServiceError::OutcomeUnknown(e.to_string())
+    }
+}
+
+impl From<ledger::AppendError> for ServiceError {
+    /// The failures of an append that the write path does not answer itself: those before
+    /// anything was written are `unavailable`, a storage failure while writing is
+    /// `outcome_unknown`.
+    fn from(e: ledger::AppendError) -> Self {
+        use ledger::AppendError as A;
+        match e {
+            A::VersionConflict { .. }
+            | A::IdempotencyKeyReused { .. }
+            | A::LimitExceeded { .. }
+            | A::Invalid(_)
+            | A::Poisoned(_)
+            | A::Closed => ServiceError::Unavailable(format!("{e}; nothing was written")),
+            _ => ServiceError::OutcomeUnknown(format!(
+                "{e}; retry with the same idempotency key to learn whether it was written"
+            )),
+        }
     }
 }
 
@@ -193,7 +224,7 @@ impl From<projections::QueryError> for ServiceError {
             },
             Q::InvalidCursor { .. } => ServiceError::invalid("cursor", e.to_string()),
             Q::InvalidArgument { .. } => ServiceError::invalid("query", e.to_string()),
-            other => ServiceError::internal(other),
+            other => ServiceError::unavailable(other),
         }
     }
 }

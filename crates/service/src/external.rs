@@ -148,7 +148,7 @@ fn call_error(e: CallError) -> ServiceError {
         CallError::ContractViolation { tool, detail } => {
             ServiceError::ContractViolation { tool, detail }
         }
-        other => ServiceError::internal(other),
+        other => ServiceError::unavailable(other),
     }
 }
 
@@ -243,7 +243,7 @@ impl Service {
                     .collect::<Vec<_>>()
                     .join("; "),
             },
-            other => ServiceError::internal(other),
+            other => ServiceError::unavailable(other),
         })?;
         self.bump_tools();
         Ok(contract.name)
@@ -257,7 +257,7 @@ impl Service {
                 resource: "tool",
                 id: name,
             },
-            other => ServiceError::internal(other),
+            other => ServiceError::unavailable(other),
         })?;
         self.bump_tools();
         Ok(())
@@ -342,7 +342,7 @@ impl Service {
                         }],
                         idempotency: None,
                     })
-                    .map_err(ServiceError::internal)?;
+                    .map_err(ServiceError::unavailable)?;
                 Ok(None)
             }
         }
@@ -497,7 +497,7 @@ impl Service {
         sub_question: Option<&String>,
     ) -> Result<(Vec<SearchCandidate>, Vec<String>), ServiceError> {
         let Some(task) = state.task() else {
-            return Err(ServiceError::internal("a search needs an open task"));
+            return Err(ServiceError::unavailable("a search needs an open task"));
         };
         let mut context = context_of(state).unwrap_or_default();
         context.search_query = Some(query.to_owned());
@@ -525,7 +525,7 @@ impl Service {
             let hash = self
                 .blobs()
                 .put(item.content.as_bytes())
-                .map_err(ServiceError::internal)?;
+                .map_err(ServiceError::unavailable)?;
             let (relevance, basis) = match item.relevance_score {
                 Some(r) if (0.0..=1.0).contains(&r) => (r, RelevanceBasis::ScoredBySource),
                 _ => (

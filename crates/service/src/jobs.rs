@@ -262,14 +262,24 @@ pub struct JobsOpenError {
 
 impl Jobs {
     /// Loads the jobs kept in `dir`; those that were running read `interrupted` from now on.
-    pub(crate) fn open(dir: &Path, limits: JobLimits) -> Result<Jobs, JobsOpenError> {
+    pub(crate) fn open(
+        dir: &Path,
+        limits: JobLimits,
+        read_only: bool,
+    ) -> Result<Jobs, JobsOpenError> {
         let io = |source| JobsOpenError {
             path: dir.to_path_buf(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        if !read_only {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
         let mut table = BTreeMap::new();
-        for entry in std::fs::read_dir(dir).map_err(io)? {
+        let listing = match std::fs::read_dir(dir) {
+            Err(e) if read_only && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            listing => listing.map_err(io)?.collect(),
+        };
+        for entry in listing {
             let path = entry.map_err(io)?.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
                 continue;
@@ -301,6 +311,10 @@ impl Jobs {
             stopping: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         };
+        if read_only {
+            // Read as they are: marking a job interrupted is a write.
+            return Ok(jobs);
+        }
         let now = Utc::now();
         let mut table = jobs.lock();
         let ids: Vec<String> = table.keys().cloned().collect();
@@ -515,7 +529,7 @@ impl Service {
             return Ok((running.file.job.clone(), false));
         }
         if jobs.stopping() {
-            return Err(ServiceError::internal(
+            return Err(ServiceError::unavailable(
                 "the service is shutting down; run the pipeline again once it is back",
             ));
         }
@@ -588,7 +602,7 @@ impl Service {
                 threads.push(handle);
             }
             Err(e) => {
-                let error = ServiceError::internal(format!("cannot start the job: {e}"));
+                let error = ServiceError::unavailable(format!("cannot start the job: {e}"));
                 jobs.update(&job.job_id, |j| {
                     j.status = JobStatus::Failed;
                     j.error = Some(error.to_json());

@@ -202,6 +202,8 @@ pub(crate) struct Inner {
     pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
     pub(crate) metrics: crate::metrics::Metrics,
     pub(crate) jobs: Jobs,
+    /// Why the embedded corpus cannot serve the searches the ledger records, when it cannot.
+    pub(crate) corpus_missing: Option<String>,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -216,6 +218,44 @@ impl std::fmt::Debug for Service {
             .field("ledger", &self.inner.options.layout.ledger)
             .finish_non_exhaustive()
     }
+}
+
+/// An empty corpus under a ledger whose searches ran on a corpus of documents: the corpus
+/// folder was deleted or replaced. Reported rather than searched, since an empty corpus would
+/// answer every search with nothing, silently.
+fn missing_corpus(ledger: &Ledger, corpus: &Corpus) -> Option<String> {
+    let empty = corpus.index_state();
+    if empty.documents > 0 {
+        return None;
+    }
+    let mut from = 0u64;
+    let mut last: Option<(u64, String)> = None;
+    let mut count = 0u64;
+    loop {
+        let chunk = ledger.read_range(from, 4096).ok()?;
+        let Some(end) = chunk.last().map(|e| e.seq + 1) else {
+            break;
+        };
+        for event in chunk {
+            if event.kind != "search_recorded" {
+                continue;
+            }
+            if let Ok(research::Event::SearchRecorded(search)) =
+                research::decode(&event.kind, &event.payload)
+                && search.sources.iter().any(|s| s == "corpus")
+                && search.index_state != empty.id
+            {
+                count += 1;
+                last = Some((event.seq, search.index_state));
+            }
+        }
+        from = end;
+    }
+    let (seq, state) = last?;
+    Some(format!(
+        "the corpus in {} is empty, but {count} searches recorded in the ledger ran on a corpus of documents (the last at seq {seq}, index state {state}): the folder was deleted or replaced; ingest the collection again, or restore the folder from a backup",
+        corpus.dir().display()
+    ))
 }
 
 /// Why the service could not open.
@@ -241,20 +281,35 @@ pub enum OpenError {
 
 impl Service {
     /// Opens the service over its data directory, creating what is missing.
+    ///
+    /// With `options.ledger.read_only` the service changes nothing in the data directory: the
+    /// ledger opens read-only, the read models live in memory only, the content store is read
+    /// as it is, the corpus is an empty one in memory (an audit reads the ledger's record of
+    /// each search; it does not search), and jobs are read as they are. Every write is refused.
     pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
+        let read_only = options.ledger.read_only;
         let ledger = Ledger::open(&options.layout.ledger, options.ledger.clone())?;
         let projector = Projector::open(
             ledger.clone(),
             ProjectorOptions {
                 limits: options.projections.clone(),
-                snapshot_dir: Some(options.layout.projections.clone()),
+                snapshot_dir: (!read_only).then(|| options.layout.projections.clone()),
             },
         )?;
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
-        let blobs = BlobStore::open(&options.layout.blobs, options.blobs.clone())?;
-        let corpus = Corpus::open(&options.layout.corpus, options.corpus.clone())?;
+        let (blobs, corpus) = if read_only {
+            (
+                BlobStore::open_read_only(&options.layout.blobs, options.blobs.clone()),
+                Corpus::in_memory(options.corpus.clone())?,
+            )
+        } else {
+            (
+                BlobStore::open(&options.layout.blobs, options.blobs.clone())?,
+                Corpus::open(&options.layout.corpus, options.corpus.clone())?,
+            )
+        };
         let clock = Arc::clone(&options.ledger.clock);
         let built_in: Vec<String> = crate::tools::tool_specs()
             .into_iter()
@@ -271,7 +326,15 @@ impl Service {
             tracing::warn!(%problem, "a contract is left out");
         }
         let (tools_version, _) = tokio::sync::watch::channel(0);
-        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone())?;
+        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone(), read_only)?;
+        let corpus_missing = if read_only {
+            None
+        } else {
+            missing_corpus(&ledger, &corpus)
+        };
+        if let Some(why) = &corpus_missing {
+            tracing::error!(%why, "the corpus is missing");
+        }
         Ok(Service {
             inner: Arc::new(Inner {
                 task_locks: (0..TASK_LOCK_SHARDS)
@@ -287,8 +350,29 @@ impl Service {
                 tools_version,
                 metrics: crate::metrics::Metrics::default(),
                 jobs,
+                corpus_missing,
             }),
         })
+    }
+
+    /// The embedded corpus as `/health` shows it: its documents, its index state, and, when
+    /// the ledger records searches of a corpus that is no longer there, why it is missing.
+    pub fn corpus_health(&self) -> serde_json::Value {
+        let state = self.inner.corpus.index_state();
+        serde_json::json!({
+            "documents": state.documents,
+            "index_state": state.id,
+            "missing": self.corpus_missing(),
+        })
+    }
+
+    /// Why the corpus cannot be searched, when it cannot: it was found empty under searches of
+    /// documents, and nothing has been ingested since.
+    pub(crate) fn corpus_missing(&self) -> Option<&str> {
+        if self.inner.corpus.index_state().documents > 0 {
+            return None;
+        }
+        self.inner.corpus_missing.as_deref()
     }
 
     /// The ledger.
@@ -342,7 +426,9 @@ impl Service {
     /// but the next open has less to do.
     pub fn shutdown(&self) {
         self.inner.jobs.stop_all();
-        if let Err(e) = self.inner.projector.snapshot() {
+        if !self.inner.options.ledger.read_only
+            && let Err(e) = self.inner.projector.snapshot()
+        {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
         }
         // A signed checkpoint of everything appended, so the next audit starts from it.
@@ -413,7 +499,7 @@ impl Service {
                 if let Some(record) = inner
                     .ledger
                     .idempotency(key)
-                    .map_err(ServiceError::internal)?
+                    .map_err(ServiceError::unavailable)?
                 {
                     if record.fingerprint != fingerprint {
                         return Err(ServiceError::IdempotencyKeyReused { key: key.clone() });
@@ -510,17 +596,18 @@ impl Service {
                                     .map(|i| i.key.clone())
                                     .unwrap_or_default(),
                             )
-                            .map_err(ServiceError::internal)?
+                            .map_err(ServiceError::outcome_unknown)?
                             .ok_or_else(|| {
-                                ServiceError::internal("a replayed append has no record")
+                                ServiceError::outcome_unknown("a replayed append has no record")
                             })?;
                         return self.replay(&record);
                     }
+                    // Durable from here on: a failure to show the result is no failure to write.
                     let last = receipt.events.last().map_or(0, |e| e.seq);
                     inner
                         .projector
                         .catch_up_to(last)
-                        .map_err(ServiceError::internal)?;
+                        .map_err(ServiceError::outcome_unknown)?;
                     let state = self.state(&task_id)?;
                     let events = receipt
                         .events
@@ -548,7 +635,10 @@ impl Service {
                         });
                     }
                     // Another writer moved the task: catch up and decide again.
-                    inner.projector.catch_up().map_err(ServiceError::internal)?;
+                    inner
+                        .projector
+                        .catch_up()
+                        .map_err(ServiceError::unavailable)?;
                 }
                 Err(AppendError::IdempotencyKeyReused { key }) => {
                     return Err(ServiceError::IdempotencyKeyReused { key });
@@ -560,7 +650,7 @@ impl Service {
                         actual,
                     });
                 }
-                Err(e) => return Err(ServiceError::internal(e)),
+                Err(e) => return Err(ServiceError::from(e)),
             }
         }
     }
@@ -572,14 +662,14 @@ impl Service {
         inner
             .projector
             .catch_up_to(last)
-            .map_err(ServiceError::internal)?;
+            .map_err(ServiceError::unavailable)?;
         let recorded = inner
             .ledger
             .read_range(record.first_seq, record.event_count as usize)
-            .map_err(ServiceError::internal)?;
+            .map_err(ServiceError::unavailable)?;
         let mut events = Vec::with_capacity(recorded.len());
         for e in recorded {
-            let event = research::decode(&e.kind, &e.payload).map_err(ServiceError::internal)?;
+            let event = research::decode(&e.kind, &e.payload).map_err(ServiceError::unavailable)?;
             events.push((e.seq, e.hash, event));
         }
         let state = inner

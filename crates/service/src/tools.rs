@@ -507,7 +507,7 @@ impl Service {
                 let bytes = self
                     .blobs()
                     .get(&item.content_hash)
-                    .map_err(ServiceError::internal)?;
+                    .map_err(ServiceError::unavailable)?;
                 let content = String::from_utf8_lossy(&bytes).into_owned();
                 let mut map = serde_json::Map::new();
                 map.insert("task_id".into(), json!(a.task_id));
@@ -709,7 +709,7 @@ impl Service {
                     .state
                     .conclusion_card(issued.as_ref())
                     .ok_or_else(|| {
-                        ServiceError::internal("a conclusion was issued but has no card")
+                        ServiceError::unavailable("a conclusion was issued but has no card")
                     })?;
                 let text = format!(
                     "Verdict: {} (confidence {:.3}).{}",
@@ -728,7 +728,7 @@ impl Service {
                 let written =
                     self.simple(caller, name, arguments, &a, Command::ExplainReasoning)?;
                 let explanation = written.state.current_explanation().ok_or_else(|| {
-                    ServiceError::internal("an explanation was recorded but is not in the state")
+                    ServiceError::unavailable("an explanation was recorded but is not in the state")
                 })?;
                 let markdown = explanation.event.markdown();
                 let mut map = base(&written);
@@ -846,7 +846,7 @@ impl Service {
             service.call_tool_with_progress(&caller, &name, &arguments, &mut *progress)
         })
         .await
-        .map_err(|e| ServiceError::internal(format!("the call stopped: {e}")))?
+        .map_err(|e| ServiceError::unavailable(format!("the call stopped: {e}")))?
     }
 
     fn simple(
@@ -897,7 +897,7 @@ impl Service {
         let task = written
             .state
             .task()
-            .ok_or_else(|| ServiceError::internal("an opened task has no task record"))?;
+            .ok_or_else(|| ServiceError::unavailable("an opened task has no task record"))?;
         let mut map = base(&written);
         map.insert("question".into(), json!(task.question));
         map.insert(
@@ -940,7 +940,7 @@ impl Service {
                                 actual: bytes,
                             }
                         }
-                        other => ServiceError::internal(other),
+                        other => ServiceError::unavailable(other),
                     })?;
                 let (relevance, relevance_basis) = match a.relevance {
                     Some(r) => (r, RelevanceBasis::GivenByClient),
@@ -982,7 +982,7 @@ impl Service {
                 Event::EvidenceAdded(x) => Some(x.evidence_id.as_str().to_owned()),
                 _ => None,
             })
-            .ok_or_else(|| ServiceError::internal("evidence was added but no event says so"))?;
+            .ok_or_else(|| ServiceError::unavailable("evidence was added but no event says so"))?;
         let mut map = base(&written);
         map.insert("evidence".into(), evidence_view(&written.state, &id));
         let text = format!(
@@ -1005,7 +1005,7 @@ impl Service {
         let (docs, freqs) = self
             .corpus()
             .term_frequencies(&terms)
-            .map_err(ServiceError::internal)?;
+            .map_err(ServiceError::unavailable)?;
         let question_terms: Vec<research::rules::QuestionTerm<'_>> = freqs
             .iter()
             .map(|f| research::rules::QuestionTerm {
@@ -1049,6 +1049,12 @@ impl Service {
         let mut external = Vec::new();
         for source in &sources_asked {
             if source == "corpus" {
+                if let Some(why) = self.corpus_missing() {
+                    return Err(ServiceError::SourceFailed {
+                        source_name: "corpus".into(),
+                        message: why.to_owned(),
+                    });
+                }
                 continue;
             }
             let contract = self.registry().get(source).cloned();
@@ -1199,7 +1205,7 @@ impl Service {
             _ => None,
         });
         let Some(search) = recorded else {
-            return Err(ServiceError::internal(
+            return Err(ServiceError::unavailable(
                 "a search was recorded but no event says so",
             ));
         };
@@ -1270,7 +1276,7 @@ impl Service {
         let content = self
             .corpus()
             .content(&hit.content_hash)
-            .map_err(ServiceError::internal)?
+            .map_err(ServiceError::unavailable)?
             .ok_or_else(|| ServiceError::SourceFailed {
                 source_name: "corpus".into(),
                 message: format!("document {} has no stored text", hit.id),
@@ -1279,7 +1285,7 @@ impl Service {
         let stored = self
             .blobs()
             .put(content.as_bytes())
-            .map_err(ServiceError::internal)?;
+            .map_err(ServiceError::unavailable)?;
         if stored != hit.content_hash {
             return Err(ServiceError::SourceFailed {
                 source_name: "corpus".into(),

@@ -40,7 +40,7 @@ impl Updates {
             .subscription
             .next()
             .await
-            .map_err(ServiceError::internal)?;
+            .map_err(ServiceError::unavailable)?;
         Ok(Update {
             seq: event.seq,
             task_id: event.stream.clone(),

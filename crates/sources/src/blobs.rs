@@ -72,6 +72,9 @@ pub enum BlobError {
         /// The hash of the bytes found.
         actual: ContentHash,
     },
+    /// The store was opened read-only (an audit): nothing can be stored.
+    #[error("the content store was opened read-only")]
+    ReadOnly,
     /// The file system failed.
     #[error("blob store I/O at {path}: {source}")]
     Io {
@@ -95,6 +98,7 @@ pub struct BlobStore {
     dir: PathBuf,
     temp_dir: PathBuf,
     options: BlobOptions,
+    read_only: bool,
 }
 
 /// Distinguishes temporary files of concurrent writes within one process.
@@ -112,9 +116,22 @@ impl BlobStore {
             dir,
             temp_dir,
             options,
+            read_only: false,
         };
         store.remove_stale_temp_files()?;
         Ok(store)
+    }
+
+    /// Opens the store in `dir` to read it, changing nothing there (a missing folder reads as
+    /// an empty store): what an audit of a read-only copy needs.
+    pub fn open_read_only(dir: impl Into<PathBuf>, options: BlobOptions) -> Self {
+        let dir = dir.into();
+        Self {
+            temp_dir: dir.join(".tmp"),
+            dir,
+            options,
+            read_only: true,
+        }
     }
 
     /// The folder of the store.
@@ -137,6 +154,9 @@ impl BlobStore {
     /// renamed into place, and the folder holding the new name synced. A blob already stored
     /// with intact bytes is not rewritten; a damaged one is replaced by the good bytes.
     pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, BlobError> {
+        if self.read_only {
+            return Err(BlobError::ReadOnly);
+        }
         let size = bytes.len() as u64;
         if size > self.options.content_bytes_max {
             return Err(BlobError::TooLarge {

@@ -429,6 +429,23 @@ impl Corpus {
             },
             other => index_error(&dir, other),
         })?;
+        Self::over(dir, index, fields, limits)
+    }
+
+    /// An empty corpus that lives in memory only and writes nothing anywhere: what a read-only
+    /// audit opens, which reads the ledger's record of every search and searches nothing.
+    pub fn in_memory(limits: CorpusLimits) -> Result<Self, CorpusError> {
+        let (schema, fields) = schema();
+        let index = Index::create_in_ram(schema);
+        Self::over(PathBuf::new(), index, fields, limits)
+    }
+
+    fn over(
+        dir: PathBuf,
+        index: Index,
+        fields: Fields,
+        limits: CorpusLimits,
+    ) -> Result<Self, CorpusError> {
         index.tokenizers().register(
             TOKENIZER_VERSION,
             TextAnalyzer::from(CorpusTokenizer::default()),

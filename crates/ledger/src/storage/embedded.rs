@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -35,16 +35,22 @@ use std::thread::JoinHandle;
 
 use uuid::Uuid;
 
+mod head_record;
+mod index_tree;
+mod recover;
+
+use head_record::{HeadFile, HeadRecord};
+use index_tree::IndexTree;
+
 use super::frame::{
     self, FRAME_HEADER_LEN, FrameBody, FrameCommit, FrameDefect, SEGMENT_HEADER_LEN,
 };
 use ledger_proof::PerfectNode;
 
 use super::{
-    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
-    StorageProblem, TreeGrowth,
+    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, PendingCut, RawEvent, Storage,
+    StorageError, StorageProblem, TreeGrowth,
 };
-use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::{Digest, EventRef, decode_stored};
 
 /// Options for opening the embedded backend.
@@ -55,6 +61,9 @@ pub struct EmbeddedOptions {
     /// Written into the lock file so that a process that finds the directory locked can say who
     /// holds it (program, pid, address).
     pub lock_note: String,
+    /// Open without changing a byte of the directory: no lock file is created, nothing is cut,
+    /// the index is built in memory, and every append is refused.
+    pub read_only: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -62,6 +71,7 @@ impl Default for EmbeddedOptions {
         EmbeddedOptions {
             segment_bytes_max: 256 * 1024 * 1024,
             lock_note: format!("research-ledger (pid {})", std::process::id()),
+            read_only: false,
         }
     }
 }
@@ -184,6 +194,11 @@ fn key(prefix: u8, rest: &[u8]) -> Vec<u8> {
     key.push(prefix);
     key.extend_from_slice(rest);
     key
+}
+
+/// A key above every key that starts with `prefix` (the index's keys are short).
+fn prefix_end(prefix: u8) -> [u8; 2] {
+    [prefix, 0xff]
 }
 
 fn frame_key(first_seq: u64) -> [u8; 9] {
@@ -333,8 +348,9 @@ impl MerkleCache {
 /// batch, atomically, at the cost of one such seal.
 #[derive(Debug)]
 struct Index {
-    db: sled::Db,
-    tree: sled::Tree,
+    /// The sled database, when the index lives on disk.
+    db: Option<sled::Db>,
+    tree: Arc<IndexTree>,
 }
 
 fn index_err(e: sled::Error) -> StorageError {
@@ -342,6 +358,14 @@ fn index_err(e: sled::Error) -> StorageError {
 }
 
 impl Index {
+    /// An index in memory only, empty.
+    fn memory() -> Index {
+        Index {
+            db: None,
+            tree: Arc::new(IndexTree::memory()),
+        }
+    }
+
     fn open(path: &Path) -> Result<Index, StorageError> {
         let config = sled::Config::new()
             .path(path)
@@ -362,40 +386,43 @@ impl Index {
             }
         };
         let tree = db.open_tree(INDEX_TREE).map_err(index_err)?;
-        Ok(Index { db, tree })
+        Ok(Index {
+            db: Some(db),
+            tree: Arc::new(IndexTree::Sled(tree)),
+        })
     }
 
     /// Empties the index, drops the trees of an older layout, and marks it as of this layout.
     fn reset(&self) -> Result<(), StorageError> {
-        self.tree.clear().map_err(index_err)?;
-        for name in LEGACY_TREES {
-            self.db.drop_tree(name).map_err(index_err)?;
+        self.tree.clear()?;
+        if let Some(db) = &self.db {
+            for name in LEGACY_TREES {
+                db.drop_tree(name).map_err(index_err)?;
+            }
         }
-        self.tree
-            .insert(META_INDEX_FORMAT, INDEX_FORMAT_VERSION)
-            .map_err(index_err)?;
-        Ok(())
+        self.tree.apply(
+            vec![(META_INDEX_FORMAT.into(), INDEX_FORMAT_VERSION.into())],
+            Vec::new(),
+        )
     }
 
     fn tail(&self) -> Result<Option<Tail>, StorageError> {
-        if self
-            .tree
-            .get(META_INDEX_FORMAT)
-            .map_err(index_err)?
-            .as_deref()
-            != Some(INDEX_FORMAT_VERSION)
-        {
+        if self.tree.get(META_INDEX_FORMAT)?.as_deref() != Some(INDEX_FORMAT_VERSION) {
             return Ok(None);
         }
-        Ok(self
-            .tree
-            .get(META_TAIL)
-            .map_err(index_err)?
-            .and_then(|v| Tail::decode(&v)))
+        Ok(self.tree.get(META_TAIL)?.and_then(|v| Tail::decode(&v)))
     }
 
     fn get(&self, prefix: u8, rest: &[u8]) -> Result<Option<sled::IVec>, StorageError> {
-        self.tree.get(key(prefix, rest)).map_err(index_err)
+        self.tree.get(&key(prefix, rest))
+    }
+
+    /// Writes sled's buffers out (not durably: the index is derived).
+    fn flush(&self) -> Result<(), StorageError> {
+        match &self.db {
+            Some(db) => db.flush().map(|_| ()).map_err(index_err),
+            None => Ok(()),
+        }
     }
 }
 
@@ -460,20 +487,11 @@ impl IndexBatch {
         self.entries.extend(later.entries);
     }
 
-    fn into_sled(self) -> sled::Batch {
-        let mut batch = sled::Batch::default();
-        for (key, value) in self.entries {
-            batch.insert(key, value);
-        }
-        batch
-    }
-
     /// Writes everything gathered, with `tail` as the new resume point, in one batch: an index
     /// that survives a crash never claims more than it holds.
-    fn apply(self, tree: &sled::Tree, tail: &Tail) -> Result<(), StorageError> {
-        let mut batch = self.into_sled();
-        batch.insert(META_TAIL, &tail.encode()[..]);
-        tree.apply_batch(batch).map_err(index_err)
+    fn apply(mut self, tree: &IndexTree, tail: &Tail) -> Result<(), StorageError> {
+        self.insert(META_TAIL, &tail.encode()[..]);
+        tree.apply(self.entries, Vec::new())
     }
 }
 
@@ -510,7 +528,12 @@ impl IndexProgress {
 
 /// The indexer thread: writes the index of each group commit after its frame is durable, off
 /// the path that acknowledges appends, and merges whatever jobs wait into one sled batch.
-fn run_indexer(tree: sled::Tree, progress: Arc<IndexProgress>, jobs: Receiver<IndexJob>) {
+fn run_indexer(
+    tree: Arc<IndexTree>,
+    progress: Arc<IndexProgress>,
+    jobs: Receiver<IndexJob>,
+    head_sync: Option<(PathBuf, File)>,
+) {
     /// However the thread ends, a reader still waiting for it is told rather than left waiting.
     struct Stopped<'a>(&'a IndexProgress);
     impl Drop for Stopped<'_> {
@@ -524,6 +547,7 @@ fn run_indexer(tree: sled::Tree, progress: Arc<IndexProgress>, jobs: Receiver<In
         }
     }
     let _stopped = Stopped(&progress);
+    let mut last_head_sync = std::time::Instant::now();
     while let Ok(IndexJob {
         mut batch,
         mut tail,
@@ -534,6 +558,17 @@ fn run_indexer(tree: sled::Tree, progress: Arc<IndexProgress>, jobs: Receiver<In
             tail = later.tail;
         }
         let written = batch.apply(&tree, &tail);
+        // The head record was written (not synced) when the frames were acknowledged; syncing
+        // it here, off the acknowledgement's path, bounds how far a power loss can set it back.
+        if let Some((path, file)) = &head_sync
+            && last_head_sync.elapsed()
+                >= std::time::Duration::from_millis(head_record::HEAD_SYNC_EVERY_MS)
+        {
+            if let Err(e) = file.sync_data() {
+                tracing::warn!(error = %e, path = %path.display(), "the head record could not be synced");
+            }
+            last_head_sync = std::time::Instant::now();
+        }
         let mut state = progress.lock();
         match written {
             Ok(()) => state.indexed = tail.next_seq,
@@ -587,9 +622,25 @@ struct Writer {
 pub struct EmbeddedStorage {
     log_dir: PathBuf,
     recovered_dir: PathBuf,
-    // Held for as long as the storage is open: the flock is released when it is dropped.
-    _lock: File,
+    // Held for as long as the storage is open: the flock is released when it is dropped. A
+    // read-only open of a directory it may not write holds none.
+    _lock: Option<File>,
     index: Index,
+    /// The index on disk, left untouched while the backend refuses to write and reads through
+    /// an index built in memory instead.
+    set_aside: Option<Index>,
+    /// Asked to open read-only: nothing at all is written, not even the checkpoint log.
+    opened_read_only: bool,
+    /// Opened read-only, or refusing to write because of `problems`.
+    read_only: bool,
+    /// The head record, when the backend writes.
+    head_file: Mutex<Option<HeadFile>>,
+    /// A torn write found on open that awaits its cut.
+    pending_cut: Mutex<Option<PendingCut>>,
+    /// Where the part of the log that checked out ends: what an accepted loss keeps.
+    kept: Tail,
+    /// The largest size a durable record said the log had when it opened.
+    claimed: u64,
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
     writer: Mutex<Writer>,
     head: RwLock<ChainHead>,
@@ -608,6 +659,8 @@ pub struct EmbeddedStorage {
 struct CheckpointLog {
     path: PathBuf,
     entries: Vec<CheckpointEntry>,
+    /// Bytes of the file the entries take.
+    bytes: u64,
 }
 
 fn be_u64(bytes: &[u8]) -> u64 {
@@ -656,113 +709,20 @@ fn segment_path(log_dir: &Path, first_seq: u64) -> PathBuf {
     log_dir.join(format!("{first_seq:020}.seg"))
 }
 
-/// Takes the directory's lock file, or says who holds it.
-fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
-    let path = dir.join("LOCK");
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| StorageError::io("open lock file", &path, e))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            // The holder's note is advisory; an unreadable one still leaves a clear refusal.
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            return Err(StorageError::Locked {
-                path,
-                holder: if holder.is_empty() {
-                    "it did not say who it is".into()
-                } else {
-                    holder.to_owned()
-                },
-            });
-        }
-        Err(fs::TryLockError::Error(e)) => {
-            return Err(StorageError::io("lock", &path, e));
-        }
-    }
-    file.set_len(0)
-        .and_then(|()| file.write_all_at(note.as_bytes(), 0))
-        .map_err(|e| StorageError::io("write lock file", &path, e))?;
-    Ok(file)
-}
-
-/// The outcome of reading frames forward from a position.
-enum Scan {
-    /// Reached the end of the log cleanly.
-    End,
-    /// Found a defect at `(segment, offset)`.
-    Defect {
-        segment: u64,
-        offset: u64,
-        seq: u64,
-        detail: String,
-        /// True when the defect is in a frame whose checksum held: damage, never a torn write.
-        structural: bool,
-    },
-}
-
 impl EmbeddedStorage {
-    /// Opens (creating if needed) the backend in `dir`, recovering from a crash: a torn last
-    /// frame is cut off (its bytes kept in `recovered/`), the index catches up with the log, and
-    /// anything else found wrong is reported by [`Storage::problems`], which blocks appends.
-    pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<EmbeddedStorage, StorageError> {
-        create_dir_durable(dir)?;
-        let lock = take_lock(dir, &options.lock_note)?;
-        let log_dir = dir.join("log");
-        let recovered_dir = dir.join("recovered");
-        create_dir_durable(&log_dir)?;
-        create_dir_durable(&recovered_dir)?;
-        let index = Index::open(&dir.join("index"))?;
-        let checkpoint_path = dir.join(CHECKPOINT_LOG);
-
-        let mut storage = EmbeddedStorage {
-            log_dir,
-            recovered_dir,
-            _lock: lock,
-            index,
-            segments: RwLock::new(BTreeMap::new()),
-            writer: Mutex::new(Writer {
-                segment: 0,
-                end: SEGMENT_HEADER_LEN,
-                frames_in_segment: 0,
-                failed: None,
-                versions: HashMap::new(),
-                queue: None,
-            }),
-            head: RwLock::new(ChainHead::default()),
-            problems: Vec::new(),
-            recoveries: Vec::new(),
-            segment_bytes_max: options.segment_bytes_max.max(SEGMENT_HEADER_LEN + 1024),
-            checkpoints: Mutex::new(CheckpointLog {
-                path: checkpoint_path,
-                entries: Vec::new(),
-            }),
-            progress: Arc::new(IndexProgress::default()),
-            merkle_cache: Mutex::new(MerkleCache::default()),
-            indexer: Mutex::new(None),
-        };
-        storage.load_segments()?;
-        storage.recover()?;
-        storage.load_checkpoints()?;
-        storage.start_indexer()?;
-        Ok(storage)
-    }
-
     /// Starts the indexer thread, once recovery has brought the index up to the log.
     fn start_indexer(&mut self) -> Result<(), StorageError> {
         self.progress.lock().indexed = self.head().size;
         let (queue, jobs) = std::sync::mpsc::sync_channel(INDEX_QUEUE_JOBS);
-        let tree = self.index.tree.clone();
+        let tree = Arc::clone(&self.index.tree);
         let progress = Arc::clone(&self.progress);
+        let head_sync = match &*self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(head) => Some(head.sync_handle()?),
+            None => None,
+        };
         let thread = std::thread::Builder::new()
             .name("ledger-indexer".into())
-            .spawn(move || run_indexer(tree, progress, jobs))
+            .spawn(move || run_indexer(tree, progress, jobs, head_sync))
             .map_err(|e| StorageError::io("start the indexer thread", &self.log_dir, e))?;
         *self.indexer.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
         self.writer.lock().unwrap_or_else(|p| p.into_inner()).queue = Some(queue);
@@ -818,276 +778,6 @@ impl EmbeddedStorage {
         }
     }
 
-    /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
-    /// being written when the process stopped: it is cut and kept in `recovered/`. A bad line
-    /// before the last is damage.
-    fn load_checkpoints(&mut self) -> Result<(), StorageError> {
-        let path = self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .path
-            .clone();
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(StorageError::io("read", &path, e)),
-        };
-        let mut entries = Vec::new();
-        let mut at = 0usize;
-        let mut cut: Option<usize> = None;
-        while at < bytes.len() {
-            let end = bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i);
-            let line = &bytes[at..end.unwrap_or(bytes.len())];
-            let parsed = serde_json::from_slice::<CheckpointEntry>(line);
-            match (parsed, end) {
-                (Ok(entry), Some(end)) => {
-                    entries.push(entry);
-                    at = end + 1;
-                }
-                (_, None) => {
-                    cut = Some(at);
-                    break;
-                }
-                (Err(e), Some(end)) if end + 1 == bytes.len() => {
-                    tracing::warn!(error = %e, "the last checkpoint entry does not parse");
-                    cut = Some(at);
-                    break;
-                }
-                (Err(e), Some(_)) => {
-                    self.problems.push(StorageProblem {
-                        seq: None,
-                        detail: format!(
-                            "checkpoint log entry {} does not parse: {e}",
-                            entries.len() + 1
-                        ),
-                    });
-                    break;
-                }
-            }
-        }
-        if let Some(at) = cut {
-            let kept = self
-                .recovered_dir
-                .join(format!("{CHECKPOINT_LOG}.{at}.torn"));
-            fs::write(&kept, &bytes[at..])
-                .and_then(|()| File::open(&kept)?.sync_all())
-                .map_err(|e| StorageError::io("write", &kept, e))?;
-            sync_dir(&self.recovered_dir)?;
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| StorageError::io("open", &path, e))?;
-            file.set_len(at as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| StorageError::io("truncate", &path, e))?;
-            self.recoveries.push(format!(
-                "cut a torn checkpoint entry of {} bytes; kept in {}",
-                bytes.len() - at,
-                kept.display()
-            ));
-        }
-        self.checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries = entries;
-        Ok(())
-    }
-
-    /// What recovery did when the backend opened (torn tails cut), for the operator's log.
-    pub fn recoveries(&self) -> &[String] {
-        &self.recoveries
-    }
-
-    /// Opens every segment file, in seq order. A last segment whose header never reached the
-    /// disk was created by a roll-over that crashed before any frame went into it: it is
-    /// removed. Any other bad header is a problem.
-    fn load_segments(&mut self) -> Result<(), StorageError> {
-        let mut found: Vec<(u64, PathBuf)> = Vec::new();
-        let entries =
-            fs::read_dir(&self.log_dir).map_err(|e| StorageError::io("list", &self.log_dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| StorageError::io("list", &self.log_dir, e))?;
-            let path = entry.path();
-            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let Some(stem) = name.strip_suffix(".seg") else {
-                continue;
-            };
-            match stem.parse::<u64>() {
-                Ok(first) if stem.len() == 20 => found.push((first, path)),
-                _ => self.problems.push(StorageProblem {
-                    seq: None,
-                    detail: format!("unexpected file {} in the log directory", path.display()),
-                }),
-            }
-        }
-        found.sort();
-        let count = found.len();
-        let mut segments = BTreeMap::new();
-        for (i, (first, path)) in found.into_iter().enumerate() {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| StorageError::io("open segment", &path, e))?;
-            let len = file
-                .metadata()
-                .map_err(|e| StorageError::io("stat segment", &path, e))?
-                .len();
-            let mut header = vec![0u8; SEGMENT_HEADER_LEN.min(len) as usize];
-            file.read_exact_at(&mut header, 0)
-                .map_err(|e| StorageError::io("read segment header", &path, e))?;
-            match frame::decode_segment_header(&header) {
-                Ok(first_in_header) if first_in_header == first => {
-                    segments.insert(
-                        first,
-                        Arc::new(Segment {
-                            first_seq: first,
-                            path,
-                            file,
-                        }),
-                    );
-                }
-                Ok(other) => self.problems.push(StorageProblem {
-                    seq: Some(first),
-                    detail: format!("segment {} says it starts at seq {other}", path.display()),
-                }),
-                Err(_) if i + 1 == count && len <= SEGMENT_HEADER_LEN => {
-                    drop(file);
-                    fs::remove_file(&path)
-                        .map_err(|e| StorageError::io("remove torn segment", &path, e))?;
-                    sync_dir(&self.log_dir)?;
-                    self.recoveries.push(format!(
-                        "removed segment {} whose header was never completed",
-                        path.display()
-                    ));
-                }
-                Err(detail) => self.problems.push(StorageProblem {
-                    seq: Some(first),
-                    detail: format!("segment {}: {detail}", path.display()),
-                }),
-            }
-        }
-        *self.segments.write().unwrap_or_else(|p| p.into_inner()) = segments;
-        Ok(())
-    }
-
-    /// Brings the index up to the end of the log and cuts a torn tail.
-    fn recover(&mut self) -> Result<(), StorageError> {
-        // An index of another format (or none) is discarded and rebuilt from the log.
-        let recorded = self.index.tail()?;
-        if recorded.is_none() {
-            self.index.reset()?;
-        }
-        let first_segment = self.segments_snapshot().keys().next().copied();
-        let Some(first_segment) = first_segment else {
-            if recorded.is_some_and(|t| t.next_seq > 0) {
-                self.problems.push(StorageProblem {
-                    seq: Some(0),
-                    detail: "the index knows of events but the log has no segment".into(),
-                });
-            }
-            return Ok(());
-        };
-        if first_segment != 0 {
-            self.problems.push(StorageProblem {
-                seq: Some(0),
-                detail: format!("the first segment starts at seq {first_segment}, not 0"),
-            });
-            return Ok(());
-        }
-        // Resume from the index's tail when it is consistent with the log; rebuild otherwise.
-        let start = match recorded {
-            Some(tail) if self.tail_is_plausible(&tail) => tail,
-            _ => {
-                self.index.reset()?;
-                Tail {
-                    next_seq: 0,
-                    last_hash: Digest::ZERO,
-                    segment: 0,
-                    offset: SEGMENT_HEADER_LEN,
-                }
-            }
-        };
-        let (tail, outcome) = self.scan_and_index(start)?;
-        // The index records only what was durable in the log, so a log that now ends before
-        // the index's record of it has lost acknowledged events at its end.
-        if let Some(recorded) = recorded
-            && recorded.next_seq > tail.next_seq
-            && matches!(outcome, Scan::End)
-        {
-            self.problems.push(StorageProblem {
-                seq: Some(tail.next_seq),
-                detail: format!(
-                    "the log ends at seq {} but held {} events when last indexed: events were removed from its end",
-                    tail.next_seq, recorded.next_seq
-                ),
-            });
-        }
-        *self.head.write().unwrap_or_else(|p| p.into_inner()) = ChainHead {
-            size: tail.next_seq,
-            last_hash: tail.last_hash,
-        };
-        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        writer.segment = tail.segment;
-        writer.end = tail.offset;
-        writer.frames_in_segment = u64::from(tail.offset > SEGMENT_HEADER_LEN);
-        drop(writer);
-        if let Scan::Defect {
-            segment,
-            offset,
-            seq,
-            detail,
-            structural,
-        } = outcome
-        {
-            let segments = self.segments_snapshot();
-            let is_last = segments.keys().next_back() == Some(&segment);
-            let later_frame = !structural && is_last && self.valid_frame_after(segment, offset)?;
-            if !structural && is_last && !later_frame {
-                self.cut_torn_tail(segment, offset, &detail)?;
-            } else {
-                self.problems.push(StorageProblem {
-                    seq: Some(seq),
-                    detail: format!(
-                        "segment {segment:020}, byte {offset}: {detail}{}",
-                        if later_frame {
-                            " (intact frames follow, so this is damage, not a torn write)"
-                        } else {
-                            ""
-                        }
-                    ),
-                });
-            }
-        } else {
-            // Segments after the tail's segment that the scan never reached would mean a gap.
-            let segments = self.segments_snapshot();
-            if let Some((&last, _)) = segments.iter().next_back()
-                && last > tail.segment
-            {
-                self.problems.push(StorageProblem {
-                    seq: Some(tail.next_seq),
-                    detail: format!("segment {last:020} follows the end of the log"),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    fn tail_is_plausible(&self, tail: &Tail) -> bool {
-        let segments = self.segments_snapshot();
-        match segments.get(&tail.segment) {
-            Some(seg) => seg
-                .file
-                .metadata()
-                .map(|m| m.len() >= tail.offset)
-                .unwrap_or(false),
-            None => false,
-        }
-    }
-
     fn segments_snapshot(&self) -> BTreeMap<u64, Arc<Segment>> {
         self.segments
             .read()
@@ -1095,209 +785,22 @@ impl EmbeddedStorage {
             .clone()
     }
 
-    /// Reads and indexes frames from `start` to the end of the log, checking each frame's
-    /// checksum and structure and each event's seq, chain link and stream version. Stops at the
-    /// first defect; the frame holding it is not indexed.
-    fn scan_and_index(&self, start: Tail) -> Result<(Tail, Scan), StorageError> {
-        let segments = self.segments_snapshot();
-        let mut tail = start;
-        let mut checker = ChainChecker::new(start.next_seq, start.last_hash);
-        let mut batch = IndexBatch::default();
-        let mut pending = 0usize;
-        let mut outcome = Scan::End;
-        'segments: for (&first, seg) in segments.range(start.segment..) {
-            if first != tail.segment {
-                // Moving on to the next segment: it must begin exactly where the last ended.
-                if first != tail.next_seq {
-                    outcome = Scan::Defect {
-                        segment: first,
-                        offset: 0,
-                        seq: tail.next_seq,
-                        detail: format!(
-                            "segment starts at seq {first} but the log before it ends at {}",
-                            tail.next_seq
-                        ),
-                        structural: true,
-                    };
-                    break;
-                }
-                tail.segment = first;
-                tail.offset = SEGMENT_HEADER_LEN;
-            }
-            let len = seg
-                .file
-                .metadata()
-                .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
-                .len();
-            while tail.offset < len {
-                let frame = match read_frame(seg, tail.offset, len)? {
-                    Ok(frame) => frame,
-                    Err(defect) => {
-                        let seq = match defect {
-                            FrameDefect::BadBody(Some(seq)) => seq,
-                            _ => tail.next_seq,
-                        };
-                        outcome = Scan::Defect {
-                            segment: first,
-                            offset: tail.offset,
-                            seq,
-                            detail: defect_text(&defect),
-                            structural: matches!(defect, FrameDefect::Malformed(_)),
-                        };
-                        break 'segments;
-                    }
-                };
-                // Everything indexed counts: the head is set once the scan is done.
-                let mut base = |stream: &str| {
-                    self.indexed_version(stream, u64::MAX)
-                        .map_err(|e| e.to_string())
-                };
-                let mut events = Vec::with_capacity(frame.body.events.len());
-                let mut scratch = checker.clone();
-                for (offset, n) in &frame.body.events {
-                    match scratch.check(&frame.bytes[*offset..offset + n], &mut base) {
-                        Ok(event) => events.push(event),
-                        Err(ChainBreak { seq, problem }) => {
-                            outcome = Scan::Defect {
-                                segment: first,
-                                offset: tail.offset,
-                                seq,
-                                detail: problem,
-                                structural: true,
-                            };
-                            break 'segments;
-                        }
-                    }
-                }
-                if frame.body.first_seq != tail.next_seq {
-                    outcome = Scan::Defect {
-                        segment: first,
-                        offset: tail.offset,
-                        seq: tail.next_seq,
-                        detail: format!(
-                            "frame says it starts at seq {} where seq {} is next",
-                            frame.body.first_seq, tail.next_seq
-                        ),
-                        structural: true,
-                    };
-                    break 'segments;
-                }
-                checker = scratch;
-                batch.frame(frame.body.first_seq, first, tail.offset);
-                for (i, e) in events.iter().enumerate() {
-                    let (offset, len) = frame.body.events[i];
-                    batch.event(&IndexedEvent {
-                        loc: Location {
-                            seq: e.seq,
-                            segment: first,
-                            offset: tail.offset + FRAME_HEADER_LEN + offset as u64,
-                            len: len as u32,
-                        },
-                        stream: e.stream,
-                        stream_version: e.stream_version,
-                        event_id: e.event_id,
-                        hash: e.hash,
-                    });
-                }
-                for record in idempotency_records(&frame.body, &events) {
-                    batch.key(&record);
-                }
-                tail.next_seq = checker.next_seq;
-                tail.last_hash = checker.last_hash;
-                tail.offset += FRAME_HEADER_LEN + u64::from(frame.header_body_len);
-                pending += events.len();
-                if pending >= 8192 {
-                    std::mem::take(&mut batch).apply(&self.index.tree, &tail)?;
-                    pending = 0;
-                }
-            }
-        }
-        batch.apply(&self.index.tree, &tail)?;
-        Ok((tail, outcome))
-    }
-
-    /// True when a frame with a valid header and body checksum starts anywhere after `offset`.
-    fn valid_frame_after(&self, segment: u64, offset: u64) -> Result<bool, StorageError> {
-        let segments = self.segments_snapshot();
-        let Some(seg) = segments.get(&segment) else {
-            return Ok(false);
-        };
-        let len = seg
-            .file
-            .metadata()
-            .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
-            .len();
-        let mut bytes = vec![0u8; len as usize];
-        seg.file
-            .read_exact_at(&mut bytes, 0)
-            .map_err(|e| StorageError::io("read segment", &seg.path, e))?;
-        let mut at = offset as usize + 1;
-        while at + FRAME_HEADER_LEN as usize <= bytes.len() {
-            if &bytes[at..at + 4] == frame::FRAME_MAGIC && read_frame(seg, at as u64, len)?.is_ok()
-            {
-                return Ok(true);
-            }
-            at += 1;
-        }
-        Ok(false)
-    }
-
-    /// Moves the bytes of a torn last frame to `recovered/` and truncates the segment there.
-    /// They were never acknowledged: an append is acknowledged only after its frame is synced,
-    /// and a frame is written only after every frame before it was synced.
-    fn cut_torn_tail(
-        &mut self,
-        segment: u64,
-        offset: u64,
-        detail: &str,
-    ) -> Result<(), StorageError> {
-        let segments = self.segments_snapshot();
-        let Some(seg) = segments.get(&segment) else {
-            return Ok(());
-        };
-        let len = seg
-            .file
-            .metadata()
-            .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
-            .len();
-        let mut torn = vec![0u8; (len - offset) as usize];
-        seg.file
-            .read_exact_at(&mut torn, offset)
-            .map_err(|e| StorageError::io("read torn tail", &seg.path, e))?;
-        let kept = self
-            .recovered_dir
-            .join(format!("{segment:020}.seg.{offset}.torn"));
-        let mut out = File::create(&kept).map_err(|e| StorageError::io("create", &kept, e))?;
-        out.write_all(&torn)
-            .and_then(|()| out.sync_all())
-            .map_err(|e| StorageError::io("write", &kept, e))?;
-        sync_dir(&self.recovered_dir)?;
-        seg.file
-            .set_len(offset)
-            .and_then(|()| seg.file.sync_all())
-            .map_err(|e| StorageError::io("truncate torn tail", &seg.path, e))?;
-        let note = format!(
-            "cut a torn write of {} bytes at byte {offset} of segment {segment:020} ({detail}); kept in {}",
-            torn.len(),
-            kept.display()
-        );
-        tracing::warn!("{note}");
-        self.recoveries.push(note);
-        Ok(())
-    }
-
     /// The last version of `stream` that the index holds below seq `below`: the stream's
     /// head, read from its last entries.
     fn indexed_version(&self, stream: &str, below: u64) -> Result<u64, StorageError> {
         let first = stream_key(stream, 0);
         let last = stream_key(stream, u64::MAX);
-        for entry in self.index.tree.range(first..=last).rev() {
-            let (key, value) = entry.map_err(index_err)?;
-            if Location::decode(&value)?.seq < below {
-                return Ok(be_u64(&key[key.len() - 8..]));
-            }
-        }
-        Ok(0)
+        let mut version = 0;
+        self.index
+            .tree
+            .visit(&first, &last, true, &mut |key, value| {
+                if Location::decode(value)?.seq < below {
+                    version = be_u64(&key[key.len() - 8..]);
+                    return Ok(ControlFlow::Break(()));
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+        Ok(version)
     }
 
     /// The segment and offset of the frame that holds `seq`.
@@ -1309,10 +812,7 @@ impl EmbeddedStorage {
         let Some(entry) = self
             .index
             .tree
-            .range(frame_key(0)..=frame_key(seq))
-            .next_back()
-            .transpose()
-            .map_err(index_err)?
+            .first_in(&frame_key(0), &frame_key(seq), true)?
         else {
             return Ok(None);
         };
@@ -1400,6 +900,13 @@ impl EmbeddedStorage {
         // Nothing is written past an index that stopped following the log.
         if let Some(reason) = self.index_failure() {
             return Err(StorageError::Index(reason));
+        }
+        // A new frame would overwrite a torn write that is not yet recorded and kept aside.
+        if let Some(cut) = &*self.pending_cut.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Err(StorageError::Failed(format!(
+                "a torn write of {} bytes at the end of the log awaits its cut",
+                cut.bytes
+            )));
         }
         let result = self.write_frame_locked(&mut writer, commits, tree);
         if let Err(e) = &result {
@@ -1517,6 +1024,22 @@ impl EmbeddedStorage {
         let frame_offset = writer.end;
         writer.end += frame_len;
         writer.frames_in_segment += 1;
+        let last_hash = commits
+            .iter()
+            .flat_map(|c| c.events.last())
+            .last()
+            .map(|e| e.hash)
+            .unwrap_or(head.last_hash);
+        // Before anyone is told the append succeeded: the head record covers it, so a log found
+        // shorter at the next open is known to have lost it.
+        if let Some(head_file) = &mut *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
+            let record = HeadRecord {
+                next_seq: expected,
+                last_hash,
+                ..head_file.record()
+            };
+            head_file.write(record)?;
+        }
         for (stream, version) in versions {
             match writer.versions.get_mut(stream) {
                 Some(v) => *v = version,
@@ -1550,12 +1073,6 @@ impl EmbeddedStorage {
                 batch.key(record);
             }
         }
-        let last_hash = commits
-            .iter()
-            .flat_map(|c| c.events.last())
-            .last()
-            .map(|e| e.hash)
-            .unwrap_or(head.last_hash);
         let tail = Tail {
             next_seq: expected,
             last_hash,
@@ -1968,17 +1485,19 @@ impl Storage for EmbeddedStorage {
         let start = stream_key(stream, from_version.max(1));
         let end = stream_key(stream, u64::MAX);
         let mut out = Vec::new();
-        for entry in self.index.tree.range(start..=end) {
-            if out.len() >= max {
-                break;
-            }
-            let (_, value) = entry.map_err(index_err)?;
-            let loc = Location::decode(&value)?;
-            if loc.seq >= size {
-                break;
-            }
-            out.push(self.read_at(&loc)?);
-        }
+        self.index
+            .tree
+            .visit(&start, &end, false, &mut |_, value| {
+                if out.len() >= max {
+                    return Ok(ControlFlow::Break(()));
+                }
+                let loc = Location::decode(value)?;
+                if loc.seq >= size {
+                    return Ok(ControlFlow::Break(()));
+                }
+                out.push(self.read_at(&loc)?);
+                Ok(ControlFlow::Continue(()))
+            })?;
         Ok(out)
     }
 
@@ -2007,14 +1526,19 @@ impl Storage for EmbeddedStorage {
     fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
         let size = self.index_caught_up()?;
         let mut out = Vec::new();
-        for entry in self.index.tree.scan_prefix([prefix::KEY]) {
-            let (_, value) = entry.map_err(index_err)?;
-            let record: IdempotencyRecord = postcard::from_bytes(&value)
-                .map_err(|e| StorageError::Index(format!("idempotency record: {e}")))?;
-            if record.first_seq < size {
-                out.push(record);
-            }
-        }
+        self.index.tree.visit(
+            &[prefix::KEY],
+            &prefix_end(prefix::KEY),
+            false,
+            &mut |_, value| {
+                let record: IdempotencyRecord = postcard::from_bytes(value)
+                    .map_err(|e| StorageError::Index(format!("idempotency record: {e}")))?;
+                if record.first_seq < size {
+                    out.push(record);
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         out.sort_by_key(|r| r.first_seq);
         Ok(out)
     }
@@ -2023,9 +1547,49 @@ impl Storage for EmbeddedStorage {
         self.problems.clone()
     }
 
+    fn notes(&self) -> Vec<String> {
+        self.recoveries.clone()
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn failure(&self) -> Option<String> {
+        if self.read_only {
+            return None;
+        }
+        self.index_failure().or_else(|| {
+            self.writer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .failed
+                .clone()
+        })
+    }
+
+    fn pending_cut(&self) -> Option<PendingCut> {
+        self.pending_cut
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn cut_torn_tail(&self, statement: &CheckpointEntry) -> Result<String, StorageError> {
+        self.cut_pending(statement)
+    }
+
+    fn accept_loss(&self, statements: &[CheckpointEntry]) -> Result<Vec<String>, StorageError> {
+        self.accept_pending_loss(statements)
+    }
+
+    fn claimed_size(&self) -> u64 {
+        self.claimed.max(self.head().size)
+    }
+
     fn checkpoint_index(&self) -> Result<(), StorageError> {
         self.index_caught_up()?;
-        self.index.db.flush().map(|_| ()).map_err(index_err)
+        self.index.flush()
     }
 
     fn merkle_size(&self) -> Result<u64, StorageError> {
@@ -2033,8 +1597,7 @@ impl Storage for EmbeddedStorage {
         let stored = self
             .index
             .tree
-            .get(META_MERKLE_SIZE)
-            .map_err(index_err)?
+            .get(META_MERKLE_SIZE)?
             .map(|v| be_u64(&v))
             .unwrap_or(0);
         Ok(stored.min(size))
@@ -2045,22 +1608,26 @@ impl Storage for EmbeddedStorage {
         self.index_caught_up()?;
         let mut batch = IndexBatch::default();
         batch.merkle(nodes, size);
-        self.index
-            .tree
-            .apply_batch(batch.into_sled())
-            .map_err(index_err)
+        self.index.tree.apply(batch.entries, Vec::new())
     }
 
     fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
         self.index_caught_up()?;
         *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
-        let mut batch = sled::Batch::default();
-        for entry in self.index.tree.scan_prefix([prefix::MERKLE]) {
-            let (key, _) = entry.map_err(index_err)?;
-            batch.remove(key);
-        }
-        batch.insert(META_MERKLE_SIZE, &0u64.to_be_bytes()[..]);
-        self.index.tree.apply_batch(batch).map_err(index_err)
+        let mut removes = Vec::new();
+        self.index.tree.visit(
+            &[prefix::MERKLE],
+            &prefix_end(prefix::MERKLE),
+            false,
+            &mut |key, _| {
+                removes.push(key.clone());
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        self.index.tree.apply(
+            vec![(META_MERKLE_SIZE.into(), (&0u64.to_be_bytes()[..]).into())],
+            removes,
+        )
     }
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
@@ -2080,10 +1647,7 @@ impl Storage for EmbeddedStorage {
         let entry = self
             .index
             .tree
-            .range(merkle_key(above)..=merkle_key(u64::MAX))
-            .next()
-            .transpose()
-            .map_err(index_err)?;
+            .first_in(&merkle_key(above), &merkle_key(u64::MAX), false)?;
         match entry {
             None => Ok(None),
             Some((key, value)) => {
@@ -2098,6 +1662,35 @@ impl Storage for EmbeddedStorage {
     }
 
     fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
+        if self.opened_read_only {
+            return Err(StorageError::Failed(
+                "the ledger was opened read-only".into(),
+            ));
+        }
+        // While the backend refuses to write, only a statement of what recovery does may be
+        // recorded: the evidence of a problem is never buried under new checkpoints.
+        if self.read_only && !matches!(entry, CheckpointEntry::Recovery(_)) {
+            return Err(StorageError::Failed(
+                "the ledger refuses writes until its problems are resolved".into(),
+            ));
+        }
+        self.append_checkpoint_line(entry)
+    }
+
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
+        Ok(self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .clone())
+    }
+}
+
+impl EmbeddedStorage {
+    /// Appends one entry to the checkpoint log: the line synced (and the directory, when the
+    /// file is new) before it counts, then the head record's count of the log's bytes.
+    fn append_checkpoint_line(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
         let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
         let mut line = serde_json::to_vec(entry)
             .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
@@ -2115,16 +1708,16 @@ impl Storage for EmbeddedStorage {
             sync_dir(dir)?;
         }
         log.entries.push(entry.clone());
+        log.bytes += line.len() as u64;
+        if let Some(head_file) = &mut *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
+            let record = HeadRecord {
+                checkpoint_log_bytes: log.bytes,
+                ..head_file.record()
+            };
+            head_file.write(record)?;
+            head_file.sync()?;
+        }
         Ok(())
-    }
-
-    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
-        Ok(self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .clone())
     }
 }
 
@@ -2132,7 +1725,14 @@ impl Drop for EmbeddedStorage {
     fn drop(&mut self) {
         self.stop_indexer();
         // Best effort: a missed flush only means more catch-up on the next open.
-        let _ = self.index.db.flush();
+        let _ = self.index.flush();
+        // The head record as the log closes: synced, so that even a power loss afterwards
+        // leaves it covering every acknowledged event.
+        if let Some(head_file) = &*self.head_file.lock().unwrap_or_else(|p| p.into_inner())
+            && let Err(e) = head_file.sync()
+        {
+            tracing::warn!(error = %e, "the head record could not be synced on close");
+        }
     }
 }
 

@@ -30,7 +30,9 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ledger_proof::{Checkpoint, KeyRotation, PerfectNode, PublicKey, Timestamp};
+use ledger_proof::{
+    Checkpoint, KeyRotation, PerfectNode, PublicKey, RecoveryAction, RecoveryStatement, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -57,6 +59,89 @@ pub enum CheckpointEntry {
     Checkpoint(Checkpoint),
     /// A key rotation, signed by the old key.
     Rotation(KeyRotation),
+    /// What recovery did to the log (a torn write cut, a loss accepted), signed.
+    Recovery(RecoveryStatement),
+}
+
+impl CheckpointEntry {
+    /// The tree size the entry signs a root for, if it signs one.
+    pub fn signed_size(&self) -> Option<u64> {
+        match self {
+            CheckpointEntry::KeyIntroduced { .. } => None,
+            CheckpointEntry::Checkpoint(c) => Some(c.tree_size),
+            CheckpointEntry::Rotation(r) => Some(r.tree_size),
+            CheckpointEntry::Recovery(r) => Some(r.tree_size),
+        }
+    }
+
+    /// The root the entry signs for [`CheckpointEntry::signed_size`].
+    pub fn signed_root(&self) -> Option<Digest> {
+        match self {
+            CheckpointEntry::KeyIntroduced { .. } => None,
+            CheckpointEntry::Checkpoint(c) => Some(c.root),
+            CheckpointEntry::Rotation(r) => Some(r.root),
+            CheckpointEntry::Recovery(r) => Some(r.root),
+        }
+    }
+}
+
+/// How an entry of the checkpoint log stands once the accepted losses after it are taken into
+/// account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// The entry is compared with the log.
+    Counts,
+    /// It signs a tree larger than a later accepted loss kept: it describes history that was
+    /// given up, and is only checked for its signature. `by` is the 0-based index of the
+    /// statement.
+    Superseded {
+        /// The statement that gave the history up.
+        by: usize,
+    },
+    /// A later accepted loss declared it void: it is not checked at all.
+    Disowned {
+        /// The statement that declared it void.
+        by: usize,
+    },
+}
+
+/// The standing of every entry of a checkpoint log (see [`Standing`]).
+pub fn standings(entries: &[CheckpointEntry]) -> Vec<Standing> {
+    let mut out = vec![Standing::Counts; entries.len()];
+    for (j, entry) in entries.iter().enumerate() {
+        let CheckpointEntry::Recovery(statement) = entry else {
+            continue;
+        };
+        if statement.action != RecoveryAction::LossAccepted {
+            continue;
+        }
+        for (i, earlier) in entries.iter().enumerate().take(j) {
+            if out[i] != Standing::Counts {
+                continue;
+            }
+            if statement.disowned_entries.contains(&(i as u64 + 1)) {
+                out[i] = Standing::Disowned { by: j };
+            } else if earlier
+                .signed_size()
+                .is_some_and(|size| size > statement.tree_size)
+            {
+                out[i] = Standing::Superseded { by: j };
+            }
+        }
+    }
+    out
+}
+
+/// The largest tree size that counting entries of the checkpoint log sign, with the entry's
+/// index: the log held at least that many events.
+pub fn signed_claim(entries: &[CheckpointEntry]) -> Option<(u64, usize)> {
+    let standing = standings(entries);
+    entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| standing[*i] == Standing::Counts)
+        .filter_map(|(i, e)| e.signed_size().map(|size| (size, i)))
+        .max_by_key(|(size, i)| (*size, std::cmp::Reverse(*i)))
 }
 
 /// The head of the global chain: how many events there are and the hash of the last one.
@@ -144,6 +229,23 @@ pub struct StorageProblem {
     /// The first seq affected, when it is known.
     pub seq: Option<u64>,
     /// What is wrong, for an operator.
+    pub detail: String,
+}
+
+/// A torn write found at the end of the log on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCut {
+    /// The events the log keeps: the torn frame would have started at this seq.
+    pub tree_size: u64,
+    /// Where: the segment (its first seq) and the byte the torn frame starts at.
+    pub segment: u64,
+    /// The byte of the segment the torn bytes start at.
+    pub offset: u64,
+    /// How many bytes are torn.
+    pub bytes: u64,
+    /// blake3 of the torn bytes.
+    pub hash: Digest,
+    /// What is wrong with them.
     pub detail: String,
 }
 
@@ -273,6 +375,56 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Problems found when the backend opened. The ledger refuses appends while any exist.
     fn problems(&self) -> Vec<StorageProblem>;
+
+    /// What recovery did or found when the backend opened that is not a problem (a torn write
+    /// awaiting its cut, a torn checkpoint line cut), for the operator.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Why the backend stopped writing since it opened (a failed write or sync, an index that
+    /// could not follow the log), if it did.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
+    /// True when the backend was opened read-only or refuses to write because of
+    /// [`Storage::problems`]: nothing it does changes what is stored.
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// A torn write at the end of the log that no durable record shows acknowledged, found on
+    /// open: appends wait until [`Storage::cut_torn_tail`] has cut it.
+    fn pending_cut(&self) -> Option<PendingCut> {
+        None
+    }
+
+    /// Records `statement` (which says what is cut) in the checkpoint log, then moves the torn
+    /// bytes aside and truncates the log before them. Returns where the bytes were kept.
+    fn cut_torn_tail(&self, statement: &CheckpointEntry) -> Result<String, StorageError> {
+        let _ = statement;
+        Err(StorageError::Failed(
+            "this backend has no torn write to cut".into(),
+        ))
+    }
+
+    /// Records `statements` (an accepted loss, and the key that signs it if the checkpoint log
+    /// lost its own) in the checkpoint log, then moves whatever the log holds past the part
+    /// that checked out aside, and resets every durable record of the log's length to that
+    /// part. The backend must be reopened afterwards. Returns what was moved where.
+    fn accept_loss(&self, statements: &[CheckpointEntry]) -> Result<Vec<String>, StorageError> {
+        let _ = statements;
+        Err(StorageError::Failed(
+            "this backend cannot accept a loss".into(),
+        ))
+    }
+
+    /// The largest size any durable record said the log had when the backend opened (at
+    /// least its size).
+    fn claimed_size(&self) -> u64 {
+        self.head().size
+    }
 
     /// Persists derived state (indexes) so that the next open has less to rebuild. Acknowledged
     /// events are durable without it.

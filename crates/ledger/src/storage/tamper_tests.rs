@@ -329,9 +329,19 @@ fn reads_that_end_at_the_head_never_look_at_a_frame_being_written() {
 }
 
 #[test]
-fn a_torn_last_frame_loses_only_that_frame() {
+fn a_torn_last_frame_that_was_never_acknowledged_is_cut_with_a_signed_statement() {
     let dir = tempfile::tempdir().expect("tempdir");
-    build(dir.path());
+    // The head record as it stood before the last append: a crash while its frame was
+    // written leaves it so, since the record is written only after the frame's sync.
+    let ledger = Ledger::open(dir.path(), options()).expect("open");
+    for i in 0..EVENTS / 2 - 1 {
+        let a = format!("payload {i} a").into_bytes();
+        append(&ledger, &format!("task-{}", i % 3), &[&a, b"b"]);
+    }
+    let head_before = fs::read(dir.path().join("head")).expect("head record");
+    append(&ledger, "task-0", &[b"last a", b"last b"]);
+    drop(ledger);
+    fs::write(dir.path().join("head"), head_before).expect("restore head");
     let path = last_segment(dir.path());
     let mut bytes = fs::read(&path).expect("read");
     // Zero the second half of the last frame's body, as a power cut between sectors would.
@@ -342,13 +352,48 @@ fn a_torn_last_frame_loses_only_that_frame() {
     fs::write(&path, &bytes).expect("write");
     fs::remove_dir_all(dir.path().join("index")).expect("remove index");
     let ledger = Ledger::open(dir.path(), options()).expect("open");
-    assert!(ledger.poisoned().is_none());
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert_eq!(
         ledger.head().size,
         EVENTS - 2,
         "only the last frame (two events) is cut"
     );
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("a torn write was cut at tree size 28")),
+        "the cut is signed and shown: {:?}",
+        report.notes
+    );
+    append(&ledger, "task-0", &[b"after the cut"]);
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}
+
+#[test]
+fn a_torn_last_frame_that_was_acknowledged_is_a_loss_not_a_torn_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build(dir.path());
+    let path = last_segment(dir.path());
+    let mut bytes = fs::read(&path).expect("read");
+    let len = bytes.len();
+    for b in &mut bytes[len - 20..] {
+        *b = 0;
+    }
+    fs::write(&path, &bytes).expect("write");
+    for _ in 0..2 {
+        let ledger = Ledger::open(dir.path(), options()).expect("open");
+        let refused = ledger.poisoned().expect("appends are refused");
+        assert!(refused.contains("acknowledged"), "{refused}");
+        assert_eq!(
+            fs::metadata(&path).expect("stat").len() as usize,
+            len,
+            "nothing is cut"
+        );
+        assert!(!ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+    }
 }
 
 #[test]

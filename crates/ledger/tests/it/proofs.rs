@@ -123,24 +123,49 @@ fn a_saved_checkpoint_proves_the_log_only_grew() {
 }
 
 #[test]
-fn a_proof_to_today_signs_today_first_when_the_log_grew() {
+fn a_proof_to_today_waits_for_the_periodic_checkpoint_and_never_writes_one() {
+    // With a checkpointer: the proof stands on the checkpoint it writes within its interval.
     let ledger = Ledger::with_storage(
         Arc::new(MemoryStorage::new(Faults::default(), 3)),
-        options(3),
+        LedgerOptions {
+            checkpoint_interval: Some(Duration::from_millis(50)),
+            ..options(3)
+        },
     );
     let key = ledger.public_key().unwrap();
     fill(&ledger, 7);
     ledger.checkpoint().unwrap();
     fill(&ledger, 5);
-    let (proof, written) = ledger.consistency_to_today(7).unwrap();
-    let written = written.expect("the log grew past the latest checkpoint");
-    assert_eq!(written.tree_size, 12);
+    let proof = ledger.consistency_to_today(7).unwrap();
     assert_eq!((proof.first_size, proof.second_size), (7, 12));
     verify_proof_file(&ProofFile::Consistency(proof), &key).unwrap();
-    // Nothing new since: the latest checkpoint is today's, and none is written.
-    let (proof, written) = ledger.consistency_to_today(7).unwrap();
-    assert!(written.is_none());
-    assert_eq!(proof.second_size, 12);
+
+    // Without one: the proof stands on the latest checkpoint, and nothing is signed for it.
+    let ledger = Ledger::with_storage(
+        Arc::new(MemoryStorage::new(Faults::default(), 3)),
+        LedgerOptions {
+            checkpoint_interval: None,
+            ..options(3)
+        },
+    );
+    fill(&ledger, 7);
+    ledger.checkpoint().unwrap();
+    fill(&ledger, 5);
+    let proof = ledger.consistency_to_today(7).unwrap();
+    assert_eq!(proof.second_size, 7);
+    assert_eq!(
+        ledger.checkpoints().unwrap().len(),
+        1,
+        "a reader wrote no checkpoint"
+    );
+    assert!(matches!(
+        ledger.inclusion_proof_covering(9, None),
+        Err(ProofError::NotCovered {
+            seq: 9,
+            latest_size: 7
+        })
+    ));
+    assert_eq!(ledger.checkpoints().unwrap().len(), 1);
 }
 
 #[test]
@@ -288,7 +313,8 @@ fn verification_checks_roots_and_signatures_of_the_checkpoint_log() {
             .is_intact()
     );
 
-    // The log cut short and its index lost: only the checkpoints remember the end.
+    // The log cut short and its index lost: the head record and the checkpoints remember the
+    // end.
     let ledger_dir = dir.path();
     let all = open(ledger_dir).read_raw_range(0, 100).unwrap();
     std::fs::remove_dir_all(ledger_dir.join("index")).unwrap();
@@ -310,7 +336,19 @@ fn verification_checks_roots_and_signatures_of_the_checkpoint_log() {
         .failure
         .expect("a log shorter than its checkpoints fails");
     assert_eq!(failure.seq, 24, "{failure:?}");
-    assert!(failure.problem.contains("removed"), "{failure:?}");
+    assert!(failure.problem.contains("lost"), "{failure:?}");
+    // Without the head record, the signed checkpoints still say so.
+    std::fs::remove_file(ledger_dir.join("head")).unwrap();
+    let ledger = open(ledger_dir);
+    assert!(
+        ledger
+            .problems()
+            .iter()
+            .any(|p| p.contains("checkpoint log, which signs a tree of 25 events")),
+        "{:?}",
+        ledger.problems()
+    );
+    assert!(ledger.poisoned().is_some());
 }
 
 #[test]

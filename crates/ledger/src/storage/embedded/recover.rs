@@ -1,0 +1,967 @@
+//! Opening the embedded backend: recovery from a crash, and the refusal to write when the log
+//! holds less than a durable record says it held.
+//!
+//! Three durable records say how long the log was: the head record, written when each append is
+//! acknowledged ([`super::head_record`]); the index's record of where the log ended when it was
+//! last indexed; and the signed checkpoints, whose tree sizes the log reached. None of them is
+//! ever lowered by opening the directory. At every open the log is compared with all three, and
+//! a log shorter than any of them has lost acknowledged events: that is reported, and the
+//! backend opens read-only, its index built in memory over the part of the log that checks out,
+//! changing nothing on disk, at this open and every later one, until an operator accepts the
+//! loss with a statement the ledger's key signs ([`Storage::accept_loss`]).
+//!
+//! A last frame that fails its checksum, with no intact frame after it and no record that it
+//! was acknowledged, is a torn write: the ledger cuts it only after recording a signed statement
+//! of the cut ([`Storage::cut_torn_tail`]). Any other damage is reported, and the backend
+//! opens read-only over the part before it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::frame::{self, FRAME_HEADER_LEN, FrameDefect, SEGMENT_HEADER_LEN};
+use super::head_record::{self, HeadFile, HeadFound, HeadRecord};
+use super::{
+    CHECKPOINT_LOG, CheckpointLog, EmbeddedOptions, EmbeddedStorage, Index, IndexBatch,
+    IndexProgress, IndexedEvent, Location, MerkleCache, Segment, Tail, Writer, create_dir_durable,
+    defect_text, idempotency_records, read_frame, sync_dir,
+};
+use crate::chain::{ChainBreak, ChainChecker};
+use crate::envelope::Digest;
+use crate::storage::{
+    CheckpointEntry, PendingCut, Storage, StorageError, StorageProblem, signed_claim,
+};
+
+/// The head record's file, in the ledger's directory.
+const HEAD_RECORD: &str = "head";
+
+impl Tail {
+    /// The start of an empty log.
+    fn start() -> Tail {
+        Tail {
+            next_seq: 0,
+            last_hash: Digest::ZERO,
+            segment: 0,
+            offset: SEGMENT_HEADER_LEN,
+        }
+    }
+}
+
+impl EmbeddedStorage {
+    /// Opens the backend in `dir`, creating it if needed (unless `options.read_only`), and
+    /// recovers from a crash. What it finds wrong is reported by [`Storage::problems`]; with
+    /// any problem, or when asked to open read-only, nothing in `dir` is changed and every
+    /// append is refused.
+    pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<EmbeddedStorage, StorageError> {
+        let read_only = options.read_only;
+        let log_dir = dir.join("log");
+        let recovered_dir = dir.join("recovered");
+        let lock = if read_only {
+            if !log_dir.is_dir() {
+                return Err(StorageError::io(
+                    "open",
+                    &log_dir,
+                    io::Error::new(io::ErrorKind::NotFound, "no ledger here"),
+                ));
+            }
+            take_shared_lock(dir)?
+        } else {
+            create_dir_durable(dir)?;
+            let lock = take_lock(dir, &options.lock_note)?;
+            create_dir_durable(&log_dir)?;
+            create_dir_durable(&recovered_dir)?;
+            Some(lock)
+        };
+        let index = if read_only {
+            Index::memory()
+        } else {
+            Index::open(&dir.join("index"))?
+        };
+        let head_path = dir.join(HEAD_RECORD);
+        let head_found = head_record::read(&head_path)?;
+        let mut storage = EmbeddedStorage {
+            log_dir,
+            recovered_dir,
+            _lock: lock,
+            index,
+            set_aside: None,
+            opened_read_only: read_only,
+            read_only,
+            head_file: Mutex::new(None),
+            pending_cut: Mutex::new(None),
+            kept: Tail::start(),
+            claimed: 0,
+            segments: RwLock::new(std::collections::BTreeMap::new()),
+            writer: Mutex::new(Writer {
+                segment: 0,
+                end: SEGMENT_HEADER_LEN,
+                frames_in_segment: 0,
+                failed: None,
+                versions: std::collections::HashMap::new(),
+                queue: None,
+            }),
+            head: RwLock::new(crate::storage::ChainHead::default()),
+            problems: Vec::new(),
+            recoveries: Vec::new(),
+            segment_bytes_max: options.segment_bytes_max.max(SEGMENT_HEADER_LEN + 1024),
+            checkpoints: Mutex::new(CheckpointLog {
+                path: dir.join(CHECKPOINT_LOG),
+                entries: Vec::new(),
+                bytes: 0,
+            }),
+            progress: Arc::new(IndexProgress::default()),
+            merkle_cache: Mutex::new(MerkleCache::default()),
+            indexer: Mutex::new(None),
+        };
+        storage.load_segments()?;
+        storage.load_checkpoints(&head_found)?;
+        storage.recover(&head_found)?;
+        if storage.read_only {
+            let reason = match storage.problems.first() {
+                None => "the ledger was opened read-only".to_owned(),
+                Some(problem) => format!(
+                    "the ledger opened read-only because it found a problem{}: {}",
+                    problem
+                        .seq
+                        .map(|s| format!(" at seq {s}"))
+                        .unwrap_or_default(),
+                    problem.detail
+                ),
+            };
+            storage
+                .writer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .failed = Some(reason);
+            storage.progress.lock().indexed = storage.head().size;
+        } else {
+            let head = storage.head();
+            let record = HeadRecord {
+                next_seq: head.size,
+                last_hash: head.last_hash,
+                checkpoint_log_bytes: storage
+                    .checkpoints
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .bytes,
+            };
+            let file = HeadFile::create_or_open(&head_path, &head_found, record)?;
+            *storage.head_file.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
+            storage.start_indexer()?;
+        }
+        Ok(storage)
+    }
+
+    /// What recovery did when the backend opened (torn tails cut), for the operator's log.
+    pub fn recoveries(&self) -> &[String] {
+        &self.recoveries
+    }
+
+    /// Opens every segment file, in seq order. A last segment whose header never reached the
+    /// disk was created by a roll-over that crashed before any frame went into it: a writable
+    /// open removes it. Any other bad header is a problem.
+    fn load_segments(&mut self) -> Result<(), StorageError> {
+        let mut found: Vec<(u64, std::path::PathBuf)> = Vec::new();
+        let entries =
+            fs::read_dir(&self.log_dir).map_err(|e| StorageError::io("list", &self.log_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("list", &self.log_dir, e))?;
+            let path = entry.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(stem) = name.strip_suffix(".seg") else {
+                continue;
+            };
+            match stem.parse::<u64>() {
+                Ok(first) if stem.len() == 20 => found.push((first, path)),
+                _ => self.problems.push(StorageProblem {
+                    seq: None,
+                    detail: format!("unexpected file {} in the log directory", path.display()),
+                }),
+            }
+        }
+        found.sort();
+        let count = found.len();
+        let mut segments = std::collections::BTreeMap::new();
+        for (i, (first, path)) in found.into_iter().enumerate() {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(!self.opened_read_only)
+                .open(&path)
+                .map_err(|e| StorageError::io("open segment", &path, e))?;
+            let len = file
+                .metadata()
+                .map_err(|e| StorageError::io("stat segment", &path, e))?
+                .len();
+            let mut header = vec![0u8; SEGMENT_HEADER_LEN.min(len) as usize];
+            file.read_exact_at(&mut header, 0)
+                .map_err(|e| StorageError::io("read segment header", &path, e))?;
+            match frame::decode_segment_header(&header) {
+                Ok(first_in_header) if first_in_header == first => {
+                    segments.insert(
+                        first,
+                        Arc::new(Segment {
+                            first_seq: first,
+                            path,
+                            file,
+                        }),
+                    );
+                }
+                Ok(other) => self.problems.push(StorageProblem {
+                    seq: Some(first),
+                    detail: format!("segment {} says it starts at seq {other}", path.display()),
+                }),
+                Err(_) if i + 1 == count && len <= SEGMENT_HEADER_LEN && self.opened_read_only => {
+                    self.recoveries.push(format!(
+                        "segment {} has no complete header (a roll-over that crashed before any frame went into it); a writable open removes it",
+                        path.display()
+                    ));
+                }
+                Err(_) if i + 1 == count && len <= SEGMENT_HEADER_LEN => {
+                    drop(file);
+                    fs::remove_file(&path)
+                        .map_err(|e| StorageError::io("remove torn segment", &path, e))?;
+                    sync_dir(&self.log_dir)?;
+                    self.recoveries.push(format!(
+                        "removed segment {} whose header was never completed",
+                        path.display()
+                    ));
+                }
+                Err(detail) => self.problems.push(StorageProblem {
+                    seq: Some(first),
+                    detail: format!("segment {}: {detail}", path.display()),
+                }),
+            }
+        }
+        *self.segments.write().unwrap_or_else(|p| p.into_inner()) = segments;
+        Ok(())
+    }
+
+    /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
+    /// being written when the process stopped: past what the head record counted, a writable
+    /// open cuts it and keeps it in `recovered/`. A bad line before the last is damage, and so
+    /// is a log shorter than the head record counted.
+    fn load_checkpoints(&mut self, head_found: &HeadFound) -> Result<(), StorageError> {
+        let path = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .path
+            .clone();
+        let (bytes, missing) = match fs::read(&path) {
+            Ok(bytes) => (bytes, false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), true),
+            Err(e) => return Err(StorageError::io("read", &path, e)),
+        };
+        let mut entries = Vec::new();
+        let mut at = 0usize;
+        let mut cut: Option<usize> = None;
+        while at < bytes.len() {
+            let end = bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i);
+            let line = &bytes[at..end.unwrap_or(bytes.len())];
+            let parsed = serde_json::from_slice::<CheckpointEntry>(line);
+            match (parsed, end) {
+                (Ok(entry), Some(end)) => {
+                    entries.push(entry);
+                    at = end + 1;
+                }
+                (_, None) => {
+                    cut = Some(at);
+                    break;
+                }
+                (Err(e), Some(end)) if end + 1 == bytes.len() => {
+                    tracing::warn!(error = %e, "the last checkpoint entry does not parse");
+                    cut = Some(at);
+                    break;
+                }
+                (Err(e), Some(_)) => {
+                    self.problems.push(StorageProblem {
+                        seq: None,
+                        detail: format!(
+                            "checkpoint log entry {} does not parse: {e}",
+                            entries.len() + 1
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+        let counted = cut.unwrap_or(at) as u64;
+        let recorded = match head_found {
+            HeadFound::Record { record, .. } => record.checkpoint_log_bytes,
+            _ => 0,
+        };
+        if recorded > counted {
+            self.problems.push(StorageProblem {
+                seq: None,
+                detail: if missing {
+                    format!(
+                        "the checkpoint log {} is missing, but the head record counted {recorded} bytes of it: its signed entries were removed",
+                        path.display()
+                    )
+                } else {
+                    format!(
+                        "the checkpoint log {} holds {counted} bytes of entries, but the head record counted {recorded}: signed entries were removed from its end",
+                        path.display()
+                    )
+                },
+            });
+        }
+        if let Some(at) = cut {
+            let torn = bytes.len() - at;
+            if self.opened_read_only || recorded > at as u64 {
+                self.recoveries.push(format!(
+                    "the last {torn} bytes of the checkpoint log, at byte {at}, are a torn entry; a writable open cuts them"
+                ));
+            } else {
+                let kept = self
+                    .recovered_dir
+                    .join(format!("{CHECKPOINT_LOG}.{at}.torn"));
+                fs::write(&kept, &bytes[at..])
+                    .and_then(|()| File::open(&kept)?.sync_all())
+                    .map_err(|e| StorageError::io("write", &kept, e))?;
+                sync_dir(&self.recovered_dir)?;
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| StorageError::io("open", &path, e))?;
+                file.set_len(at as u64)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| StorageError::io("truncate", &path, e))?;
+                self.recoveries.push(format!(
+                    "cut a torn checkpoint entry of {torn} bytes; kept in {}",
+                    kept.display()
+                ));
+            }
+        }
+        let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        log.entries = entries;
+        log.bytes = counted;
+        Ok(())
+    }
+
+    /// Brings the index up to the end of the log, compares the log with every durable record
+    /// of its length, and decides what to do with a damaged tail.
+    fn recover(&mut self, head_found: &HeadFound) -> Result<(), StorageError> {
+        // An index of another format (or none) is discarded and rebuilt from the log.
+        let recorded = self.index.tail()?;
+        if recorded.is_none() {
+            self.index.reset()?;
+        }
+        let first_segment = self.segments_snapshot().keys().next().copied();
+        if let Some(first) = first_segment
+            && first != 0
+        {
+            self.problems.push(StorageProblem {
+                seq: Some(0),
+                detail: format!("the first segment starts at seq {first}, not 0"),
+            });
+            self.set_aside_index()?;
+            return Ok(());
+        }
+        // Resume from the index's record of the log's end when the log still reaches it. When
+        // it does not, the log is scanned from its start into an index in memory first, so
+        // that the record on disk survives until the scan shows whether the log still holds
+        // as many events as it says (a log rewritten in other frames) or fewer (a loss).
+        let mut rebuild_on_disk = false;
+        let start = match recorded {
+            Some(tail) if first_segment.is_some() && self.tail_is_plausible(&tail) => tail,
+            Some(tail) if tail.next_seq > 0 => {
+                self.set_aside_index()?;
+                rebuild_on_disk = true;
+                Tail::start()
+            }
+            _ => {
+                self.index.reset()?;
+                Tail::start()
+            }
+        };
+        let (mut tail, outcome) = if first_segment.is_some() {
+            self.scan_and_index(start)?
+        } else {
+            (Tail::start(), Scan::End)
+        };
+        let found = tail.next_seq;
+        self.progress.lock().indexed = found;
+        self.set_head(&tail);
+
+        // Every durable record of how long the log was.
+        let mut claims: Vec<(u64, String)> = Vec::new();
+        if let Some(recorded) = recorded {
+            claims.push((
+                recorded.next_seq,
+                "the index's record of the log's end".into(),
+            ));
+        }
+        if let HeadFound::Record { record, .. } = head_found {
+            claims.push((
+                record.next_seq,
+                "the head record written when the last append was acknowledged".into(),
+            ));
+        }
+        let entries = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .clone();
+        if let Some((size, i)) = signed_claim(&entries) {
+            claims.push((
+                size,
+                format!(
+                    "entry {} of the checkpoint log, which signs a tree of {size} events",
+                    i + 1
+                ),
+            ));
+        }
+        let claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
+        self.claimed = claimed;
+        match outcome {
+            Scan::End => {
+                // Segments after the tail's segment that the scan never reached would mean a gap.
+                let segments = self.segments_snapshot();
+                if let Some((&last, _)) = segments.iter().next_back()
+                    && last > tail.segment
+                {
+                    self.problems.push(StorageProblem {
+                        seq: Some(found),
+                        detail: format!("segment {last:020} follows the end of the log"),
+                    });
+                }
+            }
+            Scan::Defect {
+                segment,
+                offset,
+                seq,
+                detail,
+                structural,
+            } => {
+                let segments = self.segments_snapshot();
+                let is_last = segments.keys().next_back() == Some(&segment);
+                let later_frame =
+                    !structural && is_last && self.valid_frame_after(segment, offset)?;
+                if !structural && is_last && !later_frame && claimed <= found {
+                    let cut = self.torn_tail(segment, offset, found, &detail)?;
+                    if self.opened_read_only {
+                        self.recoveries.push(format!(
+                            "a torn write of {} bytes at byte {offset} of segment {segment:020} ({detail}) was never acknowledged (no durable record covers it); a writable open cuts it",
+                            cut.bytes
+                        ));
+                    } else {
+                        *self.pending_cut.lock().unwrap_or_else(|p| p.into_inner()) = Some(cut);
+                    }
+                } else {
+                    let why = if later_frame {
+                        " (intact frames follow, so this is damage, not a torn write)"
+                    } else if claimed > found && !structural {
+                        " (a durable record shows it was acknowledged, so this is damage, not a torn write)"
+                    } else {
+                        ""
+                    };
+                    self.problems.push(StorageProblem {
+                        seq: Some(seq),
+                        detail: format!("segment {segment:020}, byte {offset}: {detail}{why}"),
+                    });
+                }
+            }
+        }
+        for (size, source) in &claims {
+            if *size > found {
+                self.problems.push(StorageProblem {
+                    seq: Some(found),
+                    detail: format!(
+                        "the log holds {found} events, but {source} says it held {size}: acknowledged events from seq {found} on were lost"
+                    ),
+                });
+            }
+        }
+        if found > 0 && entries.is_empty() {
+            self.problems.push(StorageProblem {
+                seq: None,
+                detail: format!(
+                    "the checkpoint log is missing or empty, but the log holds {found} events: the ledger's signing keys and checkpoints are gone"
+                ),
+            });
+        }
+        if let HeadFound::Record { record, .. } = head_found
+            && record.next_seq > 0
+            && record.next_seq <= found
+        {
+            let seq = record.next_seq - 1;
+            let mut hash = None;
+            let read = self.visit_range(seq, 1, &mut |_, bytes| {
+                hash = crate::envelope::split_stored(bytes).ok().map(|(_, h)| h);
+                ControlFlow::Break(())
+            });
+            if let Err(StorageError::Corrupt { seq: at, detail }) = read {
+                self.problems.push(StorageProblem {
+                    seq: at.or(Some(seq)),
+                    detail: format!("the last acknowledged event cannot be read back: {detail}"),
+                });
+            } else if read?.eq(&1) && hash != Some(record.last_hash) {
+                self.problems.push(StorageProblem {
+                    seq: Some(seq),
+                    detail: format!(
+                        "the event at seq {seq} is not the one acknowledged there (the head record names hash {}): the log was rewritten",
+                        record.last_hash
+                    ),
+                });
+            }
+        }
+
+        if !self.problems.is_empty() && !self.index.tree.is_memory() {
+            // Read from an index in memory over the part that checks out, and leave the one on
+            // disk, and every record of the log's length, as they are.
+            self.set_aside_index()?;
+            let (rescanned, _) = self.scan_and_index(Tail::start())?;
+            tail = rescanned;
+            self.progress.lock().indexed = tail.next_seq;
+            self.set_head(&tail);
+        } else if self.problems.is_empty()
+            && rebuild_on_disk
+            && let Some(disk) = self.set_aside.take()
+        {
+            // Nothing was lost: the index on disk was only out of step with the log's frames.
+            disk.reset()?;
+            self.index = disk;
+            *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
+            self.read_only = false;
+            let (rescanned, _) = self.scan_and_index(Tail::start())?;
+            tail = rescanned;
+            self.progress.lock().indexed = tail.next_seq;
+            self.set_head(&tail);
+        }
+        Ok(())
+    }
+
+    /// Swaps the index on disk for an empty one in memory and stops writing.
+    fn set_aside_index(&mut self) -> Result<(), StorageError> {
+        if !self.index.tree.is_memory() {
+            let disk = std::mem::replace(&mut self.index, Index::memory());
+            self.set_aside = Some(disk);
+        }
+        self.index.reset()?;
+        *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
+        self.read_only = true;
+        Ok(())
+    }
+
+    /// Makes `tail` the head of the log, where the next frame goes, and what a loss keeps.
+    fn set_head(&mut self, tail: &Tail) {
+        *self.head.write().unwrap_or_else(|p| p.into_inner()) = crate::storage::ChainHead {
+            size: tail.next_seq,
+            last_hash: tail.last_hash,
+        };
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        writer.segment = tail.segment;
+        writer.end = tail.offset;
+        writer.frames_in_segment = u64::from(tail.offset > SEGMENT_HEADER_LEN);
+        drop(writer);
+        self.kept = *tail;
+    }
+
+    /// What a torn write at `(segment, offset)` consists of.
+    fn torn_tail(
+        &self,
+        segment: u64,
+        offset: u64,
+        tree_size: u64,
+        detail: &str,
+    ) -> Result<PendingCut, StorageError> {
+        let segments = self.segments_snapshot();
+        let Some(seg) = segments.get(&segment) else {
+            return Err(StorageError::Failed(format!(
+                "segment {segment:020} is not open"
+            )));
+        };
+        let torn = read_from(seg, offset)?;
+        Ok(PendingCut {
+            tree_size,
+            segment,
+            offset,
+            bytes: torn.len() as u64,
+            hash: Digest(*blake3::hash(&torn).as_bytes()),
+            detail: detail.to_owned(),
+        })
+    }
+
+    /// Records the statement of a cut, then moves the torn bytes to `recovered/` and truncates
+    /// the segment before them. They were never acknowledged: an append is acknowledged only
+    /// after its frame is synced and the head record covers it, and no durable record did.
+    pub(super) fn cut_pending(&self, statement: &CheckpointEntry) -> Result<String, StorageError> {
+        let mut pending = self.pending_cut.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(cut) = pending.clone() else {
+            return Err(StorageError::Failed("there is no torn write to cut".into()));
+        };
+        let already = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .last()
+            == Some(statement);
+        if !already {
+            self.append_checkpoint_entry(statement)?;
+        }
+        let segments = self.segments_snapshot();
+        let seg = segments.get(&cut.segment).ok_or_else(|| {
+            StorageError::Failed(format!("segment {:020} is not open", cut.segment))
+        })?;
+        let torn = read_from(seg, cut.offset)?;
+        let kept = self
+            .recovered_dir
+            .join(format!("{:020}.seg.{}.torn", cut.segment, cut.offset));
+        let mut out = File::create(&kept).map_err(|e| StorageError::io("create", &kept, e))?;
+        out.write_all(&torn)
+            .and_then(|()| out.sync_all())
+            .map_err(|e| StorageError::io("write", &kept, e))?;
+        sync_dir(&self.recovered_dir)?;
+        seg.file
+            .set_len(cut.offset)
+            .and_then(|()| seg.file.sync_all())
+            .map_err(|e| StorageError::io("truncate torn tail", &seg.path, e))?;
+        *pending = None;
+        let note = format!(
+            "cut a torn write of {} bytes at byte {} of segment {:020} ({}); kept in {}",
+            cut.bytes,
+            cut.offset,
+            cut.segment,
+            cut.detail,
+            kept.display()
+        );
+        tracing::warn!("{note}");
+        Ok(kept.display().to_string())
+    }
+
+    /// Records an accepted loss, moves what lies past the kept prefix to `recovered/`, and sets
+    /// the index and the head record back to the kept prefix.
+    pub(super) fn accept_pending_loss(
+        &self,
+        statements: &[CheckpointEntry],
+    ) -> Result<Vec<String>, StorageError> {
+        if self.opened_read_only {
+            return Err(StorageError::Failed(
+                "the ledger was opened read-only".into(),
+            ));
+        }
+        for statement in statements {
+            self.append_checkpoint_line(statement)?;
+        }
+        let mut moved = Vec::new();
+        let kept = self.kept;
+        for (first, seg) in self.segments_snapshot() {
+            if first < kept.segment {
+                continue;
+            }
+            let name = format!("{first:020}.seg");
+            if first == kept.segment && kept.next_seq > first {
+                let rest = read_from(&seg, kept.offset)?;
+                if rest.is_empty() {
+                    continue;
+                }
+                let aside = self
+                    .recovered_dir
+                    .join(format!("{name}.{}.lost", kept.offset));
+                fs::write(&aside, &rest)
+                    .and_then(|()| File::open(&aside)?.sync_all())
+                    .map_err(|e| StorageError::io("write", &aside, e))?;
+                seg.file
+                    .set_len(kept.offset)
+                    .and_then(|()| seg.file.sync_all())
+                    .map_err(|e| StorageError::io("truncate", &seg.path, e))?;
+                moved.push(format!(
+                    "{} bytes from byte {} of {} to {}",
+                    rest.len(),
+                    kept.offset,
+                    seg.path.display(),
+                    aside.display()
+                ));
+            } else {
+                let aside = self.recovered_dir.join(format!("{name}.lost"));
+                fs::rename(&seg.path, &aside)
+                    .map_err(|e| StorageError::io("move segment", &seg.path, e))?;
+                moved.push(format!("{} to {}", seg.path.display(), aside.display()));
+            }
+        }
+        sync_dir(&self.recovered_dir)?;
+        sync_dir(&self.log_dir)?;
+        if let Some(disk) = &self.set_aside {
+            disk.reset()?;
+            disk.flush()?;
+        }
+        let dir = self.log_dir.parent().unwrap_or(Path::new("."));
+        let head_path = dir.join(HEAD_RECORD);
+        let found = head_record::read(&head_path)?;
+        let bytes = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .bytes;
+        HeadFile::create_or_open(
+            &head_path,
+            &found,
+            HeadRecord {
+                next_seq: kept.next_seq,
+                last_hash: kept.last_hash,
+                checkpoint_log_bytes: bytes,
+            },
+        )?;
+        Ok(moved)
+    }
+
+    fn tail_is_plausible(&self, tail: &Tail) -> bool {
+        let segments = self.segments_snapshot();
+        match segments.get(&tail.segment) {
+            Some(seg) => seg
+                .file
+                .metadata()
+                .map(|m| m.len() >= tail.offset)
+                .unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// Reads and indexes frames from `start` to the end of the log, checking each frame's
+    /// checksum and structure and each event's seq, chain link and stream version. Stops at the
+    /// first defect; the frame holding it is not indexed.
+    fn scan_and_index(&self, start: Tail) -> Result<(Tail, Scan), StorageError> {
+        let segments = self.segments_snapshot();
+        let mut tail = start;
+        let mut checker = ChainChecker::new(start.next_seq, start.last_hash);
+        let mut batch = IndexBatch::default();
+        let mut pending = 0usize;
+        let mut outcome = Scan::End;
+        'segments: for (&first, seg) in segments.range(start.segment..) {
+            if first != tail.segment {
+                // Moving on to the next segment: it must begin exactly where the last ended.
+                if first != tail.next_seq {
+                    outcome = Scan::Defect {
+                        segment: first,
+                        offset: 0,
+                        seq: tail.next_seq,
+                        detail: format!(
+                            "segment starts at seq {first} but the log before it ends at {}",
+                            tail.next_seq
+                        ),
+                        structural: true,
+                    };
+                    break;
+                }
+                tail.segment = first;
+                tail.offset = SEGMENT_HEADER_LEN;
+            }
+            let len = seg
+                .file
+                .metadata()
+                .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
+                .len();
+            while tail.offset < len {
+                let frame = match read_frame(seg, tail.offset, len)? {
+                    Ok(frame) => frame,
+                    Err(defect) => {
+                        let seq = match defect {
+                            FrameDefect::BadBody(Some(seq)) => seq,
+                            _ => tail.next_seq,
+                        };
+                        outcome = Scan::Defect {
+                            segment: first,
+                            offset: tail.offset,
+                            seq,
+                            detail: defect_text(&defect),
+                            structural: matches!(defect, FrameDefect::Malformed(_)),
+                        };
+                        break 'segments;
+                    }
+                };
+                // Everything indexed counts: the head is set once the scan is done.
+                let mut base = |stream: &str| {
+                    self.indexed_version(stream, u64::MAX)
+                        .map_err(|e| e.to_string())
+                };
+                let mut events = Vec::with_capacity(frame.body.events.len());
+                let mut scratch = checker.clone();
+                for (offset, n) in &frame.body.events {
+                    match scratch.check(&frame.bytes[*offset..offset + n], &mut base) {
+                        Ok(event) => events.push(event),
+                        Err(ChainBreak { seq, problem }) => {
+                            outcome = Scan::Defect {
+                                segment: first,
+                                offset: tail.offset,
+                                seq,
+                                detail: problem,
+                                structural: true,
+                            };
+                            break 'segments;
+                        }
+                    }
+                }
+                if frame.body.first_seq != tail.next_seq {
+                    outcome = Scan::Defect {
+                        segment: first,
+                        offset: tail.offset,
+                        seq: tail.next_seq,
+                        detail: format!(
+                            "frame says it starts at seq {} where seq {} is next",
+                            frame.body.first_seq, tail.next_seq
+                        ),
+                        structural: true,
+                    };
+                    break 'segments;
+                }
+                checker = scratch;
+                batch.frame(frame.body.first_seq, first, tail.offset);
+                for (i, e) in events.iter().enumerate() {
+                    let (offset, len) = frame.body.events[i];
+                    batch.event(&IndexedEvent {
+                        loc: Location {
+                            seq: e.seq,
+                            segment: first,
+                            offset: tail.offset + FRAME_HEADER_LEN + offset as u64,
+                            len: len as u32,
+                        },
+                        stream: e.stream,
+                        stream_version: e.stream_version,
+                        event_id: e.event_id,
+                        hash: e.hash,
+                    });
+                }
+                for record in idempotency_records(&frame.body, &events) {
+                    batch.key(&record);
+                }
+                tail.next_seq = checker.next_seq;
+                tail.last_hash = checker.last_hash;
+                tail.offset += FRAME_HEADER_LEN + u64::from(frame.header_body_len);
+                pending += events.len();
+                if pending >= 8192 {
+                    std::mem::take(&mut batch).apply(&self.index.tree, &tail)?;
+                    pending = 0;
+                }
+            }
+        }
+        batch.apply(&self.index.tree, &tail)?;
+        Ok((tail, outcome))
+    }
+
+    /// True when a frame with a valid header and body checksum starts anywhere after `offset`.
+    fn valid_frame_after(&self, segment: u64, offset: u64) -> Result<bool, StorageError> {
+        let segments = self.segments_snapshot();
+        let Some(seg) = segments.get(&segment) else {
+            return Ok(false);
+        };
+        let len = seg
+            .file
+            .metadata()
+            .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
+            .len();
+        let mut bytes = vec![0u8; len as usize];
+        seg.file
+            .read_exact_at(&mut bytes, 0)
+            .map_err(|e| StorageError::io("read segment", &seg.path, e))?;
+        let mut at = offset as usize + 1;
+        while at + FRAME_HEADER_LEN as usize <= bytes.len() {
+            if &bytes[at..at + 4] == frame::FRAME_MAGIC && read_frame(seg, at as u64, len)?.is_ok()
+            {
+                return Ok(true);
+            }
+            at += 1;
+        }
+        Ok(false)
+    }
+}
+
+/// The bytes of a segment from `offset` to its end.
+fn read_from(seg: &Segment, offset: u64) -> Result<Vec<u8>, StorageError> {
+    let len = seg
+        .file
+        .metadata()
+        .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
+        .len();
+    let mut bytes = vec![0u8; len.saturating_sub(offset) as usize];
+    seg.file
+        .read_exact_at(&mut bytes, offset)
+        .map_err(|e| StorageError::io("read segment", &seg.path, e))?;
+    Ok(bytes)
+}
+
+/// Takes a shared lock on the directory's lock file, when there is one to take, so that a
+/// read-only open meets a running writer's lock and says who holds it. A directory without
+/// one (or whose lock file cannot be opened, on a read-only file system) is read unlocked:
+/// nothing can write to it there.
+fn take_shared_lock(dir: &Path) -> Result<Option<File>, StorageError> {
+    let path = dir.join("LOCK");
+    let Ok(mut file) = File::open(&path) else {
+        return Ok(None);
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            Err(StorageError::Locked {
+                path,
+                holder: if holder.is_empty() {
+                    "it did not say who it is".into()
+                } else {
+                    holder.to_owned()
+                },
+            })
+        }
+        Err(fs::TryLockError::Error(e)) => Err(StorageError::io("lock", &path, e)),
+    }
+}
+
+/// Takes the directory's lock file, or says who holds it.
+fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
+    let path = dir.join("LOCK");
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| StorageError::io("open lock file", &path, e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            // The holder's note is advisory; an unreadable one still leaves a clear refusal.
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(StorageError::Locked {
+                path,
+                holder: if holder.is_empty() {
+                    "it did not say who it is".into()
+                } else {
+                    holder.to_owned()
+                },
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(StorageError::io("lock", &path, e));
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| file.write_all_at(note.as_bytes(), 0))
+        .map_err(|e| StorageError::io("write lock file", &path, e))?;
+    Ok(file)
+}
+
+/// The outcome of reading frames forward from a position.
+enum Scan {
+    /// Reached the end of the log cleanly.
+    End,
+    /// Found a defect at `(segment, offset)`.
+    Defect {
+        segment: u64,
+        offset: u64,
+        seq: u64,
+        detail: String,
+        /// True when the defect is in a frame whose checksum held: damage, never a torn write.
+        structural: bool,
+    },
+}

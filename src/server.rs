@@ -427,6 +427,7 @@ pub(crate) async fn serve(
     service: Service,
     listener: tokio::net::TcpListener,
     options: ServerOptions,
+    stop: StopSignal,
 ) -> anyhow::Result<()> {
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
     let app = router(&service, &options, Some(&mcp));
@@ -436,7 +437,7 @@ pub(crate) async fn serve(
     let watched = Arc::clone(&stage);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            stop.wait().await;
             watchdog(deadline, watched);
             // Open MCP streams (subscriptions, progress) would hold the shutdown open.
             mcp.stop();
@@ -477,27 +478,30 @@ fn watchdog(deadline: Duration, stage: Arc<std::sync::Mutex<&'static str>>) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+/// SIGTERM and Ctrl-C (SIGINT), listened for from the moment this is made: made before the
+/// server says it listens, a stop asked for right after is a graceful one, not the default
+/// action of the signal, which ends the process on the spot.
+#[derive(Debug)]
+pub(crate) struct StopSignal {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    /// Starts listening. Must run inside the runtime.
+    pub(crate) fn install() -> anyhow::Result<StopSignal> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignal {
+            terminate: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?,
+        })
     }
-    tracing::info!("shutting down: no new connections; finishing the requests in flight");
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+        tracing::info!("shutting down: no new connections; finishing the requests in flight");
+    }
 }

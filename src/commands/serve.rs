@@ -175,6 +175,9 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             "research-ledger serve on http://{bound} (pid {})",
             std::process::id()
         ));
+        // Before the line that says the server listens: a stop asked for from then on is
+        // graceful.
+        let stop = crate::server::StopSignal::install()?;
         let service = tokio::task::spawn_blocking(move || service::Service::open(options))
             .await
             .context("cannot open the data directory")?
@@ -190,7 +193,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             "research-ledger serving {} on http://{bound} ({access})",
             data_dir.display()
         );
-        crate::server::serve(service, listener, args.options(auth)).await
+        crate::server::serve(service, listener, args.options(auth), stop).await
     })?;
     Ok(Outcome::Passed)
 }

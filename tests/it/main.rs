@@ -11,6 +11,7 @@ mod demo;
 mod external;
 mod graphql;
 mod ingest;
+mod integrity;
 mod mcp;
 mod operations;
 mod proofs;

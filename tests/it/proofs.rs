@@ -20,13 +20,25 @@ fn an_inclusion_proof_verifies_offline_and_a_doctored_one_does_not() {
     populate(data.path(), 0, 12);
     let key = public_key(data.path());
     let proof_path = data.path().join("proof.json");
-    // No checkpoint covers seq 7 yet: prove writes one first.
+    // No checkpoint covers seq 7 yet: a proof is refused, and none is signed for it (a read
+    // never writes).
+    let out = run(
+        data.path(),
+        &["prove", "7", "--out", proof_path.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no checkpoint covers seq 7"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(data.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = run(
         data.path(),
         &["prove", "7", "--out", proof_path.to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("wrote a checkpoint of 12 events"));
 
     let elsewhere = tempfile::tempdir().unwrap();
     let out = run(
@@ -99,6 +111,9 @@ fn a_saved_checkpoint_proves_in_one_command_that_the_ledger_only_grew() {
     let out = run(data.path(), &["key", "rotate"]);
     assert!(out.status.success(), "{}", stderr(&out));
     populate(data.path(), 30, 33);
+    // Today's checkpoint, as a server's checkpointer would sign it: the proof stands on it.
+    let out = run(data.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 
     let out = run(
         data.path(),

@@ -35,8 +35,33 @@ impl Server {
         Server::spawn(data, listen, extra, &[])
     }
 
+    /// Starts a server through `wrapper` (a program that execs the command it is given, such
+    /// as `fiu-run -x`), with `extra` flags.
+    pub(crate) fn start_wrapped(data: &Path, wrapper: &[&str], extra: &[&str]) -> Server {
+        Server::spawn_with(wrapper, data, "127.0.0.1:0", extra, &[])
+    }
+
     fn spawn(data: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+        Server::spawn_with(&[], data, listen, extra, env)
+    }
+
+    fn spawn_with(
+        wrapper: &[&str],
+        data: &Path,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let binary = env!("CARGO_BIN_EXE_research-ledger");
+        let mut command = match wrapper.split_first() {
+            None => Command::new(binary),
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+        };
+        let mut child = command
             .arg("--data-dir")
             .arg(data)
             .args(["serve", "--listen", listen])

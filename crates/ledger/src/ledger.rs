@@ -198,9 +198,15 @@ impl Core {
 
     /// Decodes events read from storage, checking each is the event its position says.
     pub(crate) fn decode(&self, raw: &RawEvent) -> Result<RecordedEvent, ReadError> {
-        let event = decode_stored(&raw.bytes).map_err(|e| ReadError::Damaged {
-            seq: raw.seq,
-            detail: e.to_string(),
+        let event = decode_stored(&raw.bytes).map_err(|e| {
+            self.poison(format!(
+                "a read found the event at seq {} damaged: {e}",
+                raw.seq
+            ));
+            ReadError::Damaged {
+                seq: raw.seq,
+                detail: e.to_string(),
+            }
         })?;
         if event.seq != raw.seq {
             return Err(ReadError::Damaged {
@@ -242,10 +248,30 @@ impl Core {
         from_seq: u64,
         max: usize,
     ) -> Result<Vec<RecordedEvent>, ReadError> {
-        let raw = self
-            .storage
-            .read_range(from_seq, max.min(self.limits.read_events_max))?;
+        let max = max.min(self.limits.read_events_max);
+        let raw = match self.storage.read_range(from_seq, max) {
+            // The events before the damage read as they are; the damage is found by the read
+            // that starts at it.
+            Err(StorageError::Corrupt { seq: Some(bad), .. }) if bad > from_seq => self
+                .storage
+                .read_range(from_seq, ((bad - from_seq) as usize).min(max))
+                .map_err(|e| self.damage_found(e))?,
+            other => other.map_err(|e| self.damage_found(e))?,
+        };
         raw.iter().map(|r| self.decode(r)).collect()
+    }
+
+    /// A read that finds stored bytes damaged stops every later write: the damage was missed
+    /// when the ledger opened (it checks what it indexes then, not every event it indexed
+    /// before), and writing on would bury it.
+    pub(crate) fn damage_found(&self, e: StorageError) -> StorageError {
+        if let StorageError::Corrupt { seq, detail } = &e {
+            self.poison(format!(
+                "a read found the log damaged{}: {detail}",
+                seq.map(|s| format!(" at seq {s}")).unwrap_or_default()
+            ));
+        }
+        e
     }
 }
 
@@ -962,7 +988,11 @@ impl Writer {
                 Ok(key)
             }
             Some(current) if current == key.public_key() => {
-                if let Some(files) = &self.files {
+                // A key staged by a rotation that never happened; left alone by an open that
+                // may not write.
+                if let Some(files) = &self.files
+                    && !self.core.storage.is_read_only()
+                {
                     files.discard_staged().map_err(|e| e.to_string())?;
                 }
                 Ok(key)

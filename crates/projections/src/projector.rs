@@ -249,7 +249,13 @@ impl Projector {
         match projector.advance(u64::MAX) {
             // A failure to read storage is the ledger's, and opening cannot go on without it; an
             // event that does not fold is recorded as a stall and the projector opens anyway.
-            Err(ApplyError::Read(e)) if !matches!(e, ReadError::Damaged { .. }) => {
+            Err(ApplyError::Read(e))
+                if !matches!(
+                    e,
+                    ReadError::Damaged { .. }
+                        | ReadError::Storage(ledger::StorageError::Corrupt { .. })
+                ) =>
+            {
                 return Err(OpenError::Read(e));
             }
             Ok(_) | Err(_) => {}

@@ -18,6 +18,9 @@ fn index_err(e: sled::Error) -> StorageError {
     StorageError::Index(e.to_string())
 }
 
+/// What [`IndexTree::visit`] calls for each entry: `Break` to stop.
+pub(super) type Visitor<'a> = dyn FnMut(&IVec, &IVec) -> Result<ControlFlow<()>, StorageError> + 'a;
+
 /// An ordered map of byte strings, on disk or in memory.
 #[derive(Debug)]
 pub(super) enum IndexTree {
@@ -59,7 +62,7 @@ impl IndexTree {
         low: &[u8],
         high: &[u8],
         reversed: bool,
-        visit: &mut dyn FnMut(&IVec, &IVec) -> Result<ControlFlow<()>, StorageError>,
+        visit: &mut Visitor<'_>,
     ) -> Result<(), StorageError> {
         match self {
             IndexTree::Sled(tree) => {

@@ -59,14 +59,9 @@ impl EmbeddedStorage {
         let read_only = options.read_only;
         let log_dir = dir.join("log");
         let recovered_dir = dir.join("recovered");
+        // A read-only open of a directory that holds no ledger reads an empty one, and creates
+        // nothing.
         let lock = if read_only {
-            if !log_dir.is_dir() {
-                return Err(StorageError::io(
-                    "open",
-                    &log_dir,
-                    io::Error::new(io::ErrorKind::NotFound, "no ledger here"),
-                ));
-            }
             take_shared_lock(dir)?
         } else {
             create_dir_durable(dir)?;
@@ -165,8 +160,10 @@ impl EmbeddedStorage {
     /// open removes it. Any other bad header is a problem.
     fn load_segments(&mut self) -> Result<(), StorageError> {
         let mut found: Vec<(u64, std::path::PathBuf)> = Vec::new();
-        let entries =
-            fs::read_dir(&self.log_dir).map_err(|e| StorageError::io("list", &self.log_dir, e))?;
+        let entries = match fs::read_dir(&self.log_dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.opened_read_only => return Ok(()),
+            entries => entries.map_err(|e| StorageError::io("list", &self.log_dir, e))?,
+        };
         for entry in entries {
             let entry = entry.map_err(|e| StorageError::io("list", &self.log_dir, e))?;
             let path = entry.path();

@@ -162,6 +162,17 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
                     ledger.head().size
                 );
             }
+            // A checkpoint the auditor kept that signs more events than the ledger has is
+            // the evidence of a loss, whatever else the ledger says.
+            if saved.tree_size > ledger.head().size && saved.verify(&key).is_ok() {
+                println!(
+                    "FAILED: the checkpoint you kept signs a tree of {} events, but the ledger holds {}: events from seq {} on were lost or the log was replaced",
+                    saved.tree_size,
+                    ledger.head().size,
+                    ledger.head().size
+                );
+                return Ok(Outcome::Failed);
+            }
             let proof = ledger.consistency_since(saved)?;
             verify_proof_file(&ProofFile::Consistency(proof), &key)
         }

@@ -631,3 +631,55 @@ fn a_failing_disk_is_reported_honestly_and_loses_nothing_acknowledged() {
         );
     }
 }
+
+#[test]
+fn a_checkpoint_an_auditor_kept_is_evidence_of_a_loss() {
+    let data = tempfile::tempdir().unwrap();
+    let (_, acked) = research(data.path(), 3);
+    Server::start(data.path(), &[]).stop();
+    let out = run(data.path(), &["key", "show"]);
+    let key = stdout(&out).trim().to_owned();
+    let entries = std::fs::read_to_string(data.path().join("ledger/checkpoints.jsonl")).unwrap();
+    let kept: Value = entries
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["entry"] == "checkpoint")
+        .last()
+        .expect("a checkpoint");
+    assert_eq!(kept["tree_size"], acked);
+    let mut saved = kept.clone();
+    saved.as_object_mut().unwrap().remove("entry");
+    let saved_path = data.path().join("saved.json");
+    std::fs::write(&saved_path, saved.to_string()).unwrap();
+    // Every record of the loss is gone but the auditor's own copy of the checkpoint.
+    std::fs::remove_file(data.path().join("ledger/head")).unwrap();
+    std::fs::remove_dir_all(data.path().join("ledger/index")).unwrap();
+    std::fs::remove_file(data.path().join("ledger/checkpoints.jsonl")).unwrap();
+    let segment = last_segment(data.path());
+    truncate(&segment, last_frame_start(&segment));
+    let out = run(
+        data.path(),
+        &[
+            "verify-proof",
+            "--since",
+            saved_path.to_str().unwrap(),
+            "--public-key",
+            &key,
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains(&format!(
+            "signs a tree of {acked} events, but the ledger holds {}",
+            acked - 1
+        )),
+        "{}",
+        stdout(&out)
+    );
+}

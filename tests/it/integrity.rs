@@ -643,8 +643,7 @@ fn a_checkpoint_an_auditor_kept_is_evidence_of_a_loss() {
     let kept: Value = entries
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["entry"] == "checkpoint")
-        .last()
+        .rfind(|e| e["entry"] == "checkpoint")
         .expect("a checkpoint");
     assert_eq!(kept["tree_size"], acked);
     let mut saved = kept.clone();

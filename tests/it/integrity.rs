@@ -592,6 +592,10 @@ fn a_failing_disk_is_reported_honestly_and_loses_nothing_acknowledged() {
         assert_eq!(refused["error"], "unavailable", "{point}: {refused}");
         let (_, health) = get_json(server.addr, "/health");
         assert_eq!(health["status"], "refusing_writes", "{point}: {health}");
+        // A failed write is no damage: verification finds none (and says so, or that it could
+        // not read), and names no seq 0.
+        let (_, report) = get_json(server.addr, "/v1/verify");
+        assert!(report["failure"].is_null(), "{point}: {report}");
         let started = std::time::Instant::now();
         let (status, stderr_text) = server.stop_with_stderr();
         assert!(

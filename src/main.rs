@@ -9,10 +9,14 @@ mod commands;
 mod config;
 mod demo;
 mod export;
+mod hosts;
+mod listener;
 mod remote;
 mod remote_api;
 mod rest;
 mod server;
+mod streams;
+mod tls;
 mod tokens_api;
 
 use std::path::PathBuf;

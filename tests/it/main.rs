@@ -12,6 +12,7 @@ mod external;
 mod graphql;
 mod ingest;
 mod mcp;
+mod network;
 mod operations;
 mod proofs;
 mod remote;

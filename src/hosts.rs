@@ -121,13 +121,19 @@ pub(crate) async fn layer(
                 .chars()
                 .take(100)
                 .collect();
-            ApiError::http(
-                StatusCode::FORBIDDEN,
-                ServiceError::Forbidden(format!(
-                    "this server does not answer to the host {shown:?}: it answers to loopback names and to the names given with --allowed-host"
-                )),
-            )
-            .into_response()
+            let error = ServiceError::Forbidden(format!(
+                "this server does not answer to the host {shown:?}: it answers to loopback names and to the names given with --allowed-host"
+            ));
+            // `/mcp` answers every refusal in JSON-RPC, this one too.
+            if request.uri().path() == "/mcp" {
+                let body = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": {"code": -32600, "message": error.to_string(), "data": error.to_json()},
+                });
+                return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+            }
+            ApiError::http(StatusCode::FORBIDDEN, error).into_response()
         }
     }
 }

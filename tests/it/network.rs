@@ -105,7 +105,11 @@ fn a_rebound_page_reaches_no_route_and_the_names_given_are_served() {
     for (method, path, headers, body) in route_families() {
         let reply = rebound(addr, method, path, &headers, &body);
         assert_eq!(reply.status, 403, "{method} {path}: {}", reply.text());
-        let error = reply.json();
+        // `/mcp` says it in JSON-RPC, with the same structured error as its data.
+        let error = match path {
+            "/mcp" => reply.json()["error"]["data"].clone(),
+            _ => reply.json(),
+        };
         assert_eq!(error["error"], "forbidden", "{method} {path}: {error}");
         assert!(
             error["message"]
@@ -873,4 +877,63 @@ fn tls_serves_with_the_certificate_in_its_files_and_follows_them_when_they_chang
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("missing.pem"), "{}", stderr(&out));
+}
+
+#[test]
+fn exports_past_the_bound_are_refused_while_one_streams() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--export-concurrent-max", "1"]);
+    let addr = server.addr;
+    // Several megabytes of evidence, more than the connection buffers hold.
+    let (status, opened) = super::server::call_tool(
+        addr,
+        "research_open_task",
+        json!({"question": "Does the sea level rise?", "research_date": "2025-06-30"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    for i in 0..10 {
+        let content = format!("Report {i} on the sea level. ").repeat(30_000);
+        let (status, added) = super::server::call_tool(
+            addr,
+            "retrieval_add_evidence",
+            json!({"task_id": task, "source": format!("survey-{i}.example.org"),
+                   "publish_date": "2025-03-01", "source_type": "government",
+                   "content": content, "stance": "supports"}),
+        );
+        assert_eq!(status, 200, "{added}");
+    }
+    // One export is taken in but not read: it holds its slot while it streams.
+    let mut first = connect(addr).unwrap();
+    first
+        .write_all(
+            format!(
+                "GET /v1/export?all=true HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut start = [0u8; 256];
+    let n = first.read(&mut start).unwrap();
+    assert!(
+        String::from_utf8_lossy(&start[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&start[..n])
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let refused = send(addr, "GET", "/v1/export?all=true", &[], b"");
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["limit"], "export_concurrent_max");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    // Read to its end, the first is a whole bundle, and the slot is free again.
+    let mut rest = Vec::new();
+    first.read_to_end(&mut rest).unwrap();
+    let mut whole = start[..n].to_vec();
+    whole.extend_from_slice(&rest);
+    assert!(whole.len() > 8 * 1024 * 1024, "{} bytes", whole.len());
+    std::thread::sleep(Duration::from_millis(200));
+    let again = send(addr, "GET", "/v1/export?all=true", &[], b"");
+    assert_eq!(again.status, 200, "{}", again.text());
+    let bundle: Value = serde_json::from_slice(&again.body).unwrap();
+    assert!(bundle.is_object());
 }

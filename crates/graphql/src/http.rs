@@ -381,7 +381,8 @@ async fn serve_socket(
                         break None;
                     }
                 }
-                None => break None,
+                // The engine ended: because the reader refused a message, or the client left.
+                None => break reason.lock().unwrap_or_else(|p| p.into_inner()).take(),
             },
             () = refused.notified() => {
                 break reason.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -411,6 +412,7 @@ async fn serve_socket(
                 reason: reason.into(),
             })))
             .await;
+        let _ = to_client.flush().await;
     }
 }
 

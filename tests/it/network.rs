@@ -43,13 +43,16 @@ fn rebound(
     exchange(addr, raw.as_bytes())
 }
 
-/// Every family of routes, as a rebound page would call it: method, path, headers, body.
-fn route_families() -> Vec<(
+/// A request: method, path, headers and body.
+type Route = (
     &'static str,
     &'static str,
     Vec<(&'static str, &'static str)>,
     String,
-)> {
+);
+
+/// Every family of routes, as a rebound page would call it.
+fn route_families() -> Vec<Route> {
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},

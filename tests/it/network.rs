@@ -940,3 +940,64 @@ fn exports_past_the_bound_are_refused_while_one_streams() {
     let bundle: Value = serde_json::from_slice(&again.body).unwrap();
     assert!(bundle.is_object());
 }
+
+/// The status of `GET /health` sent with `Host: host`.
+fn health_as(addr: SocketAddr, host: &str) -> u16 {
+    let raw = format!("GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    exchange(addr, raw.as_bytes()).status
+}
+
+#[test]
+fn the_allowed_hosts_come_from_flags_the_environment_or_the_file_and_hold_with_tokens() {
+    let data = tempfile::tempdir().unwrap();
+    let admin = add_token(data.path(), "ada", "admin");
+    let server = Server::start_with(
+        data.path(),
+        &[],
+        &[("RESEARCH_LEDGER_ALLOWED_HOSTS", "env.test,other.test:8443")],
+    );
+    let addr = server.addr;
+    assert_eq!(health_as(addr, "env.test"), 200);
+    assert_eq!(health_as(addr, "other.test:8443"), 200);
+    assert_eq!(health_as(addr, "other.test:9"), 403);
+    // A valid token does not make a foreign name acceptable: the name is checked first.
+    let raw = format!(
+        "GET /v1/tokens HTTP/1.1\r\nHost: attacker.example\r\nAuthorization: Bearer {admin}\r\nConnection: close\r\n\r\n"
+    );
+    let reply = exchange(addr, raw.as_bytes());
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    drop(server);
+
+    let file = data.path().join("research-ledger.toml");
+    std::fs::write(&file, "[serve]\nallowed_host = [\"file.test\"]\n").unwrap();
+    let server = Server::start(data.path(), &["--config", file.to_str().unwrap()]);
+    assert_eq!(health_as(server.addr, "file.test"), 200);
+    assert_eq!(health_as(server.addr, "env.test"), 403);
+}
+
+#[test]
+fn subscriptions_on_one_websocket_are_bounded() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--subscriptions-per-client-max", "2"]);
+    let mut socket = ws_connect(server.addr, &[]).unwrap();
+    ws_send(
+        &mut socket,
+        json!({"type": "connection_init", "payload": {}}),
+    );
+    assert_eq!(receive(&mut socket)["type"], "connection_ack");
+    for id in ["a", "b", "c"] {
+        ws_send(
+            &mut socket,
+            json!({"id": id, "type": "subscribe", "payload": {"query": "subscription { events { seq } }"}}),
+        );
+    }
+    // The three are served at once, in no set order: one of them is refused (and nothing else
+    // is said, as no event is appended).
+    let refused = receive(&mut socket);
+    assert_eq!(refused["type"], "next", "{refused}");
+    let error = &refused["payload"]["errors"][0];
+    assert_eq!(
+        error["extensions"]["limit"], "subscriptions_per_connection_max",
+        "{refused}"
+    );
+}

@@ -813,9 +813,14 @@ fn tls_serves_with_the_certificate_in_its_files_and_follows_them_when_they_chang
             cert.to_str().unwrap(),
             "--tls-key",
             key.to_str().unwrap(),
+            "--header-read-secs-max",
+            "1",
         ],
     );
     let url = format!("https://localhost:{}/health", server.addr.port());
+    // A client that never finishes its handshake is closed like a slow head.
+    let mut silent = connect(server.addr).unwrap();
+    assert!(closed_by_server(&mut silent, Duration::from_secs(5)));
     let mut reply = client(&first).get(&url).call().unwrap();
     assert_eq!(reply.status().as_u16(), 200);
     let health: Value = serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap();
@@ -999,5 +1004,103 @@ fn subscriptions_on_one_websocket_are_bounded() {
     assert_eq!(
         error["extensions"]["limit"], "subscriptions_per_connection_max",
         "{refused}"
+    );
+}
+
+#[test]
+fn with_few_descriptors_the_server_refuses_connections_rather_than_run_out() {
+    let data = tempfile::tempdir().unwrap();
+    // The open-file limit of this server alone, lowered as a shell does.
+    let mut child = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 400 && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_research-ledger"),
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .env("RESEARCH_LEDGER_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    // Many more connections than the descriptors left: the first are served, the rest told.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..300 {
+        let mut stream = connect(addr).unwrap();
+        stream
+            .write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut head = [0u8; 512];
+        let n = stream.read(&mut head).unwrap();
+        let text = String::from_utf8_lossy(&head[..n]).into_owned();
+        if text.starts_with("HTTP/1.1 200") {
+            held.push(stream);
+        } else {
+            assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+            assert!(text.contains("connections_max"), "{text}");
+            refused += 1;
+        }
+    }
+    assert!(
+        refused > 0 && !held.is_empty(),
+        "{} held, {refused} refused",
+        held.len()
+    );
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    // Still answering once the connections are gone.
+    assert_eq!(super::server::get_json(addr, "/health").0, 200);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(err.contains("lowered"), "{err}");
+}
+
+#[test]
+fn sigterm_stops_the_server_with_idle_connections_and_a_websocket_open() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let _idle: Vec<TcpStream> = (0..3).map(|_| connect_served(addr).unwrap()).collect();
+    let mut socket = ws_connect(addr, &[]).unwrap();
+    ws_send(
+        &mut socket,
+        json!({"type": "connection_init", "payload": {}}),
+    );
+    assert_eq!(receive(&mut socket)["type"], "connection_ack");
+    let asked = Instant::now();
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "stopped after {:?}",
+        asked.elapsed()
     );
 }

@@ -548,6 +548,17 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
         .unwrap_or_default();
     assert_eq!(errors.len(), 50, "{}", reply.text());
     assert_eq!(errors[49]["extensions"]["limit"], "errors_max");
+    // A message that quotes a long part of the request is cut.
+    let long = json!({"query": format!("{{ {} }}", "n".repeat(20_000))}).to_string();
+    let reply = send(addr, "POST", "/graphql", &[JSON], long.as_bytes());
+    let message = reply.json()["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("more bytes") && message.chars().count() < 1100,
+        "{message}"
+    );
 
     // A 3.9 MB task id that does not exist, eight at once: the answer names a part of it.
     let id = "x".repeat(3_900_000);

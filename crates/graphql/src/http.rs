@@ -8,7 +8,16 @@
 //! `application/json`, which a browser will not send cross-site without asking first (a CORS
 //! preflight this server never grants); and a request that carries an `Origin` — browsers
 //! always send one on WebSocket handshakes and cross-site POSTs — must come from the server's
-//! own origin.
+//! own origin. (A page that rebinds its DNS name to the server passes that check, with its own
+//! name in both headers: the server in front refuses names it does not answer to, before any
+//! route.)
+//!
+//! A WebSocket outlives the request that opened it, so its caller is not taken once: the token
+//! (from the handshake, or else `connection_init`) is checked again before every message the
+//! client sends, in every resolver, and whenever the server says its token list changed; a
+//! socket whose token no longer gives the same caller is closed (4401, or 4403 when it names
+//! someone else). Sockets are bounded by `websockets_max`, subscriptions on one by
+//! `subscriptions_per_connection_max`.
 
 use std::sync::Arc;
 

@@ -597,13 +597,37 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
     );
     let text = answer.to_string();
     assert!(text.len() < 8 * 1024, "MCP: {status}, {} bytes", text.len());
+    // Nor does anything else MCP names: a resource, a tool, a prompt (in a session, where the
+    // name is in the body alone).
+    let session = open_session(&server, &[], "namer");
+    for (method, params) in [
+        (
+            "resources/read",
+            json!({"uri": format!("ledger://tasks/{id}/state")}),
+        ),
+        ("tools/call", json!({"name": id, "arguments": {}})),
+        ("prompts/get", json!({"name": id, "arguments": {}})),
+    ] {
+        let request = json!({"jsonrpc": "2.0", "id": 10, "method": method, "params": params});
+        let (status, body) = mcp_post(&server, &[("Mcp-Session-Id", &session)], &request);
+        assert!(
+            body.len() < 8 * 1024,
+            "{method}: {status}, {} bytes",
+            body.len()
+        );
+        let answer = super::mcp::message(&body);
+        assert!(
+            answer.get("error").is_some() || answer["result"]["isError"] == true,
+            "{method}: {answer}"
+        );
+    }
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     sampler.join().unwrap();
     let grown_mib = (peak.load(std::sync::atomic::Ordering::Relaxed) - baseline) / 1024;
     assert!(grown_mib < 400, "the server grew by {grown_mib} MiB");
 
-    // Sessions past mcp_sessions_max are refused, and say which limit.
-    for i in 0..3 {
+    // Sessions past mcp_sessions_max are refused, and say which limit (one is open already).
+    for i in 0..2 {
         open_session(&server, &[], &format!("client-{i}"));
     }
     let initialize = json!({

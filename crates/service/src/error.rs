@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 /// request naming something that does not exist never grows with the name.
 pub(crate) const ECHOED_CHARS_MAX: usize = 200;
 
-/// `text` as an error repeats it: whole when short, else its first [`ECHOED_CHARS_MAX`]
-/// characters and how many bytes were left out.
-pub(crate) fn echoed(text: &str) -> Cow<'_, str> {
+/// `text` as an error repeats it: whole when short, else its first 200 characters and how
+/// many bytes were left out.
+pub fn echoed(text: &str) -> Cow<'_, str> {
     match text.char_indices().nth(ECHOED_CHARS_MAX) {
         None => Cow::Borrowed(text),
         Some((cut, _)) => Cow::Owned(format!(

@@ -597,6 +597,40 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
     );
     let text = answer.to_string();
     assert!(text.len() < 8 * 1024, "MCP: {status}, {} bytes", text.len());
+    // Nor do the names and values a request should not have held.
+    let big = "q".repeat(1_000_000);
+    let mut unknown_argument = json!({"question": "Is it?"});
+    unknown_argument[&big] = json!(1);
+    for (path, body) in [
+        (
+            "/v1/tools/call",
+            json!({"name": "research_open_task", "arguments": unknown_argument}),
+        ),
+        (
+            "/v1/tools/call",
+            json!({"name": "research_open_task", &big: 1}),
+        ),
+        ("/v1/tokens", json!({"name": big, "role": "admin"})),
+        ("/v1/tokens", json!({"name": "ok", "role": big})),
+        (
+            "/graphql",
+            json!({"query": format!("{{ tasks({big}: 1) {{ edges {{ cursor }} }} }}")}),
+        ),
+    ] {
+        let reply = send(addr, "POST", path, &[JSON], body.to_string().as_bytes());
+        assert!(
+            reply.body.len() < 8 * 1024,
+            "{path}: {} bytes",
+            reply.body.len()
+        );
+        assert!(
+            reply.status >= 400 || path == "/graphql",
+            "{path}: {}",
+            reply.status
+        );
+    }
+    assert!(!data.path().join("tokens.json").exists());
+
     // Nor does anything else MCP names: a resource, a tool, a prompt (in a session, where the
     // name is in the body alone).
     let session = open_session(&server, &[], "namer");

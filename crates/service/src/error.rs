@@ -12,6 +12,18 @@ use serde_json::{Value, json};
 /// request naming something that does not exist never grows with the name.
 pub(crate) const ECHOED_CHARS_MAX: usize = 200;
 
+/// Characters of an error's message kept: a message may quote what the client sent (an
+/// unknown field's name, a value that does not parse), and the reply must not grow with it.
+pub(crate) const MESSAGE_CHARS_MAX: usize = 1000;
+
+/// A message cut to [`MESSAGE_CHARS_MAX`], saying how many bytes were left out.
+fn cut_message(text: String) -> String {
+    match text.char_indices().nth(MESSAGE_CHARS_MAX) {
+        None => text,
+        Some((cut, _)) => format!("{}… ({} more bytes)", &text[..cut], text.len() - cut),
+    }
+}
+
 /// `text` as an error repeats it: whole when short, else its first 200 characters and how
 /// many bytes were left out.
 pub fn echoed(text: &str) -> Cow<'_, str> {
@@ -135,11 +147,13 @@ impl ServiceError {
         if let ServiceError::Refused(refusal) = self {
             return refusal.to_json();
         }
-        let mut body = json!({ "error": self.code(), "message": self.to_string() });
+        let message = cut_message(self.to_string());
+        let mut body = json!({ "error": self.code(), "message": message });
         if let Value::Object(map) = &mut body {
             match self {
                 ServiceError::InvalidArgument { field, .. } => {
-                    map.insert("field".into(), json!(field));
+                    // The field may be the client's own name for an argument it should not send.
+                    map.insert("field".into(), json!(echoed(field)));
                 }
                 ServiceError::SessionConflict {
                     task_id,

@@ -12,7 +12,7 @@
 //! (closed when the whole head has not come within `header_read_time_max` of its first byte),
 //! or serving (a request is being handled or its response is streaming: bounded by the
 //! router's own limits, never cut here). A connection upgraded to a WebSocket is the
-//! WebSocket's to bound.
+//! WebSocket's to time, but still counts against the bounds on connections until it closes.
 
 use std::collections::HashMap;
 use std::io;
@@ -236,10 +236,12 @@ impl Activity {
     }
 }
 
-/// A connection's bytes, with the reads noted for its timeouts.
+/// A connection's bytes, with the reads noted for its timeouts, and its slots: they go with
+/// the bytes, so a connection handed to a WebSocket still counts until the socket closes.
 struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
+    _admitted: Admitted,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
@@ -433,7 +435,6 @@ async fn serve_connection(
     admitted: Admitted,
     mut stop: watch::Receiver<bool>,
 ) {
-    let _admitted = admitted;
     let _ = stream.set_nodelay(true);
     let activity = Activity::new();
     match tls {
@@ -441,6 +442,7 @@ async fn serve_connection(
             let io = Tracked {
                 inner: stream,
                 activity: activity.clone(),
+                _admitted: admitted,
             };
             run_http(io, peer, app, limits, activity, &mut stop).await;
         }
@@ -457,6 +459,7 @@ async fn serve_connection(
             let io = Tracked {
                 inner: io,
                 activity: activity.clone(),
+                _admitted: admitted,
             };
             run_http(io, peer, app, limits, activity, &mut stop).await;
         }

@@ -157,6 +157,9 @@ struct GraphqlArgs {
     /// GraphQL WebSockets open at once.
     #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_WEBSOCKETS_MAX", default_value_t = graphql::Limits::default().websockets_max)]
     graphql_websockets_max: usize,
+    /// Longest a GraphQL WebSocket may wait for its connection_init, in seconds.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_CONNECTION_INIT_SECS_MAX", default_value_t = graphql::Limits::default().connection_init_secs_max)]
+    graphql_connection_init_secs_max: u64,
 }
 
 impl Args {
@@ -193,6 +196,7 @@ impl Args {
                     subscriptions_per_connection_max: self.subscriptions_per_client_max,
                     errors_max: g.graphql_errors_max,
                     websockets_max: g.graphql_websockets_max,
+                    connection_init_secs_max: g.graphql_connection_init_secs_max,
                 },
                 ..graphql::Options::default()
             },
@@ -240,6 +244,10 @@ impl Args {
             (
                 "graphql_websockets_max",
                 self.graphql.graphql_websockets_max as u64,
+            ),
+            (
+                "graphql_connection_init_secs_max",
+                self.graphql.graphql_connection_init_secs_max,
             ),
         ] {
             if value == 0 {

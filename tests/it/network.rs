@@ -1173,3 +1173,43 @@ fn sigterm_stops_the_server_with_idle_connections_and_a_websocket_open() {
         asked.elapsed()
     );
 }
+
+#[test]
+fn websockets_must_say_who_they_are_in_time_and_count_as_connections() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &[
+            "--graphql-connection-init-secs-max",
+            "1",
+            "--connections-per-address-max",
+            "3",
+        ],
+    );
+    let addr = server.addr;
+    // A socket that never sends connection_init is closed as the protocol says.
+    let mut silent = ws_connect(addr, &[]).unwrap();
+    assert_eq!(closed_within(&mut silent, Duration::from_secs(5)), 4408);
+    drop(silent);
+    std::thread::sleep(Duration::from_millis(300));
+    // Open sockets hold their connections: with three open, a fourth connection is refused.
+    let mut sockets = Vec::new();
+    for _ in 0..3 {
+        let mut socket = ws_connect(addr, &[]).unwrap();
+        ws_send(
+            &mut socket,
+            json!({"type": "connection_init", "payload": {}}),
+        );
+        assert_eq!(receive(&mut socket)["type"], "connection_ack");
+        sockets.push(socket);
+    }
+    let refused = exchange(
+        addr,
+        format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["limit"], "connections_per_address_max");
+    drop(sockets);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(super::server::get_json(addr, "/health").0, 200);
+}

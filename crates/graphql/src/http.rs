@@ -381,8 +381,20 @@ async fn serve_socket(
     tokio::pin!(engine);
     let mut changes = options.authenticator.as_ref().map(|a| a.changes.clone());
     let mut engine_done = false;
+    // graphql-transport-ws closes a socket that does not initialise in time with 4408.
+    let init_deadline = tokio::time::sleep(std::time::Duration::from_secs(
+        options.limits.connection_init_secs_max,
+    ));
+    tokio::pin!(init_deadline);
+    let mut init_checked = false;
     let close = loop {
         tokio::select! {
+            () = &mut init_deadline, if !init_checked => {
+                init_checked = true;
+                if credentials.binding().bound.is_none() {
+                    break Some((4408, "Connection initialisation timeout".to_owned()));
+                }
+            }
             () = &mut engine, if !engine_done => engine_done = true,
             message = outbox.recv() => match message {
                 Some(message) => {

@@ -46,6 +46,9 @@ pub struct Limits {
     pub errors_max: usize,
     /// WebSockets open at once.
     pub websockets_max: usize,
+    /// Longest a WebSocket may wait for its `connection_init`, in seconds: a socket that never
+    /// says who it is holds a slot no longer than this.
+    pub connection_init_secs_max: u64,
 }
 
 impl Default for Limits {
@@ -58,6 +61,7 @@ impl Default for Limits {
             subscriptions_per_connection_max: 256,
             errors_max: 50,
             websockets_max: 256,
+            connection_init_secs_max: 10,
         }
     }
 }

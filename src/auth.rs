@@ -4,19 +4,24 @@
 //! it changes, so `research-ledger token add|revoke` take effect on the next request. Three
 //! modes follow from the list and the address:
 //!
-//! - no token in force, loopback address: requests need no token and act as local callers
-//!   with every right (the address is the boundary);
+//! - open mode (no token ever made, or `research-ledger token open-mode` since the last one
+//!   was revoked), loopback address: requests need no token and act as local callers with
+//!   every right (the address is the boundary);
 //! - tokens in force: every request carries `Authorization: Bearer TOKEN`; its holder's name
 //!   is the actor of what the request writes, and its role bounds what it may do (checked by
 //!   the service, tool by tool);
-//! - no token in force, any other address: the server refuses every request until a token is
-//!   added, rather than serve the network unauthenticated (`serve` will not start that way; this
-//!   covers the last token being revoked while it runs).
+//! - no token in force but not open mode (every token was revoked), or open mode beyond
+//!   loopback: the server refuses every request until a token is added, rather than fall back
+//!   to serving everyone unauthenticated.
 //!
 //! A GraphQL WebSocket may instead authenticate in its `connection_init` payload, as browser
-//! clients cannot set headers on a WebSocket handshake.
+//! clients cannot set headers on a WebSocket handshake. Streams that outlive a request (GraphQL
+//! WebSockets, MCP sessions and their event streams) check their caller again on every
+//! operation and whenever the token list changes: [`Auth::watch`] tells them, within
+//! [`TOKEN_POLL`] of the file changing.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -31,7 +36,13 @@ pub(crate) struct Auth {
     store: TokenStore,
     table: Mutex<TokenTable>,
     loopback: bool,
+    /// The table's generation, for streams that must check their caller again when it changes.
+    changes: tokio::sync::watch::Sender<u64>,
 }
+
+/// How often the token file is checked for changes while nothing asks: open streams learn of
+/// a revocation (or of the first token) within this.
+pub(crate) const TOKEN_POLL: Duration = Duration::from_millis(250);
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
 const OPEN_PATHS: [&str; 1] = ["/health"];
@@ -50,15 +61,42 @@ impl Auth {
             store,
             table: Mutex::new(TokenTable::default()),
             loopback,
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Told the table's generation each time the token file was read again.
+    pub(crate) fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Checks the token file every [`TOKEN_POLL`], so that streams hear of changes even when
+    /// no request comes. Runs until aborted.
+    pub(crate) fn poll(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let auth = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TOKEN_POLL);
+            loop {
+                tick.tick().await;
+                let auth = auth.clone();
+                // A stat (and a read when it changed): blocking file work.
+                let _ = tokio::task::spawn_blocking(move || drop(auth.table())).await;
+            }
+        })
     }
 
     /// Re-reads the token file if it changed; a file that cannot be read keeps the tokens last
     /// read (and says so), so a half-edited file never opens the server.
     fn table(&self) -> std::sync::MutexGuard<'_, TokenTable> {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = table.refresh(&self.store) {
-            tracing::error!(error = %e, "the token file cannot be read; keeping the tokens read before");
+        match table.refresh(&self.store) {
+            Ok(true) => {
+                self.changes.send_replace(table.generation());
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "the token file cannot be read; keeping the tokens read before");
+            }
         }
         table
     }
@@ -82,9 +120,12 @@ impl Auth {
                     "the access token is not known or was revoked".into(),
                 )),
             },
-            None if table.is_empty() && self.loopback => Ok(None),
-            None if table.is_empty() => Err(ServiceError::Unauthenticated(
+            None if table.is_open() && self.loopback => Ok(None),
+            None if table.is_open() => Err(ServiceError::Unauthenticated(
                 "no access token is in force, and this server listens beyond loopback: it serves no one until `research-ledger token add` makes one".into(),
+            )),
+            None if table.is_empty() => Err(ServiceError::Unauthenticated(
+                "every access token was revoked: this server serves no one until `research-ledger token add` makes one (`research-ledger token open-mode` on the data directory returns it to serving loopback without tokens)".into(),
             )),
             None => Err(ServiceError::Unauthenticated(
                 "this server needs an access token: send Authorization: Bearer TOKEN".into(),

@@ -6,6 +6,11 @@
 //! `without_content=true` leaves out the full texts of evidence (their hashes stay in the
 //! events). Any other parameter is refused rather than ignored, so a misspelt one never
 //! quietly exports something else. Errors are the SPEC §10 body with an HTTP status.
+//!
+//! At most `export_concurrent_max` exports are made at once — each holds its scope's events
+//! and blobs in memory while it is made — and one past it is refused with `limit_exceeded`
+//! (503, `Retry-After`). The bundle is streamed as it is encoded, so its JSON text is never
+//! held whole beside it.
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -76,6 +81,45 @@ fn scope_of(params: &[(String, String)]) -> Result<(Scope, bool), ServiceError> 
     Ok((scope, without_content))
 }
 
+/// Bytes of encoded bundle sent at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Chunks of a bundle waiting to be sent: the encoder waits for the client beyond them.
+const CHUNKS_QUEUED_MAX: usize = 4;
+
+/// A writer that hands the encoded bundle to the response a chunk at a time, waiting while
+/// the client is slow to read.
+struct ChunkWriter {
+    buffer: Vec<u8>,
+    chunks: tokio::sync::mpsc::Sender<Result<Vec<u8>, std::io::Error>>,
+}
+
+impl ChunkWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES));
+        self.chunks
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client left"))
+    }
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buffer.extend_from_slice(data);
+        if self.buffer.len() >= CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buffer.is_empty() {
+            self.send()?;
+        }
+        Ok(())
+    }
+}
+
 async fn export(
     State(state): State<AppState>,
     params: Result<Query<Vec<(String, String)>>, QueryRejection>,
@@ -88,17 +132,62 @@ async fn export(
         Ok(asked) => asked,
         Err(e) => return error_response(&e),
     };
+    let max = state.export_concurrent_max;
+    let Ok(slot) = state.exports.clone().try_acquire_owned() else {
+        let mut refused = crate::rest::ApiError::http(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::LimitExceeded {
+                limit: "export_concurrent_max".into(),
+                max: max as u64,
+                actual: max as u64 + 1,
+            },
+        )
+        .into_response();
+        refused.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        return refused;
+    };
     let service = state.service.clone();
     // Reading every event and blob of the scope, and perhaps writing a checkpoint that covers
     // them, is blocking work.
     let bundle = tokio::task::spawn_blocking(move || service.export(scope, without_content)).await;
-    match bundle {
-        Ok(Ok(bundle)) => axum::Json(bundle).into_response(),
-        Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&ServiceError::Unavailable(format!(
-            "the export stopped: {e}"
-        ))),
-    }
+    let bundle = match bundle {
+        Ok(Ok(bundle)) => bundle,
+        Ok(Err(e)) => return error_response(&e),
+        Err(e) => {
+            return error_response(&ServiceError::Unavailable(format!(
+                "the export stopped: {e}"
+            )));
+        }
+    };
+    let (chunks, queued) = tokio::sync::mpsc::channel(CHUNKS_QUEUED_MAX);
+    // The slot is held until the bundle is encoded and sent, or the client leaves.
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        let mut out = ChunkWriter {
+            buffer: Vec::with_capacity(CHUNK_BYTES),
+            chunks: chunks.clone(),
+        };
+        let written = serde_json::to_writer(&mut out, &bundle)
+            .map_err(std::io::Error::other)
+            .and_then(|()| std::io::Write::flush(&mut out));
+        if let Err(e) = written
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            // The response has begun: cutting it short is the one way left to say it failed.
+            let _ = chunks.blocking_send(Err(e));
+        }
+    });
+    let stream = futures_util::stream::unfold(queued, |mut queued| async move {
+        queued.recv().await.map(|chunk| (chunk, queued))
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

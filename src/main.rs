@@ -9,10 +9,14 @@ mod commands;
 mod config;
 mod demo;
 mod export;
+mod hosts;
+mod listener;
 mod remote;
 mod remote_api;
 mod rest;
 mod server;
+mod streams;
+mod tls;
 mod tokens_api;
 
 use std::path::PathBuf;
@@ -58,6 +62,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of `serve`'s many settings costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the HTTP API (default 127.0.0.1:7878): /health, MCP at /mcp, /graphql (+

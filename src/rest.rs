@@ -193,6 +193,31 @@ pub(crate) async fn same_origin(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// Refuses a write whose body is not JSON, on every route of the REST view, export, tokens
+/// and `--server`: each reads JSON, and a body of another type is what a page of another site
+/// may send without asking first. A write without a body (`DELETE`, a checkpoint) needs no
+/// type.
+pub(crate) async fn json_writes(request: Request, next: Next) -> Response {
+    use axum::body::HttpBody as _;
+    let write = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    let declared_empty = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() == "0");
+    let has_body = !declared_empty && !request.body().is_end_stream();
+    if write
+        && has_body
+        && let Err(refused) = require_json(request.headers())
+    {
+        return refused.into_response();
+    }
+    next.run(request).await
+}
+
 /// The answer to a path the server does not have.
 pub(crate) async fn no_route(uri: Uri) -> ApiError {
     ApiError::from(ServiceError::NotFound {
@@ -266,15 +291,25 @@ async fn call(
     Ok(Json(json!({ "result": out.structured, "text": out.text })))
 }
 
+/// `POST /v1/tools/register`: the contract's YAML text in a JSON body, like every other write,
+/// so that no page of another site can send one without asking first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterBody {
+    contract: String,
+}
+
 async fn register(
     State(state): State<AppState>,
     authenticated: Option<Extension<Caller>>,
+    headers: HeaderMap,
     RequestBody(body): RequestBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let text = String::from_utf8(body.to_vec()).map_err(|_| ServiceError::InvalidArgument {
-        field: "body".into(),
-        message: "the contract is not UTF-8 text".into(),
-    })?;
+    let RegisterBody { contract: text } = json_body(
+        &headers,
+        &body,
+        r#"{"contract": "the contract, as YAML text"}"#,
+    )?;
     let service = state.service.clone();
     let caller = caller(authenticated);
     let name = blocking(move || service.register_tool(&caller, &text)).await?;

@@ -1,12 +1,15 @@
 //! The HTTP server: one axum router that every front end adds its routes to, behind the same
 //! layers, served with a graceful shutdown that loses nothing acknowledged.
 //!
-//! Every request passes, outermost first: the request log (one line per request with its
-//! status and duration), the limits (requests in flight, request time, body size, whether
-//! declared or only found by reading a chunked body), and the access check ([`crate::auth`]).
-//! A request refused by a limit or the access check gets the structured error body of every
-//! other refusal; so does a path or method the server does not have, and `/mcp` answers its
-//! own refusals as JSON-RPC errors.
+//! Connections are accepted, bounded and timed by [`crate::listener`]. Every request then
+//! passes, outermost first: the request log (one line per request with its status and
+//! duration), the `Host` allow-list ([`crate::hosts`]), the access check ([`crate::auth`]),
+//! and the limits (requests in flight, request time, body size and the time the body may take
+//! to arrive). The access check comes before the limits so that a caller without a valid
+//! token holds no slot and has no byte of its body read. A request refused by a limit, the
+//! allow-list or the access check gets the structured error body of every other refusal; so
+//! does a path or method the server does not have, and `/mcp` answers its own refusals as
+//! JSON-RPC errors.
 //!
 //! On SIGTERM or Ctrl-C the server stops accepting connections, lets requests in flight finish,
 //! then shuts the service down: the projections are snapshotted, a signed checkpoint covers
@@ -42,6 +45,8 @@ pub(crate) struct HttpLimits {
     pub(crate) request_time_max: Duration,
     /// Requests being handled at once; more are refused, not queued.
     pub(crate) requests_in_flight_max: usize,
+    /// Longest a request's body may take to arrive, whole.
+    pub(crate) body_read_time_max: Duration,
     /// Longest the shutdown may take once a stop was asked for; past it the process exits
     /// with a message of what it was doing.
     pub(crate) shutdown_time_max: Duration,
@@ -58,6 +63,14 @@ pub(crate) struct ServerOptions {
     pub(crate) auth: Arc<Auth>,
     /// Bounds on every request.
     pub(crate) limits: HttpLimits,
+    /// The names the server answers to.
+    pub(crate) hosts: Arc<crate::hosts::HostAllowList>,
+    /// Bounds on connections.
+    pub(crate) connections: crate::listener::ConnectionLimits,
+    /// The certificate, when the server speaks TLS.
+    pub(crate) tls: Option<Arc<crate::tls::TlsConfig>>,
+    /// Exports being written at once.
+    pub(crate) export_concurrent_max: usize,
 }
 
 /// The state every route shares.
@@ -68,6 +81,10 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     /// The largest request body.
     pub(crate) request_bytes_max: usize,
+    /// A permit per export being made.
+    pub(crate) exports: Arc<Semaphore>,
+    /// How many exports may be made at once.
+    pub(crate) export_concurrent_max: usize,
 }
 
 /// What the limits layer shares.
@@ -85,13 +102,16 @@ pub(crate) fn router(
 ) -> Router {
     let mut graphql_options = options.graphql.clone();
     let auth = options.auth.clone();
-    graphql_options.authenticator = Some(graphql::Authenticator(Arc::new(move |token| {
-        auth.caller_of_token(token)
-    })));
+    graphql_options.authenticator = Some(graphql::Authenticator {
+        changes: auth.watch(),
+        check: Arc::new(move |token| auth.caller_of_token(token)),
+    });
     let state = AppState {
         service: service.clone(),
         auth: options.auth.clone(),
         request_bytes_max: options.limits.request_bytes_max,
+        exports: Arc::new(Semaphore::new(options.export_concurrent_max)),
+        export_concurrent_max: options.export_concurrent_max,
     };
     // The REST view, export, tokens and what `--server` needs: refused to pages of other sites.
     let rest = Router::new()
@@ -99,6 +119,7 @@ pub(crate) fn router(
         .merge(crate::export::routes())
         .merge(crate::tokens_api::routes())
         .merge(crate::remote_api::routes())
+        .route_layer(middleware::from_fn(crate::rest::json_writes))
         .route_layer(middleware::from_fn(crate::rest::same_origin));
     let mut app = Router::new()
         .route("/health", get(health))
@@ -107,9 +128,15 @@ pub(crate) fn router(
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));
     if let Some(mcp) = mcp {
-        let endpoint = Router::new().route_service("/mcp", mcp.service()).layer(
-            middleware::from_fn_with_state(options.limits.request_bytes_max, mcp_refusals),
-        );
+        let guard = McpGuard {
+            bytes_max: options.limits.request_bytes_max,
+            endpoint: mcp.clone(),
+            owners: Arc::default(),
+            auth: options.auth.clone(),
+        };
+        let endpoint = Router::new()
+            .route_service("/mcp", mcp.service())
+            .layer(middleware::from_fn_with_state(guard, mcp_refusals));
         app = app.merge(endpoint);
     }
     // What the server does not have is refused like everything else: with the structured error.
@@ -120,15 +147,19 @@ pub(crate) fn router(
         in_flight: Arc::new(Semaphore::new(options.limits.requests_in_flight_max)),
         limits: options.limits,
     };
-    app.layer(middleware::from_fn_with_state(
-        options.auth.clone(),
-        crate::auth::layer,
-    ))
     // Bodies are bounded by `limit` already; this keeps axum's extractors from imposing their
     // own, smaller default on a route that reads its body with one.
-    .layer(DefaultBodyLimit::max(options.limits.request_bytes_max))
-    .layer(middleware::from_fn_with_state(gate, limit))
-    .layer(middleware::from_fn(log))
+    app.layer(DefaultBodyLimit::max(options.limits.request_bytes_max))
+        .layer(middleware::from_fn_with_state(gate, limit))
+        .layer(middleware::from_fn_with_state(
+            options.auth.clone(),
+            crate::auth::layer,
+        ))
+        .layer(middleware::from_fn_with_state(
+            options.hosts.clone(),
+            crate::hosts::layer,
+        ))
+        .layer(middleware::from_fn(log))
 }
 
 /// The structured error of a refused request, with its status.
@@ -138,18 +169,20 @@ fn refusal(status: StatusCode, error: &ServiceError) -> Response {
 
 /// Refuses a request past a limit: too many in flight (503, try again shortly: never queued,
 /// though a body already on its way is read and dropped first), a body over the bound (413),
-/// or one that takes too long (504; a write it started may still land, which is what
-/// idempotency keys are for).
+/// a body that does not arrive in time (408), or a request that takes too long (504; a write
+/// it started may still land, which is what idempotency keys are for).
 ///
-/// A declared body (`Content-Length`) over the bound is refused before anything is read. A body
-/// of undeclared length (chunked) is read here, up to the bound and no further, so that every
-/// route sees a body within it and every refusal of one is this structured error, whichever
-/// front end the request was for.
+/// A declared body (`Content-Length`) over the bound is refused before anything is read. Any
+/// other body is read here, up to the bound and no further and within `body_read_time_max`,
+/// so that every route sees a whole body within it, a client trickling its body holds its slot
+/// no longer than that, and every refusal of one is this structured error, whichever front end
+/// the request was for.
 async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let HttpLimits {
         request_bytes_max,
         request_time_max,
         requests_in_flight_max,
+        body_read_time_max,
         ..
     } = gate.limits;
     let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
@@ -176,11 +209,23 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         return too_large(request_bytes_max, declared).into_response();
     }
     let handled = async move {
-        let request = if declared.is_none() && !request.body().is_end_stream() {
+        let request = if !request.body().is_end_stream() {
             let (parts, body) = request.into_parts();
-            match read_body(body, request_bytes_max).await {
-                Ok(bytes) => Request::from_parts(parts, Body::from(bytes)),
-                Err(e) => return e.into_response(),
+            let read =
+                tokio::time::timeout(body_read_time_max, read_body(body, request_bytes_max)).await;
+            match read {
+                Ok(Ok(bytes)) => Request::from_parts(parts, Body::from(bytes)),
+                Ok(Err(e)) => return e.into_response(),
+                Err(_) => {
+                    return ApiError::http(
+                        StatusCode::REQUEST_TIMEOUT,
+                        ServiceError::Timeout(format!(
+                            "the request's body did not arrive within body_read_secs_max = {} s",
+                            body_read_time_max.as_secs()
+                        )),
+                    )
+                    .into_response();
+                }
             }
         } else {
             request
@@ -249,16 +294,58 @@ pub(crate) async fn read_body(mut body: Body, bytes_max: usize) -> Result<Bytes,
     Ok(Bytes::from(read))
 }
 
+/// What the guard of `/mcp` shares.
+#[derive(Clone)]
+struct McpGuard {
+    bytes_max: usize,
+    endpoint: mcp_bridge::HttpEndpoint,
+    owners: Arc<crate::streams::SessionOwners>,
+    auth: Arc<Auth>,
+}
+
+/// A JSON-RPC error response for a refusal of `/mcp` with the structured error `error`.
+fn mcp_refusal(status: StatusCode, error: &ServiceError) -> Response {
+    let data = error.to_json();
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32600, "message": error.to_string(), "data": data},
+    });
+    (status, Json(body)).into_response()
+}
+
 /// `/mcp` answers every refusal in JSON-RPC: a body the SDK could not read is refused before it
 /// gets there, with the code JSON-RPC gives the fault (parse error, invalid request, invalid
 /// params), and a refusal the SDK answers in plain text (a wrong `Content-Type` or `Accept`, an
 /// unknown session) is rewritten as a JSON-RPC error with the same status.
-async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Next) -> Response {
+///
+/// It also holds sessions to their callers ([`crate::streams`]): a session answers only the
+/// token that opened it, an event stream ends when its caller no longer holds, and an
+/// `initialize` past `mcp_sessions_max` is refused with `limit_exceeded`.
+async fn mcp_refusals(State(guard): State<McpGuard>, request: Request, next: Next) -> Response {
+    let token = crate::streams::token_of(request.headers());
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && !guard.owners.may_use(id, token.as_deref())
+    {
+        return mcp_refusal(
+            StatusCode::NOT_FOUND,
+            &ServiceError::NotFound {
+                resource: "session",
+                id: id.clone(),
+            },
+        );
+    }
+    let mut initializing = false;
     let request = if request.method() == Method::POST
         && crate::rest::require_json(request.headers()).is_ok()
     {
         let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, bytes_max).await {
+        let bytes = match read_body(body, guard.bytes_max).await {
             Ok(bytes) => bytes,
             Err(e) => return e.into_response(),
         };
@@ -269,17 +356,53 @@ async fn mcp_refusals(State(bytes_max): State<usize>, request: Request, next: Ne
         if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
             return (refusal.status, Json(refusal.body)).into_response();
         }
+        initializing = session.is_none()
+            && serde_json::from_slice::<Value>(&bytes)
+                .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
+        let sessions_max = guard.endpoint.options().sessions_max;
+        if initializing && guard.endpoint.session_count().await >= sessions_max {
+            let mut refused = mcp_refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &ServiceError::LimitExceeded {
+                    limit: "mcp_sessions_max".into(),
+                    max: sessions_max as u64,
+                    actual: sessions_max as u64 + 1,
+                },
+            );
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return refused;
+        }
         Request::from_parts(parts, Body::from(bytes))
     } else {
         request
     };
     let response = next.run(request).await;
+    if initializing
+        && let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        guard
+            .owners
+            .opened(id, token.as_deref(), &guard.endpoint)
+            .await;
+    }
     let status = response.status();
-    let structured = response
+    let content_type = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+        .unwrap_or_default()
+        .to_owned();
+    if content_type.starts_with("text/event-stream") {
+        let (parts, body) = response.into_parts();
+        let body = crate::streams::revocable(body, guard.auth.clone(), token);
+        return Response::from_parts(parts, body);
+    }
+    let structured = content_type.starts_with("application/json");
     if structured || !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
@@ -432,19 +555,29 @@ pub(crate) async fn serve(
     let mcp = mcp_bridge::HttpEndpoint::new(service.clone(), options.bridge.clone());
     let app = router(&service, &options, Some(&mcp));
     let watcher = watch_contracts(service.clone());
+    let tokens = options.auth.poll();
+    let certificates = options.tls.as_ref().map(|tls| tls.watch());
     let stage = Arc::new(std::sync::Mutex::new("finishing the requests in flight"));
     let deadline = options.limits.shutdown_time_max;
     let watched = Arc::clone(&stage);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    crate::listener::serve(
+        listener,
+        app,
+        options.connections,
+        options.tls.clone(),
+        async move {
             stop.wait().await;
             watchdog(deadline, watched);
             // Open MCP streams (subscriptions, progress) would hold the shutdown open.
             mcp.stop();
-        })
-        .await
-        .context("the server stopped")?;
+        },
+    )
+    .await;
     watcher.abort();
+    tokens.abort();
+    if let Some(certificates) = certificates {
+        certificates.abort();
+    }
     tracing::info!("no more requests in flight; shutting the service down");
     *stage.lock().unwrap_or_else(|p| p.into_inner()) = "stopping jobs, writing the read models' snapshots and the last checkpoint, closing the stores";
     tokio::task::spawn_blocking(move || {

@@ -480,6 +480,7 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
             Some(SigningKey::from_secret_bytes(&secret))
         }
     };
+    super::private_data_dir(data_dir)?;
     let layout = service::Layout::new(data_dir);
     if layout.ledger.join("log").exists() || layout.ledger.join("keys").exists() {
         bail!(

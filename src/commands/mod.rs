@@ -19,6 +19,27 @@ use std::path::Path;
 use anyhow::Context;
 use ledger::{Ledger, LedgerOptions};
 
+/// Makes the data directory private to its owner (mode 0700), creating it so if it is not
+/// there: it holds the tokens' hashes, the signing key, every evidence text and the corpus,
+/// which are nobody else's to read, whatever the umask.
+pub(crate) fn private_data_dir(data_dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .with_context(|| format!("cannot make the data directory {}", data_dir.display()))?;
+    let mode = std::fs::metadata(data_dir)
+        .with_context(|| format!("cannot read {}", data_dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot make {} private (mode 0700)", data_dir.display()))?;
+    }
+    Ok(())
+}
+
 /// The ledger's directory inside the data directory.
 pub(crate) fn ledger_dir(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("ledger")
@@ -26,6 +47,7 @@ pub(crate) fn ledger_dir(data_dir: &Path) -> std::path::PathBuf {
 
 /// Opens the ledger of a data directory for a command-line run.
 pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
+    private_data_dir(data_dir)?;
     let note = format!(
         "research-ledger {} (pid {})",
         std::env::args().nth(1).unwrap_or_default(),
@@ -67,6 +89,7 @@ pub(crate) fn open_service_read_only(data_dir: &Path) -> anyhow::Result<service:
 
 /// Opens the service over a data directory for a command-line run.
 pub(crate) fn open_service(data_dir: &Path) -> anyhow::Result<service::Service> {
+    private_data_dir(data_dir)?;
     let mut options = crate::config::service_options(data_dir);
     options.ledger.lock_note = Some(format!(
         "research-ledger {} (pid {})",
@@ -113,7 +136,19 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> 
     temporary.push(format!(".partial-{}", std::process::id()));
     let temporary = folder.join(temporary);
     let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
+        // Bundles and proofs hold the ledger's contents: for their owner alone.
+        let mut file = {
+            use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&temporary)?;
+            // A leftover of an earlier run keeps its mode through `open`.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file
+        };
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&temporary, path)?;

@@ -1,7 +1,7 @@
 //! `research-ledger serve`: the HTTP server.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,10 @@ use service::tokens::TokenStore;
 
 use crate::Outcome;
 use crate::auth::Auth;
+use crate::hosts::HostAllowList;
+use crate::listener::ConnectionLimits;
 use crate::server::{HttpLimits, ServerOptions};
+use crate::tls::TlsConfig;
 
 /// Arguments of `serve`. Each can also be set in `research-ledger.toml` under `[serve]`, with
 /// underscores for dashes; flags win, then environment variables, then the file.
@@ -19,16 +22,49 @@ pub(crate) struct Args {
     /// The address to listen on. Beyond loopback only with access tokens.
     #[arg(long, env = "RESEARCH_LEDGER_LISTEN", default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
-    /// A `Host` the MCP endpoint answers beyond loopback (the name clients reach the server
-    /// by; DNS-rebinding protection). Needed when listening beyond loopback; repeat for more.
+    /// A name the server answers to besides the loopback names (`HOST`, any port, or
+    /// `HOST:PORT`): every route refuses a request whose `Host` is another (DNS-rebinding
+    /// protection). Needed when listening beyond loopback; repeat for more.
+    #[arg(
+        long = "allowed-host",
+        id = "allowed_host",
+        env = "RESEARCH_LEDGER_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    allowed_hosts: Vec<String>,
+    /// The former name of `--allowed-host`, kept for existing command lines and files: the
+    /// names join the same list, for every route.
     #[arg(
         long = "mcp-allowed-host",
         id = "mcp_allowed_host",
         env = "RESEARCH_LEDGER_MCP_ALLOWED_HOSTS",
         value_delimiter = ',',
-        value_name = "HOST"
+        value_name = "HOST",
+        hide = true
     )]
     mcp_allowed_hosts: Vec<String>,
+    /// The PEM certificate chain to serve TLS with (with `--tls-key`); read again when it
+    /// changes.
+    #[arg(
+        long,
+        env = "RESEARCH_LEDGER_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of `--tls-cert`; read again when it changes.
+    #[arg(
+        long,
+        env = "RESEARCH_LEDGER_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP beyond loopback because a reverse proxy in front terminates TLS.
+    /// Without it (or `--tls-cert`), the server refuses to listen beyond loopback.
+    #[arg(long, env = "RESEARCH_LEDGER_BEHIND_PROXY")]
+    behind_proxy: bool,
     /// A browser `Origin` (`https://app.example.org`, a `*` port allowed) that may call the MCP
     /// endpoint, besides loopback pages; repeat for more.
     #[arg(
@@ -56,6 +92,40 @@ pub(crate) struct Args {
         default_value_t = 256
     )]
     requests_in_flight_max: usize,
+    /// Connections open at once, in all; more are answered 503 `limit_exceeded` and closed.
+    /// Lowered at start to what the open-file limit leaves room for.
+    #[arg(long, env = "RESEARCH_LEDGER_CONNECTIONS_MAX", default_value_t = 4096)]
+    connections_max: usize,
+    /// Connections open at once from one client address.
+    #[arg(
+        long,
+        env = "RESEARCH_LEDGER_CONNECTIONS_PER_ADDRESS_MAX",
+        default_value_t = 2048
+    )]
+    connections_per_address_max: usize,
+    /// Longest a client may take to send a request's head (and a TLS handshake), in seconds.
+    #[arg(
+        long,
+        env = "RESEARCH_LEDGER_HEADER_READ_SECS_MAX",
+        default_value_t = 10
+    )]
+    header_read_secs_max: u64,
+    /// Longest a request's body may take to arrive, whole, in seconds.
+    #[arg(long, env = "RESEARCH_LEDGER_BODY_READ_SECS_MAX", default_value_t = 30)]
+    body_read_secs_max: u64,
+    /// Longest a connection may wait for its next request without a byte coming, in seconds.
+    #[arg(long, env = "RESEARCH_LEDGER_IDLE_SECS_MAX", default_value_t = 60)]
+    idle_secs_max: u64,
+    /// Export bundles being written at once; more are refused with `limit_exceeded`.
+    #[arg(
+        long,
+        env = "RESEARCH_LEDGER_EXPORT_CONCURRENT_MAX",
+        default_value_t = 2
+    )]
+    export_concurrent_max: usize,
+    /// MCP sessions open at once; an `initialize` past it is refused with `limit_exceeded`.
+    #[arg(long, env = "RESEARCH_LEDGER_MCP_SESSIONS_MAX", default_value_t = 1024)]
+    mcp_sessions_max: usize,
     /// Subscriptions one client may hold: resources per MCP session, subscriptions per GraphQL
     /// WebSocket.
     #[arg(
@@ -85,19 +155,40 @@ struct GraphqlArgs {
     /// Largest GraphQL request body, and largest WebSocket message.
     #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_REQUEST_BYTES_MAX", default_value_t = graphql::Limits::default().request_bytes_max)]
     graphql_request_bytes_max: usize,
+    /// Most errors one GraphQL response lists; the rest are counted in one last error.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_ERRORS_MAX", default_value_t = graphql::Limits::default().errors_max)]
+    graphql_errors_max: usize,
+    /// GraphQL WebSockets open at once.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_WEBSOCKETS_MAX", default_value_t = graphql::Limits::default().websockets_max)]
+    graphql_websockets_max: usize,
+    /// Longest a GraphQL WebSocket may wait for its connection_init, in seconds.
+    #[arg(long, env = "RESEARCH_LEDGER_GRAPHQL_CONNECTION_INIT_SECS_MAX", default_value_t = graphql::Limits::default().connection_init_secs_max)]
+    graphql_connection_init_secs_max: u64,
 }
 
 impl Args {
-    fn options(&self, auth: Arc<Auth>) -> ServerOptions {
-        let mut bridge = mcp_bridge::BridgeOptions::default();
-        bridge
-            .allowed_hosts
-            .extend(self.mcp_allowed_hosts.iter().cloned());
+    /// Every name given with `--allowed-host` or its former name.
+    fn host_names(&self) -> Vec<String> {
+        self.allowed_hosts
+            .iter()
+            .chain(&self.mcp_allowed_hosts)
+            .cloned()
+            .collect()
+    }
+
+    fn options(&self, auth: Arc<Auth>, tls: Option<Arc<TlsConfig>>) -> ServerOptions {
+        let hosts = Arc::new(HostAllowList::new(&self.host_names()));
+        let mut bridge = mcp_bridge::BridgeOptions {
+            // The same list the server checks first, so the endpoint's own check never differs.
+            allowed_hosts: hosts.names(),
+            sessions_max: self.mcp_sessions_max,
+            request_body_bytes_max: self.request_bytes_max,
+            subscriptions_max: self.subscriptions_per_client_max,
+            ..mcp_bridge::BridgeOptions::default()
+        };
         bridge
             .allowed_origins
             .extend(self.mcp_allowed_origins.iter().cloned());
-        bridge.request_body_bytes_max = self.request_bytes_max;
-        bridge.subscriptions_max = self.subscriptions_per_client_max;
         let g = &self.graphql;
         ServerOptions {
             graphql: graphql::Options {
@@ -107,6 +198,9 @@ impl Args {
                     page_items_max: g.graphql_page_items_max,
                     request_bytes_max: g.graphql_request_bytes_max,
                     subscriptions_per_connection_max: self.subscriptions_per_client_max,
+                    errors_max: g.graphql_errors_max,
+                    websockets_max: g.graphql_websockets_max,
+                    connection_init_secs_max: g.graphql_connection_init_secs_max,
                 },
                 ..graphql::Options::default()
             },
@@ -116,8 +210,18 @@ impl Args {
                 request_bytes_max: self.request_bytes_max,
                 request_time_max: Duration::from_secs(self.request_secs_max),
                 requests_in_flight_max: self.requests_in_flight_max,
+                body_read_time_max: Duration::from_secs(self.body_read_secs_max),
                 shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             },
+            hosts,
+            connections: ConnectionLimits {
+                connections_max: crate::listener::fit_to_descriptors(self.connections_max),
+                connections_per_address_max: self.connections_per_address_max,
+                header_read_time_max: Duration::from_secs(self.header_read_secs_max),
+                idle_time_max: Duration::from_secs(self.idle_secs_max),
+            },
+            tls,
+            export_concurrent_max: self.export_concurrent_max,
         }
     }
 
@@ -132,6 +236,25 @@ impl Args {
                 "subscriptions_per_client_max",
                 self.subscriptions_per_client_max as u64,
             ),
+            ("connections_max", self.connections_max as u64),
+            (
+                "connections_per_address_max",
+                self.connections_per_address_max as u64,
+            ),
+            ("header_read_secs_max", self.header_read_secs_max),
+            ("body_read_secs_max", self.body_read_secs_max),
+            ("idle_secs_max", self.idle_secs_max),
+            ("export_concurrent_max", self.export_concurrent_max as u64),
+            ("mcp_sessions_max", self.mcp_sessions_max as u64),
+            ("graphql_errors_max", self.graphql.graphql_errors_max as u64),
+            (
+                "graphql_websockets_max",
+                self.graphql.graphql_websockets_max as u64,
+            ),
+            (
+                "graphql_connection_init_secs_max",
+                self.graphql.graphql_connection_init_secs_max,
+            ),
         ] {
             if value == 0 {
                 bail!("{name} must be at least 1");
@@ -143,6 +266,7 @@ impl Args {
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     args.check()?;
+    super::private_data_dir(data_dir)?;
     let store = TokenStore::new(data_dir.join("tokens.json"));
     let loopback = args.listen.ip().is_loopback();
     let tokens = store
@@ -154,12 +278,23 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             args.listen
         );
     }
-    if !loopback && args.mcp_allowed_hosts.is_empty() {
+    if !loopback && args.host_names().is_empty() {
         bail!(
-            "listening on {} needs --mcp-allowed-host: the names clients reach this server by (the MCP endpoint refuses other Host headers)",
+            "listening on {} needs --allowed-host: the names clients reach this server by (every route refuses other Host headers)",
             args.listen
         );
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::load(cert, key)?),
+        _ => None,
+    };
+    if !loopback && tls.is_none() && !args.behind_proxy {
+        bail!(
+            "refusing to serve plain HTTP on {}: tokens would cross the network in the clear. Serve TLS with --tls-cert FILE --tls-key FILE, or say --behind-proxy when a reverse proxy in front terminates TLS",
+            args.listen
+        );
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let auth = Arc::new(Auth::new(store, loopback));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -172,7 +307,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         let mut options = crate::config::service_options(data_dir);
         options.tool_endpoint_allow = args.allow.allow_list();
         options.ledger.lock_note = Some(format!(
-            "research-ledger serve on http://{bound} (pid {})",
+            "research-ledger serve on {scheme}://{bound} (pid {})",
             std::process::id()
         ));
         // Before the line that says the server listens: a stop asked for from then on is
@@ -183,17 +318,20 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .context("cannot open the data directory")?
             .with_context(|| format!("cannot open the data directory {}", data_dir.display()))?;
         // The one line on stdout a supervisor or a test waits for.
-        println!("listening on http://{bound}");
+        println!("listening on {scheme}://{bound}");
+        let required = auth.store().tokens_required().unwrap_or(true);
         let access = if tokens {
             "access tokens required"
+        } else if required {
+            "access tokens required, and none is in force: serving no one until `token add`"
         } else {
             "loopback only: no access tokens are configured"
         };
         eprintln!(
-            "research-ledger serving {} on http://{bound} ({access})",
+            "research-ledger serving {} on {scheme}://{bound} ({access})",
             data_dir.display()
         );
-        crate::server::serve(service, listener, args.options(auth), stop).await
+        crate::server::serve(service, listener, args.options(auth, tls), stop).await
     })?;
     Ok(Outcome::Passed)
 }

@@ -1,4 +1,4 @@
-//! `research-ledger token add|list|revoke`: the access tokens of the server.
+//! `research-ledger token add|list|revoke|open-mode`: the access tokens of the server.
 //!
 //! Without `--server` the command edits the data directory's token file, which a running
 //! server re-reads on its next request; with `--server URL` it asks that server, as an admin
@@ -57,11 +57,17 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a token: it stops working on the next request.
+    /// Revoke a token: it stops working on the next request. Revoking the last one leaves a
+    /// server that serves no one (see `open-mode`).
     Revoke {
         /// The holder's name.
         name: String,
     },
+    /// Return to open mode, where a server on loopback serves callers without a token as the
+    /// local user. Once a token has been made the server never returns to it by itself; this
+    /// works only on the data directory (not with `--server`), and only once every token is
+    /// revoked.
+    OpenMode,
 }
 
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
@@ -106,6 +112,7 @@ fn announce(name: &str, role: Role, token: &str) {
 }
 
 fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
+    super::private_data_dir(data_dir)?;
     let store = TokenStore::new(data_dir.join("tokens.json"));
     match action {
         Action::Add { name, role } => {
@@ -123,6 +130,15 @@ fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
         Action::Revoke { name } => {
             store.revoke(name)?;
             eprintln!("revoked the token of {name}");
+            if !store.any_active()? {
+                eprintln!(
+                    "no token is in force: the server serves no one until `token add` (or `token open-mode`)"
+                );
+            }
+        }
+        Action::OpenMode => {
+            store.open_mode()?;
+            eprintln!("open mode: a server on loopback now serves callers without a token");
         }
     }
     Ok(Outcome::Passed)
@@ -148,6 +164,9 @@ fn remote(server: &str, args: &Args) -> anyhow::Result<Outcome> {
             let _: Value = remote.delete(&format!("/v1/tokens/{}", path_segment(name)))?;
             eprintln!("revoked the token of {name}");
         }
+        Action::OpenMode => anyhow::bail!(
+            "open mode drops every access check, so it is not offered through a server: run `research-ledger token open-mode` on its data directory"
+        ),
     }
     Ok(Outcome::Passed)
 }

@@ -481,8 +481,8 @@ fn bodies_over_the_limit_are_refused_whether_declared_or_not() {
         (
             "/v1/tools/register",
             &admin,
-            vec![("Content-Type", "application/yaml")],
-            contract,
+            vec![JSON],
+            super::external::register_body(&contract),
         ),
         ("/v1/tokens", &admin, vec![JSON], new_token),
     ];
@@ -509,7 +509,7 @@ fn bodies_over_the_limit_are_refused_whether_declared_or_not() {
         }
         still_up(&mut server, 0);
     }
-    assert!(!data.path().join("contracts/kb_search.yaml").exists());
+    assert!(!data.path().join("contracts/tools/kb_search.yaml").exists());
     let tokens = std::fs::read_to_string(data.path().join("tokens.json")).unwrap();
     assert!(!tokens.contains("\"eve\""), "{tokens}");
 
@@ -645,8 +645,8 @@ fn deeply_nested_json_is_refused_without_bringing_the_server_down() {
         addr,
         "POST",
         "/v1/tools/register",
-        &[("Authorization", &admin_auth)],
-        contract.as_bytes(),
+        &[("Authorization", &admin_auth), JSON],
+        super::external::register_body(&contract).as_bytes(),
     );
     assert_error(&reply, 400, "invalid_argument");
     let body = format!("{{\"name\": \"eve\", \"role\": {deep}}}");
@@ -773,8 +773,9 @@ fn a_page_of_another_site_changes_nothing_through_the_rest_view() {
     // What a page may send without asking first (a form, or text/plain), and what it may not
     // (JSON, which needs a preflight the server never grants): refused alike, on every route.
     for content_type in ["text/plain", "application/json"] {
+        let register = super::external::register_body(&contract);
         for (path, body) in [
-            ("/v1/tools/register", &contract),
+            ("/v1/tools/register", &register),
             ("/v1/tools/call", &rest_write.to_string()),
             ("/v1/tokens", &new_token),
         ] {
@@ -802,7 +803,7 @@ fn a_page_of_another_site_changes_nothing_through_the_rest_view() {
         let reply = send(addr, method, path, &[foreign], b"");
         assert_error(&reply, 403, "forbidden");
     }
-    assert!(!data.path().join("contracts/kb_search.yaml").exists());
+    assert!(!data.path().join("contracts/tools/kb_search.yaml").exists());
     assert!(!data.path().join("tokens.json").exists());
     still_up(&mut server, 0);
 
@@ -816,8 +817,23 @@ fn a_page_of_another_site_changes_nothing_through_the_rest_view() {
         rest_write.to_string().as_bytes(),
     );
     assert_eq!(reply.status, 200, "{}", reply.text());
-    let reply = send(addr, "POST", "/v1/tools/register", &[], contract.as_bytes());
+    let reply = send(
+        addr,
+        "POST",
+        "/v1/tools/register",
+        &[JSON],
+        super::external::register_body(&contract).as_bytes(),
+    );
     assert_eq!(reply.status, 201, "{}", reply.text());
+    // A contract as the text it is, without JSON around it, is what any page may send.
+    let reply = send(
+        addr,
+        "POST",
+        "/v1/tools/register",
+        &[("Content-Type", "text/plain")],
+        contract.as_bytes(),
+    );
+    assert_error(&reply, 415, "invalid_argument");
     still_up(&mut server, 1);
 }
 
@@ -832,7 +848,13 @@ fn a_tool_argument_is_refused_as_an_argument_whatever_its_name() {
             "input_schema:\n",
             "input_schema:\n  method: { type: string }\n  content-type: { type: string }\n",
         );
-    let reply = send(addr, "POST", "/v1/tools/register", &[], contract.as_bytes());
+    let reply = send(
+        addr,
+        "POST",
+        "/v1/tools/register",
+        &[JSON],
+        super::external::register_body(&contract).as_bytes(),
+    );
     assert_eq!(reply.status, 201, "{}", reply.text());
     for argument in ["method", "content-type"] {
         let mut arguments =

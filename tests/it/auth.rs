@@ -539,8 +539,11 @@ fn an_auditor_reads_everything_and_writes_nothing() {
         addr,
         "POST",
         "/v1/tools/register",
-        &[("Authorization", &auth)],
-        contract.as_bytes(),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        super::external::register_body(&contract).as_bytes(),
     );
     assert_refused(&reply, 403, "forbidden");
     assert_refused(&get(addr, &auditor, "/v1/tokens"), 403, "forbidden");
@@ -641,19 +644,25 @@ fn a_writer_can_neither_decide_a_conflict_nor_register_a_tool() {
             addr,
             "POST",
             "/v1/tools/register",
-            &[("Authorization", &auth)],
-            contract.as_bytes(),
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            super::external::register_body(&contract).as_bytes(),
         );
         assert_refused(&reply, 403, "forbidden");
     }
-    assert!(!data.path().join("contracts/kb_search.yaml").exists());
+    assert!(!data.path().join("contracts/tools/kb_search.yaml").exists());
     let auth = bearer(&admin);
     let reply = send(
         addr,
         "POST",
         "/v1/tools/register",
-        &[("Authorization", &auth)],
-        contract.as_bytes(),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        super::external::register_body(&contract).as_bytes(),
     );
     assert_eq!(reply.status, 201, "{}", reply.text());
     let reply = send(
@@ -869,15 +878,29 @@ fn beyond_loopback_the_server_needs_tokens_and_the_names_it_is_reached_by() {
     let out = run(data.path(), &["serve", "--listen", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
-        stderr(&out).contains("needs --mcp-allowed-host"),
+        stderr(&out).contains("needs --allowed-host"),
         "{}",
         stderr(&out)
     );
 
+    // Plain HTTP beyond loopback only behind a proxy that terminates TLS.
+    let out = run(
+        data.path(),
+        &[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--allowed-host",
+            "example.org",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stderr(&out).contains("--behind-proxy"), "{}", stderr(&out));
+    // The flag's former name still joins the one list.
     let server = Server::start_on(
         data.path(),
         "0.0.0.0:0",
-        &["--mcp-allowed-host", "example.org"],
+        &["--mcp-allowed-host", "example.org", "--behind-proxy"],
     );
     let addr = server.addr;
     let (status, health) = get_json(addr, "/health");

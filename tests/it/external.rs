@@ -10,6 +10,11 @@ use test_support::LegacyApi;
 
 use super::server::{Server, call_tool, get_json, ledger_size, request};
 
+/// The body of `POST /v1/tools/register`: the contract's text in JSON.
+pub(crate) fn register_body(contract: &str) -> String {
+    serde_json::json!({ "contract": contract }).to_string()
+}
+
 pub(crate) fn kb_contract(name: &str, endpoint: &str, timeout_ms: u64) -> String {
     format!(
         r#"name: {name}
@@ -280,18 +285,18 @@ fn registration_is_allow_listed_persistent_and_hot_reloaded() {
         server.addr,
         "POST",
         "/v1/tools/register",
-        &[],
-        text.as_bytes(),
+        &[("Content-Type", "application/json")],
+        register_body(&text).as_bytes(),
     );
     assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
-    assert!(dir.join("kb_search.yaml").exists());
+    assert!(dir.join("tools/kb_search.yaml").exists());
     let outside = kb_contract("kb_far", "https://api.example.com/search", 3000);
     let (status, body) = request(
         server.addr,
         "POST",
         "/v1/tools/register",
-        &[],
-        outside.as_bytes(),
+        &[("Content-Type", "application/json")],
+        register_body(&outside).as_bytes(),
     );
     assert_eq!(status, 400);
     let error: Value = serde_json::from_slice(&body).unwrap();

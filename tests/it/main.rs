@@ -13,6 +13,7 @@ mod graphql;
 mod ingest;
 mod integrity;
 mod mcp;
+mod network;
 mod operations;
 mod proofs;
 mod remote;

@@ -79,6 +79,7 @@ impl Server {
         let mut addr: SocketAddr = line
             .trim()
             .strip_prefix("listening on http://")
+            .or_else(|| line.trim().strip_prefix("listening on https://"))
             .unwrap_or_else(|| {
                 let mut err = String::new();
                 if let Some(mut stderr) = child.stderr.take() {
@@ -267,6 +268,11 @@ pub(crate) fn exchange(addr: SocketAddr, raw: &[u8]) -> Response {
                 String::from_utf8_lossy(&raw[..raw.len().min(200)])
             )
         })
+}
+
+/// Writes `raw` on a connection of the caller's and reads the whole response, or the error.
+pub(crate) fn exchange_on(stream: TcpStream, raw: &[u8]) -> std::io::Result<Response> {
+    try_exchange_on(stream, raw)
 }
 
 /// Writes `raw` on `stream` and reads the whole response. A server may answer and close before

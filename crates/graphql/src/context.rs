@@ -31,6 +31,11 @@ pub(crate) fn limits<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Limits>
 /// Who is calling: the caller the HTTP layer put in the request (an authenticated one, once
 /// something authenticates), or else the anonymous actor of the options.
 pub(crate) fn caller(ctx: &Context<'_>) -> async_graphql::Result<Caller> {
+    // On a WebSocket the token is checked again for every operation: it may have been revoked
+    // since the socket opened.
+    if let Ok(credentials) = ctx.data::<crate::http::Credentials>() {
+        return credentials.current().map_err(to_gql);
+    }
     if let Ok(caller) = ctx.data::<Caller>() {
         return Ok(caller.clone());
     }

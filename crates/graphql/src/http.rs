@@ -8,20 +8,29 @@
 //! `application/json`, which a browser will not send cross-site without asking first (a CORS
 //! preflight this server never grants); and a request that carries an `Origin` — browsers
 //! always send one on WebSocket handshakes and cross-site POSTs — must come from the server's
-//! own origin.
+//! own origin. (A page that rebinds its DNS name to the server passes that check, with its own
+//! name in both headers: the server in front refuses names it does not answer to, before any
+//! route.)
+//!
+//! A WebSocket outlives the request that opened it, so its caller is not taken once: the token
+//! (from the handshake, or else `connection_init`) is checked again before every message the
+//! client sends, in every resolver, and whenever the server says its token list changed; a
+//! socket whose token no longer gives the same caller is closed (4401, or 4403 when it names
+//! someone else). Sockets are bounded by `websockets_max`, subscriptions on one by
+//! `subscriptions_per_connection_max`.
 
 use std::sync::Arc;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::{Data, Response as GqlResponse};
 use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
+use axum::Router;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::{Extension, Router};
 use service::{Caller, Service, ServiceError};
 
 use crate::error::to_server_error;
@@ -33,6 +42,8 @@ use crate::{Authenticator, Options, ResearchSchema, build_schema};
 struct Http {
     schema: ResearchSchema,
     options: Arc<Options>,
+    /// A permit per open WebSocket.
+    websockets: Arc<tokio::sync::Semaphore>,
 }
 
 /// The routes of the GraphQL API, ready to merge into the server's router. A layer in front
@@ -45,6 +56,7 @@ pub fn router(service: Service, options: Options) -> Router {
         .route("/graphql/ws", get(websocket))
         .with_state(Http {
             schema,
+            websockets: Arc::new(tokio::sync::Semaphore::new(options.limits.websockets_max)),
             options: Arc::new(options),
         })
 }
@@ -161,7 +173,6 @@ async fn post(State(http): State<Http>, request: Request) -> Response {
 /// `GET /graphql/ws`: subscriptions (and queries and mutations) over one WebSocket.
 async fn websocket(
     State(http): State<Http>,
-    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     protocol: Result<GraphQLProtocol, StatusCode>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -190,39 +201,249 @@ async fn websocket(
             "the handshake asks for neither in Sec-WebSocket-Protocol".into(),
         );
     };
+    let websockets_max = http.options.limits.websockets_max;
+    let Ok(slot) = http.websockets.clone().try_acquire_owned() else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::LimitExceeded {
+                limit: "websockets_max".into(),
+                max: websockets_max as u64,
+                actual: websockets_max as u64 + 1,
+            },
+        );
+    };
     let bytes_max = http.options.limits.request_bytes_max;
     let schema = http.schema.clone();
-    let anonymous = http.options.anonymous_actor.clone();
-    // A caller the server authenticated from the handshake's header; otherwise the
+    let options = http.options.clone();
+    // The handshake's own token, which the server's access check already accepted; else the
     // connection_init payload names one (browsers cannot set headers on a WebSocket).
-    let known = caller.map(|Extension(c)| c);
-    let authenticator = http.options.authenticator.clone();
-    let subscriptions_max = http.options.limits.subscriptions_per_connection_max;
+    let header_token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(bytes_max)
         .max_frame_size(bytes_max)
-        .on_upgrade(move |socket| {
-            GraphQLWebSocket::new(socket, schema, protocol)
-                .on_connection_init(move |payload| async move {
-                    let caller = match (known, authenticator) {
-                        (Some(caller), _) => caller,
-                        (None, None) => Caller::new(anonymous),
-                        (None, Some(Authenticator(check))) => {
-                            let token = init_token(&payload);
-                            match check(token.as_deref()).map_err(to_server_error)? {
-                                Some(caller) => caller,
-                                None => Caller::new(anonymous),
-                            }
-                        }
-                    };
-                    let mut data = Data::default();
-                    data.insert(caller);
-                    data.insert(SubscriptionSlots::new(subscriptions_max));
-                    Ok(data)
-                })
-                .serve()
+        .on_upgrade(move |socket| async move {
+            serve_socket(socket, schema, protocol, options, header_token).await;
+            drop(slot);
         })
+}
+
+/// Who a socket acts for: fixed at `connection_init`, and checked again on every message the
+/// client sends and every change of the token list.
+#[derive(Clone)]
+pub(crate) struct Credentials {
+    authenticator: Option<Authenticator>,
+    anonymous: String,
+    binding: Arc<std::sync::Mutex<Binding>>,
+}
+
+/// The socket's token, and the caller it gave at `connection_init` (none before it).
+#[derive(Debug, Clone, Default)]
+struct Binding {
+    token: Option<String>,
+    /// The caller's name and role, or none for the local caller.
+    bound: Option<Option<(String, service::Role)>>,
+}
+
+impl Credentials {
+    fn new(options: &Options, header_token: Option<String>) -> Self {
+        Credentials {
+            authenticator: options.authenticator.clone(),
+            anonymous: options.anonymous_actor.clone(),
+            binding: Arc::new(std::sync::Mutex::new(Binding {
+                token: header_token,
+                bound: None,
+            })),
+        }
+    }
+
+    fn binding(&self) -> std::sync::MutexGuard<'_, Binding> {
+        self.binding.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The caller the token gives now.
+    pub(crate) fn current(&self) -> Result<Caller, ServiceError> {
+        self.resolve().map(|(caller, _)| caller)
+    }
+
+    fn identity(caller: &Caller, local: bool) -> Option<(String, service::Role)> {
+        (!local).then(|| (caller.actor.clone(), caller.role))
+    }
+
+    /// Fixes the caller at `connection_init`, taking the payload's token when the handshake
+    /// brought none.
+    fn bind(&self, payload_token: Option<String>) -> Result<Caller, ServiceError> {
+        {
+            let mut binding = self.binding();
+            if binding.token.is_none() {
+                binding.token = payload_token;
+            }
+        }
+        let (caller, local) = self.resolve()?;
+        self.binding().bound = Some(Self::identity(&caller, local));
+        Ok(caller)
+    }
+
+    fn resolve(&self) -> Result<(Caller, bool), ServiceError> {
+        let Some(Authenticator { check, .. }) = &self.authenticator else {
+            return Ok((Caller::new(self.anonymous.clone()), true));
+        };
+        let token = self.binding().token.clone();
+        Ok(match check(token.as_deref())? {
+            Some(caller) => (caller, false),
+            None => (Caller::new(self.anonymous.clone()), true),
+        })
+    }
+
+    /// Whether the caller fixed at `connection_init` still holds: the close code and reason
+    /// when it does not (4401 when the token is no longer accepted, 4403 when it now names
+    /// someone else). Before `connection_init` there is nothing to hold.
+    fn still_holds(&self) -> Result<(), (u16, String)> {
+        let Some(bound) = self.binding().bound.clone() else {
+            return Ok(());
+        };
+        match self.resolve() {
+            Ok((caller, local)) if Self::identity(&caller, local) == bound => Ok(()),
+            Ok(_) => Err((4403, "the caller of this socket changed".into())),
+            Err(e) => Err((4401, e.to_string())),
+        }
+    }
+}
+
+/// Runs one socket: graphql-transport-ws by the engine, between a reader that checks the
+/// caller before handing on each message and a writer that closes the socket when the token
+/// list changes under a caller who no longer holds.
+async fn serve_socket(
+    socket: axum::extract::ws::WebSocket,
+    schema: ResearchSchema,
+    protocol: GraphQLProtocol,
+    options: Arc<Options>,
+    header_token: Option<String>,
+) {
+    use async_graphql::futures_util::{SinkExt as _, StreamExt as _};
+    use axum::extract::ws::{CloseFrame, Message};
+
+    let credentials = Credentials::new(&options, header_token);
+    let (mut to_client, from_client) = socket.split();
+    // Why the socket is being closed, set by the reader when a message comes from a caller
+    // who no longer holds.
+    let refused = Arc::new(tokio::sync::Notify::new());
+    let reason: Arc<std::sync::Mutex<Option<(u16, String)>>> = Arc::default();
+    let checked = {
+        let credentials = credentials.clone();
+        let refused = refused.clone();
+        let reason = reason.clone();
+        from_client.take_while(move |message| {
+            let pass = match message {
+                Ok(Message::Text(_) | Message::Binary(_)) => match credentials.still_holds() {
+                    Ok(()) => true,
+                    Err(why) => {
+                        *reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                        refused.notify_one();
+                        false
+                    }
+                },
+                _ => true,
+            };
+            std::future::ready(pass)
+        })
+    };
+    let (outgoing, mut outbox) = tokio::sync::mpsc::channel::<Message>(16);
+    let sink = async_graphql::futures_util::sink::unfold(
+        outgoing,
+        |outgoing, message: Message| async move {
+            outgoing
+                .send(message)
+                .await
+                .map_err(|_| axum::Error::new("the socket closed"))?;
+            Ok::<_, axum::Error>(outgoing)
+        },
+    );
+    let subscriptions_max = options.limits.subscriptions_per_connection_max;
+    let init_credentials = credentials.clone();
+    let engine = GraphQLWebSocket::new_with_pair(sink, checked, schema, protocol)
+        .on_connection_init(move |payload| async move {
+            let credentials = init_credentials;
+            let caller = credentials
+                .bind(init_token(&payload))
+                .map_err(to_server_error)?;
+            // The reader and writer check the same token the engine's resolvers do.
+            let mut data = Data::default();
+            data.insert(caller);
+            data.insert(credentials);
+            data.insert(SubscriptionSlots::new(subscriptions_max));
+            Ok(data)
+        })
+        .serve();
+    tokio::pin!(engine);
+    let mut changes = options.authenticator.as_ref().map(|a| a.changes.clone());
+    let mut engine_done = false;
+    // graphql-transport-ws closes a socket that does not initialise in time with 4408.
+    let init_deadline = tokio::time::sleep(std::time::Duration::from_secs(
+        options.limits.connection_init_secs_max,
+    ));
+    tokio::pin!(init_deadline);
+    let mut init_checked = false;
+    let close = loop {
+        tokio::select! {
+            () = &mut init_deadline, if !init_checked => {
+                init_checked = true;
+                if credentials.binding().bound.is_none() {
+                    break Some((4408, "Connection initialisation timeout".to_owned()));
+                }
+            }
+            () = &mut engine, if !engine_done => engine_done = true,
+            message = outbox.recv() => match message {
+                Some(message) => {
+                    if to_client.send(message).await.is_err() {
+                        break None;
+                    }
+                }
+                // The engine ended: because the reader refused a message, or the client left.
+                None => break reason.lock().unwrap_or_else(|p| p.into_inner()).take(),
+            },
+            () = refused.notified() => {
+                break reason.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
+            changed = async {
+                match changes.as_mut() {
+                    Some(changes) => changes.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if changed.is_err() {
+                    changes = None;
+                    continue;
+                }
+                if let Err(why) = credentials.still_holds() {
+                    break Some(why);
+                }
+            }
+        }
+    };
+    if let Some((code, why)) = close {
+        tracing::info!(code, reason = %why, "closing a GraphQL WebSocket whose caller no longer holds");
+        let reason: String = why.chars().take(100).collect();
+        let _ = to_client
+            .send(Message::Close(Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            })))
+            .await;
+        let _ = to_client.flush().await;
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value.
+fn bearer_token(value: &str) -> Option<String> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_owned())
+        .filter(|t| !t.is_empty())
 }
 
 /// The token in a `connection_init` payload: `{"Authorization": "Bearer TOKEN"}` (any case of
@@ -233,11 +454,7 @@ fn init_token(payload: &serde_json::Value) -> Option<String> {
         .iter()
         .find(|(key, _)| key.eq_ignore_ascii_case("authorization"))
         .and_then(|(_, value)| value.as_str())?;
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_owned())
-        .filter(|t| !t.is_empty())
+    bearer_token(value)
 }
 
 /// `GET /graphql`: GraphiQL, talking to this server over HTTP and WebSocket.

@@ -53,8 +53,9 @@ pub struct Options {
     pub limits: Limits,
     /// The actor recorded for writes whose request carries no authenticated caller.
     pub anonymous_actor: String,
-    /// How a WebSocket that brought no `Authorization` header authenticates from its
-    /// `connection_init` payload; without one, such a socket is an anonymous local caller.
+    /// How a WebSocket authenticates (from its handshake's `Authorization` header, or else
+    /// its `connection_init` payload) and checks its caller again on every message and every
+    /// change of the token list; without one, a socket is an anonymous local caller.
     pub authenticator: Option<Authenticator>,
 }
 
@@ -75,7 +76,13 @@ pub type AuthenticateFn =
 
 /// The server's token check, handed to the WebSocket endpoint.
 #[derive(Clone)]
-pub struct Authenticator(pub Arc<AuthenticateFn>);
+pub struct Authenticator {
+    /// The check.
+    pub check: Arc<AuthenticateFn>,
+    /// Changes each time the token list may have changed: open sockets check their caller
+    /// again, and close when it no longer holds.
+    pub changes: tokio::sync::watch::Receiver<u64>,
+}
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,7 +92,7 @@ impl std::fmt::Debug for Authenticator {
 
 impl PartialEq for Authenticator {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.check, &other.check)
     }
 }
 

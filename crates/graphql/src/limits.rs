@@ -8,15 +8,23 @@
 //! leaves room for the introspection query GraphiQL and code generators send. Complexity counts
 //! one point per field, a page of `first` items counts its selection `first` times, and a field
 //! that reads storage rather than memory counts [`STORAGE_READ_POINTS`].
+//!
+//! No answer grows without bound with its request: a document with more fields, arguments
+//! and directives than `complexity_points_max` (each costs at least a point) is refused as it
+//! is parsed, with one error, before validation could find an error in each of them; a
+//! response lists at most `errors_max` errors, the last saying how many were left out; and an
+//! error's message is cut to [`MESSAGE_CHARS_MAX`].
 
 use std::sync::Arc;
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextRequest, NextSubscribe, NextValidation,
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextRequest, NextSubscribe,
+    NextValidation,
 };
 use async_graphql::futures_util::StreamExt as _;
 use async_graphql::futures_util::stream::BoxStream;
-use async_graphql::{Response, ServerError, ValidationResult};
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
+use async_graphql::{Response, ServerError, ServerResult, ValidationResult, Variables};
 use service::ServiceError;
 
 use crate::error::{fill_codes, to_server_error};
@@ -34,6 +42,13 @@ pub struct Limits {
     pub request_bytes_max: usize,
     /// Subscriptions one WebSocket may hold at once.
     pub subscriptions_per_connection_max: usize,
+    /// Errors one response lists; the rest are counted in one last error.
+    pub errors_max: usize,
+    /// WebSockets open at once.
+    pub websockets_max: usize,
+    /// Longest a WebSocket may wait for its `connection_init`, in seconds: a socket that never
+    /// says who it is holds a slot no longer than this.
+    pub connection_init_secs_max: u64,
 }
 
 impl Default for Limits {
@@ -44,6 +59,9 @@ impl Default for Limits {
             page_items_max: 100,
             request_bytes_max: 1024 * 1024,
             subscriptions_per_connection_max: 256,
+            errors_max: 50,
+            websockets_max: 256,
+            connection_init_secs_max: 10,
         }
     }
 }
@@ -74,6 +92,7 @@ impl ExtensionFactory for Guard {
         Arc::new(GuardExtension {
             depth_levels_max: self.limits.depth_levels_max,
             complexity_points_max: self.limits.complexity_points_max,
+            errors_max: self.limits.errors_max,
         })
     }
 }
@@ -81,6 +100,70 @@ impl ExtensionFactory for Guard {
 struct GuardExtension {
     depth_levels_max: usize,
     complexity_points_max: usize,
+    errors_max: usize,
+}
+
+/// The longest message an error keeps, in characters: messages may quote the request.
+pub(crate) const MESSAGE_CHARS_MAX: usize = 1000;
+
+/// Fields, arguments, directives and variables in a document, counted without recursion (the
+/// parser bounds nesting, but the count need not rely on it).
+fn document_items(document: &ExecutableDocument) -> usize {
+    let mut count = 0usize;
+    let mut sets: Vec<&SelectionSet> = Vec::new();
+    for (_, operation) in document.operations.iter() {
+        let op = &operation.node;
+        count += op.variable_definitions.len() + op.directives.len();
+        sets.push(&op.selection_set.node);
+    }
+    for fragment in document.fragments.values() {
+        count += 1 + fragment.node.directives.len();
+        sets.push(&fragment.node.selection_set.node);
+    }
+    while let Some(set) = sets.pop() {
+        for item in &set.items {
+            count += 1;
+            match &item.node {
+                Selection::Field(field) => {
+                    let field = &field.node;
+                    count += field.arguments.len() + field.directives.len();
+                    sets.push(&field.selection_set.node);
+                }
+                Selection::FragmentSpread(spread) => count += spread.node.directives.len(),
+                Selection::InlineFragment(inline) => {
+                    count += inline.node.directives.len();
+                    sets.push(&inline.node.selection_set.node);
+                }
+            }
+        }
+    }
+    count
+}
+
+/// Cuts each error's message, and the list to `errors_max`: the last error kept says how
+/// many there were.
+fn bound_errors(errors: &mut Vec<ServerError>, errors_max: usize) {
+    for error in errors.iter_mut() {
+        if let Some((cut, _)) = error.message.char_indices().nth(MESSAGE_CHARS_MAX) {
+            let left = error.message.len() - cut;
+            error.message.truncate(cut);
+            error.message.push_str(&format!("… ({left} more bytes)"));
+        }
+    }
+    if errors.len() > errors_max {
+        let total = errors.len();
+        errors.truncate(errors_max.saturating_sub(1));
+        let mut last = to_server_error(ServiceError::LimitExceeded {
+            limit: "errors_max".into(),
+            max: errors_max as u64,
+            actual: total as u64,
+        });
+        last.message = format!(
+            "{} more errors are left out: a response lists at most errors_max = {errors_max}",
+            total - errors.len()
+        );
+        errors.push(last);
+    }
 }
 
 #[async_graphql::async_trait::async_trait]
@@ -88,7 +171,27 @@ impl Extension for GuardExtension {
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
         let mut response = next.run(ctx).await;
         fill_codes(&mut response.errors);
+        bound_errors(&mut response.errors, self.errors_max);
         response
+    }
+
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        let document = next.run(ctx, query, variables).await?;
+        let items = document_items(&document);
+        if items > self.complexity_points_max {
+            return Err(to_server_error(ServiceError::LimitExceeded {
+                limit: "complexity_points_max".into(),
+                max: self.complexity_points_max as u64,
+                actual: items as u64,
+            }));
+        }
+        Ok(document)
     }
 
     fn subscribe<'s>(
@@ -97,9 +200,11 @@ impl Extension for GuardExtension {
         stream: BoxStream<'s, Response>,
         next: NextSubscribe<'_>,
     ) -> BoxStream<'s, Response> {
+        let errors_max = self.errors_max;
         next.run(ctx, stream)
-            .map(|mut response| {
+            .map(move |mut response| {
                 fill_codes(&mut response.errors);
+                bound_errors(&mut response.errors, errors_max);
                 response
             })
             .boxed()

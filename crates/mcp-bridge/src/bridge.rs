@@ -42,6 +42,8 @@ pub struct BridgeOptions {
     pub allowed_origins: Vec<String>,
     /// Largest HTTP request body, in bytes.
     pub request_body_bytes_max: usize,
+    /// Sessions open at once over HTTP; an `initialize` past it is refused.
+    pub sessions_max: usize,
 }
 
 impl Default for BridgeOptions {
@@ -61,6 +63,7 @@ impl Default for BridgeOptions {
                 "http://[::1]:*".into(),
             ],
             request_body_bytes_max: 4 * 1024 * 1024,
+            sessions_max: 1024,
         }
     }
 }

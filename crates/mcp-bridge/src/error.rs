@@ -30,6 +30,8 @@ pub enum BridgeError {
 /// A resource that does not exist: `-32002` for 2025-era clients, `-32602` from 2026-07-28
 /// (the SDK rewrites the code for the newer era).
 pub(crate) fn resource_not_found(uri: &str, why: impl std::fmt::Display) -> McpError {
+    // The URI is the client's: repeated only in part, so the answer does not grow with it.
+    let uri = service::echoed(uri);
     McpError::resource_not_found(
         format!("no resource {uri}: {why}"),
         Some(json!({ "uri": uri })),

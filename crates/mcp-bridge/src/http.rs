@@ -37,6 +37,7 @@ use crate::bridge::{Bridge, BridgeOptions};
 pub struct HttpEndpoint {
     bridge: Bridge,
     stop: CancellationToken,
+    sessions: Arc<LocalSessionManager>,
 }
 
 impl HttpEndpoint {
@@ -45,7 +46,29 @@ impl HttpEndpoint {
         HttpEndpoint {
             bridge: Bridge::new(service, options),
             stop: CancellationToken::new(),
+            sessions: Arc::new(LocalSessionManager::default()),
         }
+    }
+
+    /// Sessions open now: the server refuses an `initialize` past
+    /// [`BridgeOptions::sessions_max`] with this count.
+    pub async fn session_count(&self) -> usize {
+        self.sessions.sessions.read().await.len()
+    }
+
+    /// Whether the session `id` is open.
+    pub async fn has_session(&self, id: &str) -> bool {
+        self.sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .any(|key| key.as_ref() == id)
+    }
+
+    /// The options the endpoint was made with.
+    pub fn options(&self) -> &BridgeOptions {
+        self.bridge.options()
     }
 
     /// The tower service to mount at `/mcp`.
@@ -62,7 +85,7 @@ impl HttpEndpoint {
             // Called for every new session (and every stateless request): shared service,
             // tools and tasks; subscriptions of its own.
             move || Ok(bridge.for_new_session()),
-            Arc::new(LocalSessionManager::default()),
+            self.sessions.clone(),
             config,
         )
     }
@@ -209,7 +232,8 @@ pub fn refusal_of_text(status: StatusCode, text: &str) -> Refusal {
         StatusCode::FORBIDDEN => "forbidden",
         StatusCode::NOT_FOUND => "not_found",
         StatusCode::PAYLOAD_TOO_LARGE => "limit_exceeded",
-        s if s.is_server_error() => "internal",
+        // The SDK failed at its end before any tool ran: nothing was written.
+        s if s.is_server_error() => "unavailable",
         _ => "invalid_argument",
     };
     let data = Some(json!({"error": code, "message": message}));

@@ -77,7 +77,10 @@ fn required<'a>(request: &'a GetPromptRequestParams, name: &str) -> Result<&'a s
         .filter(|v| !v.is_empty())
         .ok_or_else(|| {
             McpError::invalid_params(
-                format!("prompt {} needs the argument {name}", request.name),
+                format!(
+                    "prompt {} needs the argument {name}",
+                    service::echoed(&request.name)
+                ),
                 None,
             )
         })
@@ -208,7 +211,10 @@ pub(crate) fn get(
             )
         }
         other => Err(McpError::invalid_params(
-            format!("unknown prompt {other:?}; prompts/list names the prompts of this server"),
+            format!(
+                "unknown prompt {:?}; prompts/list names the prompts of this server",
+                service::echoed(other)
+            ),
             None,
         )),
     }
@@ -288,7 +294,7 @@ pub(crate) fn complete(
         }
         (Reference::Prompt(p), _) if !prompts().iter().any(|q| q.name == p.name) => {
             return Err(McpError::invalid_params(
-                format!("unknown prompt {:?}", p.name),
+                format!("unknown prompt {:?}", service::echoed(&p.name)),
                 None,
             ));
         }

@@ -295,7 +295,10 @@ pub(crate) fn read(bridge: &Bridge, uri: &str) -> Result<ReadResourceResult, Mcp
                 }
             };
             if head == 0 {
-                return Err(resource_not_found(uri, format!("no task {task_id}")));
+                return Err(resource_not_found(
+                    uri,
+                    format!("no task {}", service::echoed(&task_id)),
+                ));
             }
             json!({
                 "task_id": task_id,

@@ -94,9 +94,11 @@ pub(crate) async fn call(
 ) -> Result<CallToolResponse, McpError> {
     let name = request.name.to_string();
     if !bridge.service().has_tool(&name) {
+        // The name is the client's: repeated only in part.
+        let shown = service::echoed(&name);
         return Err(McpError::invalid_params(
-            format!("unknown tool {name:?}; tools/list names the tools of this server"),
-            Some(json!({ "tool": name })),
+            format!("unknown tool {shown:?}; tools/list names the tools of this server"),
+            Some(json!({ "tool": shown })),
         ));
     }
     let arguments = request.arguments.map_or(Value::Null, Value::Object);

@@ -4,7 +4,38 @@
 //! results with `isError`, GraphQL `extensions` in upper case, REST bodies). The codes are a
 //! contract clients script against; this is the one place they are made.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
+
+/// Characters of a client's own input (an id, a key) an error repeats: the reply to a
+/// request naming something that does not exist never grows with the name.
+pub(crate) const ECHOED_CHARS_MAX: usize = 200;
+
+/// Characters of an error's message kept: a message may quote what the client sent (an
+/// unknown field's name, a value that does not parse), and the reply must not grow with it.
+pub(crate) const MESSAGE_CHARS_MAX: usize = 1000;
+
+/// A message cut to [`MESSAGE_CHARS_MAX`], saying how many bytes were left out.
+fn cut_message(text: String) -> String {
+    match text.char_indices().nth(MESSAGE_CHARS_MAX) {
+        None => text,
+        Some((cut, _)) => format!("{}… ({} more bytes)", &text[..cut], text.len() - cut),
+    }
+}
+
+/// `text` as an error repeats it: whole when short, else its first 200 characters and how
+/// many bytes were left out.
+pub fn echoed(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(ECHOED_CHARS_MAX) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => Cow::Owned(format!(
+            "{}… ({} more bytes)",
+            &text[..cut],
+            text.len() - cut
+        )),
+    }
+}
 
 /// Why a call was not carried out.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -22,7 +53,10 @@ pub enum ServiceError {
         message: String,
     },
     /// The task moved on since the caller read it: fetch the latest session and decide again.
-    #[error("task {task_id} is at version {current_version}, not {expected_version}")]
+    #[error(
+        "task {} is at version {current_version}, not {expected_version}",
+        echoed(task_id)
+    )]
     SessionConflict {
         /// The task.
         task_id: String,
@@ -32,13 +66,16 @@ pub enum ServiceError {
         current_version: u64,
     },
     /// The idempotency key was first used for a different command.
-    #[error("idempotency key {key:?} was already used for a different command")]
+    #[error(
+        "idempotency key {:?} was already used for a different command",
+        echoed(key)
+    )]
     IdempotencyKeyReused {
         /// The key.
         key: String,
     },
     /// Something named does not exist.
-    #[error("no {resource} {id}")]
+    #[error("no {resource} {}", echoed(id))]
     NotFound {
         /// What kind of thing.
         resource: &'static str,
@@ -117,27 +154,29 @@ impl ServiceError {
         if let ServiceError::Refused(refusal) = self {
             return refusal.to_json();
         }
-        let mut body = json!({ "error": self.code(), "message": self.to_string() });
+        let message = cut_message(self.to_string());
+        let mut body = json!({ "error": self.code(), "message": message });
         if let Value::Object(map) = &mut body {
             match self {
                 ServiceError::InvalidArgument { field, .. } => {
-                    map.insert("field".into(), json!(field));
+                    // The field may be the client's own name for an argument it should not send.
+                    map.insert("field".into(), json!(echoed(field)));
                 }
                 ServiceError::SessionConflict {
                     task_id,
                     current_version,
                     ..
                 } => {
-                    map.insert("task_id".into(), json!(task_id));
+                    map.insert("task_id".into(), json!(echoed(task_id)));
                     map.insert("current_version".into(), json!(current_version));
                     map.insert("suggested_action".into(), json!("fetch_latest_session"));
                 }
                 ServiceError::IdempotencyKeyReused { key } => {
-                    map.insert("idempotency_key".into(), json!(key));
+                    map.insert("idempotency_key".into(), json!(echoed(key)));
                 }
                 ServiceError::NotFound { resource, id } => {
                     map.insert("resource".into(), json!(resource));
-                    map.insert("id".into(), json!(id));
+                    map.insert("id".into(), json!(echoed(id)));
                 }
                 ServiceError::LimitExceeded { limit, max, actual } => {
                     map.insert("limit".into(), json!(limit));

@@ -18,7 +18,7 @@ pub mod tokens;
 mod tools;
 mod updates;
 
-pub use error::ServiceError;
+pub use error::{ServiceError, echoed};
 pub use external::{TOOLS_STREAM, ToolHealth};
 pub use jobs::{Job, JobLimits, JobStatus, JobsOpenError, STEPS, StepOutcome, StepRecord};
 // Front ends name the types of what they read (tasks, events, proofs) through the service, so

@@ -14,6 +14,12 @@
 //!
 //! The server re-reads the file when it changes, so `research-ledger token add|revoke` take
 //! effect on a running server without a restart.
+//!
+//! The file also records that tokens are required. The first token sets it, and revoking
+//! every token does not clear it: a server whose last token was revoked serves no one, rather
+//! than falling back to serving every caller on loopback as the local user. Only
+//! [`TokenStore::open_mode`] (`research-ledger token open-mode`, run on the data directory)
+//! clears it. A file from before the record counts as requiring tokens once it lists any.
 
 use std::fs;
 use std::io::Write as _;
@@ -83,6 +89,16 @@ pub struct TokenEntry {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct TokenFile {
     tokens: Vec<TokenEntry>,
+    /// Whether callers need a token even with none in force; absent in files written before
+    /// it was recorded, where it follows from whether any token was ever made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tokens_required: Option<bool>,
+}
+
+impl TokenFile {
+    fn tokens_required(&self) -> bool {
+        self.tokens_required.unwrap_or(!self.tokens.is_empty())
+    }
 }
 
 /// Why a token operation failed.
@@ -98,6 +114,9 @@ pub enum TokenError {
     /// No token has this name.
     #[error("no token named {0}")]
     NotFound(String),
+    /// Open mode was asked for while tokens are in force: revoke them first.
+    #[error("tokens are in force ({0}); revoke every one before returning to open mode")]
+    TokensInForce(String),
     /// The file could not be read or written.
     #[error("{path}: {detail}")]
     File {
@@ -211,6 +230,31 @@ impl TokenStore {
         Ok(self.read()?.tokens.iter().any(|t| t.revoked_at.is_none()))
     }
 
+    /// Whether callers need a token even when none is in force: once a token has been made,
+    /// until [`TokenStore::open_mode`].
+    pub fn tokens_required(&self) -> Result<bool, TokenError> {
+        Ok(self.read()?.tokens_required())
+    }
+
+    /// Returns the server to open mode, where a server on loopback serves callers without a
+    /// token as the local user: refused while any token is in force. Only the holder of the
+    /// data directory may do this; no route of the server offers it.
+    pub fn open_mode(&self) -> Result<(), TokenError> {
+        let _locked = self.lock()?;
+        let mut file = self.read()?;
+        let active: Vec<&str> = file
+            .tokens
+            .iter()
+            .filter(|t| t.revoked_at.is_none())
+            .map(|t| t.name.as_str())
+            .collect();
+        if !active.is_empty() {
+            return Err(TokenError::TokensInForce(active.join(", ")));
+        }
+        file.tokens_required = Some(false);
+        self.write(&file)
+    }
+
     /// Makes a token: returns it, to be shown once; only its hash is kept.
     pub fn add(&self, name: &str, role: Role) -> Result<String, TokenError> {
         if !valid_name(name) {
@@ -238,6 +282,7 @@ impl TokenStore {
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             revoked_at: None,
         });
+        file.tokens_required = Some(true);
         self.write(&file)?;
         Ok(token)
     }
@@ -263,7 +308,9 @@ impl TokenStore {
 #[derive(Debug, Default)]
 pub struct TokenTable {
     by_hash: std::collections::HashMap<String, (String, Role)>,
+    required: bool,
     stamp: Option<(u64, std::time::SystemTime)>,
+    generation: u64,
 }
 
 impl TokenTable {
@@ -275,19 +322,34 @@ impl TokenTable {
         if stamp == self.stamp && self.stamp.is_some() {
             return Ok(false);
         }
-        let tokens = store.list()?;
-        self.by_hash = tokens
+        let file = store.read()?;
+        self.required = file.tokens_required();
+        self.by_hash = file
+            .tokens
             .into_iter()
             .filter(|t| t.revoked_at.is_none())
             .map(|t| (t.hash, (t.name, t.role)))
             .collect();
         self.stamp = stamp;
+        self.generation += 1;
         Ok(true)
     }
 
     /// Whether any token is in force.
     pub fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
+    }
+
+    /// Whether callers without a token are served (as the local user, where the address
+    /// allows): no token in force, and none required since the last open mode.
+    pub fn is_open(&self) -> bool {
+        self.by_hash.is_empty() && !self.required
+    }
+
+    /// How many times the table was read: a change means a token may have been made or
+    /// revoked, so long-lived streams check their caller again.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The holder of a presented token, if it is in force.
@@ -354,6 +416,20 @@ mod tests {
             store.revoke("alice"),
             Err(TokenError::NotFound(_))
         ));
+        assert!(!table.is_open(), "revoking the last token does not reopen");
+        assert!(store.tokens_required().expect("read"));
+        store.open_mode().expect("open mode");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        table.refresh(&store).expect("refresh");
+        assert!(table.is_open());
+        let again = store.add("bob", Role::Auditor).expect("added");
+        assert!(matches!(
+            store.open_mode(),
+            Err(TokenError::TokensInForce(_))
+        ));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        table.refresh(&store).expect("refresh");
+        assert_eq!(table.holder(&again), Some(("bob", Role::Auditor)));
         assert!(
             Role::Admin > Role::Reviewer
                 && Role::Reviewer > Role::Writer

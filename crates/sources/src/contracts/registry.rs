@@ -10,8 +10,14 @@
 //! ```
 //!
 //! Loading never fails: a contract with problems is left out and its problems are reported, so
-//! one bad file does not take the others down. Contracts registered through the API are written
-//! into the same directory, durably, so they persist.
+//! one bad file does not take the others down.
+//!
+//! Contracts registered through the API live in a folder of their own, [`TOOLS_DIR`]
+//! (`contracts/tools/NAME.yaml`, written durably), so no tool's name can make its file one of
+//! the directory's own: a tool named `fallbacks` is `tools/fallbacks.yaml`, never the fallback
+//! map. Contracts placed by hand beside the directory's own files are still read. A reserved
+//! file that holds a contract — what registering such a name did before the folder existed —
+//! is moved into the folder when the directory is read, and the server's file is free again.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -27,6 +33,8 @@ use super::tags::TagDictionary;
 pub const TAGS_FILE: &str = "semantic-tags.yaml";
 /// The fallback map's file name in a contracts directory.
 pub const FALLBACKS_FILE: &str = "fallbacks.yaml";
+/// The folder of a contracts directory that registration writes into.
+pub const TOOLS_DIR: &str = "tools";
 
 /// Which endpoints tools may live at: `scheme://host` (any port), `scheme://host:port`, or
 /// `scheme://*.domain` (any subdomain). Requests never go anywhere else, whatever a contract
@@ -148,10 +156,16 @@ pub enum RegistryError {
 
 fn stamp_of(dir: &Path) -> Vec<(PathBuf, u64, u128)> {
     let mut out = Vec::new();
-    if let Ok(entries) = fs::read_dir(dir) {
+    for folder in [dir.to_path_buf(), dir.join(TOOLS_DIR)] {
+        let Ok(entries) = fs::read_dir(&folder) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                continue;
+            }
             let modified = meta
                 .modified()
                 .ok()
@@ -169,9 +183,13 @@ fn is_contract_file(path: &Path) -> bool {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
+    // In the tools folder every name is a tool's: the directory's own files are beside it.
+    let in_tools = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|p| p == TOOLS_DIR);
     (name.ends_with(".yaml") || name.ends_with(".yml"))
-        && name != TAGS_FILE
-        && name != FALLBACKS_FILE
+        && (in_tools || (name != TAGS_FILE && name != FALLBACKS_FILE))
         && !name.starts_with('.')
 }
 
@@ -206,11 +224,49 @@ impl Registry {
         registry
     }
 
+    /// Moves a contract found in one of the directory's own files (left there by registering
+    /// a tool of that name before registration had a folder of its own) into the folder, so
+    /// the file is the server's again.
+    fn migrate_reserved(&mut self, dir: &Path) {
+        for reserved in [TAGS_FILE, FALLBACKS_FILE] {
+            let path = dir.join(reserved);
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            let Ok(contract) = Contract::parse(&text, None) else {
+                continue;
+            };
+            let target = dir.join(TOOLS_DIR).join(format!("{}.yaml", contract.name));
+            let moved = fs::create_dir_all(dir.join(TOOLS_DIR))
+                .and_then(|()| {
+                    if target.exists() {
+                        // The folder has the tool already: the copy in the server's file goes.
+                        fs::remove_file(&path)
+                    } else {
+                        fs::rename(&path, &target)
+                    }
+                })
+                .and_then(|()| fs::File::open(dir)?.sync_all());
+            if let Err(e) = moved {
+                self.problems.push(ContractProblem {
+                    file: Some(path),
+                    field: "name".into(),
+                    problem: format!(
+                        "holds the contract of {} rather than the server's own file, and cannot be moved to {}: {e}",
+                        contract.name,
+                        target.display()
+                    ),
+                });
+            }
+        }
+    }
+
     /// Reads the directory again.
     pub fn reload(&mut self) {
         let Some(dir) = self.dir.clone() else { return };
-        self.stamp = stamp_of(&dir);
         self.problems.clear();
+        self.migrate_reserved(&dir);
+        self.stamp = stamp_of(&dir);
         self.tools.clear();
         self.fallbacks.clear();
         self.dictionary = TagDictionary::default();
@@ -380,11 +436,14 @@ impl Registry {
     /// (replacing one of the same name), then in force.
     pub fn register(&mut self, text: &str) -> Result<Contract, RegistryError> {
         let contract = self.validate(text, None).map_err(RegistryError::Invalid)?;
-        let dir = self.dir.clone().ok_or(RegistryError::NoDirectory)?;
+        let root = self.dir.clone().ok_or(RegistryError::NoDirectory)?;
+        let dir = root.join(TOOLS_DIR);
         fs::create_dir_all(&dir).map_err(|source| RegistryError::Io {
             path: dir.clone(),
             source,
         })?;
+        // A contract of the same name elsewhere (placed by hand) is replaced by this one.
+        self.remove_files_of(&root, &contract.name, Some(&dir))?;
         let path = dir.join(format!("{}.yaml", contract.name));
         let temp = dir.join(format!(".{}.yaml.tmp", contract.name));
         let write = || -> std::io::Result<()> {
@@ -402,38 +461,66 @@ impl Registry {
         Ok(contract)
     }
 
+    /// Removes every contract file that defines `name`, in the directory and its tools
+    /// folder, but for the folder `except`.
+    fn remove_files_of(
+        &self,
+        root: &Path,
+        name: &str,
+        except: Option<&Path>,
+    ) -> Result<(), RegistryError> {
+        for folder in [root.to_path_buf(), root.join(TOOLS_DIR)] {
+            if Some(folder.as_path()) == except {
+                continue;
+            }
+            let entries = match fs::read_dir(&folder) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(RegistryError::Io {
+                        path: folder.clone(),
+                        source,
+                    });
+                }
+            };
+            let mut removed = false;
+            for entry in entries {
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                if !is_contract_file(&path) {
+                    continue;
+                }
+                let names_it = fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| Contract::parse(&t, None).ok())
+                    .is_some_and(|c| c.name == name);
+                if names_it {
+                    fs::remove_file(&path).map_err(|source| RegistryError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    removed = true;
+                }
+            }
+            if removed {
+                fs::File::open(&folder)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|source| RegistryError::Io {
+                        path: folder.clone(),
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes a registered tool and its file.
     pub fn unregister(&mut self, name: &str) -> Result<(), RegistryError> {
         let dir = self.dir.clone().ok_or(RegistryError::NoDirectory)?;
         if !self.tools.contains_key(name) {
             return Err(RegistryError::NotFound(name.to_owned()));
         }
-        for entry in fs::read_dir(&dir).map_err(|source| RegistryError::Io {
-            path: dir.clone(),
-            source,
-        })? {
-            let Ok(entry) = entry else { continue };
-            let path = entry.path();
-            if !is_contract_file(&path) {
-                continue;
-            }
-            let names_it = fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| Contract::parse(&t, None).ok())
-                .is_some_and(|c| c.name == name);
-            if names_it {
-                fs::remove_file(&path).map_err(|source| RegistryError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            }
-        }
-        fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|source| RegistryError::Io {
-                path: dir.clone(),
-                source,
-            })?;
+        self.remove_files_of(&dir, name, None)?;
         self.reload();
         Ok(())
     }

@@ -347,7 +347,7 @@ fn registration_persists_and_removal_removes() {
     assert!(registry.tools().is_empty());
     let text = kb_contract("http://127.0.0.1:9/search", 2000);
     registry.register(&text).unwrap();
-    assert!(dir.path().join("kb_search.yaml").exists());
+    assert!(dir.path().join("tools/kb_search.yaml").exists());
     let again = Registry::load(
         dir.path(),
         EndpointAllowList::default(),
@@ -373,6 +373,82 @@ fn registration_persists_and_removal_removes() {
     );
     registry.unregister("kb_search").unwrap();
     assert!(registry.get("kb_search").is_none());
-    assert!(!dir.path().join("kb_search.yaml").exists());
+    assert!(!dir.path().join("tools/kb_search.yaml").exists());
     assert!(registry.unregister("kb_search").is_err());
+}
+
+#[test]
+fn a_tool_named_like_the_directorys_own_files_never_touches_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fallbacks = "fallbacks:\n  printer_repair_manual: kb_search\n";
+    let tags = "tags:\n  ticket_id:\n    description: A ticket of the help desk.\n";
+    std::fs::write(dir.path().join("fallbacks.yaml"), fallbacks).unwrap();
+    std::fs::write(dir.path().join("semantic-tags.yaml"), tags).unwrap();
+    let load = || {
+        Registry::load(
+            dir.path(),
+            EndpointAllowList::default(),
+            ContractLimits::default(),
+            &[],
+        )
+    };
+    let mut registry = load();
+    registry
+        .register(&kb_contract("http://127.0.0.1:9/search", 2000))
+        .unwrap();
+    let problems_before = registry.problems().len();
+    for name in ["fallbacks", "semantic-tags"] {
+        let text = kb_contract("http://127.0.0.1:9/search", 2000)
+            .replace("name: kb_search", &format!("name: {name}"));
+        registry.register(&text).unwrap();
+        assert!(registry.get(name).is_some(), "{name}");
+        assert!(dir.path().join(format!("tools/{name}.yaml")).exists());
+    }
+    // The server's own files are as they were, and still in force.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("fallbacks.yaml")).unwrap(),
+        fallbacks
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("semantic-tags.yaml")).unwrap(),
+        tags
+    );
+    assert_eq!(
+        registry.fallback("printer_repair_manual"),
+        Some("kb_search")
+    );
+    assert_eq!(
+        registry.problems().len(),
+        problems_before,
+        "{:?}",
+        registry.problems()
+    );
+    // And registering is undone by removing, the server's files untouched.
+    registry.unregister("fallbacks").unwrap();
+    registry.unregister("semantic-tags").unwrap();
+    assert!(registry.get("fallbacks").is_none());
+    assert!(dir.path().join("fallbacks.yaml").exists());
+    assert_eq!(load().fallback("printer_repair_manual"), Some("kb_search"));
+}
+
+#[test]
+fn a_contract_left_in_a_reserved_file_is_moved_out_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = kb_contract("http://127.0.0.1:9/search", 2000)
+        .replace("name: kb_search", "name: fallbacks");
+    // What registering `fallbacks` wrote before registrations had a folder of their own.
+    std::fs::write(dir.path().join("fallbacks.yaml"), &text).unwrap();
+    let registry = Registry::load(
+        dir.path(),
+        EndpointAllowList::default(),
+        ContractLimits::default(),
+        &[],
+    );
+    assert!(!dir.path().join("fallbacks.yaml").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("tools/fallbacks.yaml")).unwrap(),
+        text
+    );
+    assert!(registry.get("fallbacks").is_some());
+    assert!(registry.problems().is_empty(), "{:?}", registry.problems());
 }

@@ -314,12 +314,14 @@ pub struct TokenTable {
 }
 
 impl TokenTable {
-    /// Reads the store if it changed since the last read; true when it was read.
+    /// Reads the store if it changed since the last read; true when it was read. A file that
+    /// is still missing is no change: every reader of the table would otherwise hear of one on
+    /// every read, and a stream that re-checks its caller on each change would never rest.
     pub fn refresh(&mut self, store: &TokenStore) -> Result<bool, TokenError> {
         let stamp = fs::metadata(store.path())
             .ok()
             .and_then(|m| Some((m.len(), m.modified().ok()?)));
-        if stamp == self.stamp && self.stamp.is_some() {
+        if stamp == self.stamp && self.generation > 0 {
             return Ok(false);
         }
         let file = store.read()?;
@@ -435,5 +437,23 @@ mod tests {
                 && Role::Reviewer > Role::Writer
                 && Role::Writer > Role::Auditor
         );
+    }
+
+    #[test]
+    fn a_token_file_that_stays_missing_is_no_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = TokenStore::new(dir.path().join("tokens.json"));
+        let mut table = TokenTable::default();
+        assert!(table.refresh(&store).expect("first read"), "read once");
+        let generation = table.generation();
+        for _ in 0..3 {
+            assert!(
+                !table.refresh(&store).expect("refresh"),
+                "no file, no change"
+            );
+        }
+        assert_eq!(table.generation(), generation);
+        store.add("alice", Role::Writer).expect("add");
+        assert!(table.refresh(&store).expect("refresh"), "the file appeared");
     }
 }

@@ -1,5 +1,12 @@
 //! The stored form of an event: a schema version, then the payload in postcard.
 //!
+//! Version 2 added what rule set `v2` records: optional parts of `task_opened` (its parameters),
+//! `evidence_added` (relevance inputs), `conflicts_adjudicated` and `conclusion_issued` (what the
+//! `v2` rules compared and derived). An event that carries none of them is still written as
+//! version 1, byte for byte as before, so `v1` tasks keep their exact bytes; one that carries
+//! them is written as version 2, with each of them present. Decoding checks that a version 2
+//! payload is exactly what encoding its event gives, so each payload still has one encoding.
+//!
 //! The ledger keeps the kind beside the bytes, so the bytes hold only the payload and adding an
 //! event kind never shifts the encoding of the others. postcard's wire format is specified and
 //! stable; the leading version lets a later schema read what an earlier one wrote, by decoding
@@ -17,9 +24,9 @@ use crate::event::{
     SynthesisRecorded, TaskClosed, TaskOpened,
 };
 
-/// The schema version `encode` writes. Version 1 is the first; `decode` reads every version up
-/// to this one.
-pub const SCHEMA_VERSION: u16 = 1;
+/// The newest schema version `encode` writes (for events with `v2` parts; others are written as
+/// version 1). `decode` reads every version up to this one.
+pub const SCHEMA_VERSION: u16 = 2;
 
 /// Why stored bytes could not be read as an event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,12 +63,33 @@ pub enum DecodeError {
         /// How many.
         count: usize,
     },
+    /// A version 2 payload that is not the one encoding of its event (it lacks a `v2` part, or
+    /// could have been written as version 1): the record is not canonical.
+    #[error("`{kind}` payload is not in its canonical schema version")]
+    NotCanonical {
+        /// The kind.
+        kind: &'static str,
+    },
+}
+
+/// Whether an event carries any part that only schema version 2 can hold.
+fn has_v2_parts(event: &Event) -> bool {
+    match event {
+        Event::TaskOpened(p) => p.rules.v2.is_some(),
+        Event::EvidenceAdded(p) => p.relevance_inputs.is_some(),
+        Event::ConflictsAdjudicated(p) => p.adjudications.iter().any(|a| a.v2.is_some()),
+        Event::ConclusionIssued(p) => p.v2.is_some() || p.rules.v2.is_some(),
+        _ => false,
+    }
 }
 
 /// Encodes an event for storage: the schema version (two bytes, little endian), then the
 /// payload in postcard.
 pub fn encode(event: &Event) -> Vec<u8> {
-    let mut out = SCHEMA_VERSION.to_le_bytes().to_vec();
+    // The `v2` parts are skipped when absent, so an event without them encodes exactly as the
+    // version 1 shape of its payload.
+    let version: u16 = if has_v2_parts(event) { 2 } else { 1 };
+    let mut out = version.to_le_bytes().to_vec();
     match event {
         Event::TaskOpened(p) => append(&mut out, p),
         Event::SubQuestionsExpanded(p) => append(&mut out, p),
@@ -102,13 +130,48 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
     let version = u16::from_le_bytes(*prefix);
     match version {
         1 => decode_v1(kind, body),
+        2 => {
+            let event = decode_current(kind, body)?;
+            // Every `v2` part present, and nothing that version 1 could have held alone.
+            let canonical = has_v2_parts(&event)
+                && match &event {
+                    Event::TaskOpened(_) | Event::EvidenceAdded(_) => true,
+                    Event::ConflictsAdjudicated(p) => {
+                        p.adjudications.iter().all(|a| a.v2.is_some())
+                    }
+                    Event::ConclusionIssued(p) => p.v2.is_some() && p.rules.v2.is_some(),
+                    _ => false,
+                }
+                && encode(&event) == bytes;
+            if !canonical {
+                return Err(DecodeError::NotCanonical { kind: event.kind() });
+            }
+            Ok(event)
+        }
         version => Err(DecodeError::UnknownSchemaVersion { version }),
     }
 }
 
-/// Version 1, the current schema: payloads decode as they are. When version 2 changes a
-/// payload, its v1 shape moves here under a new name and is upcast after decoding.
+/// Version 1: the payloads whose shape version 2 extended decode in their version 1 shape and
+/// are upcast with the `v2` parts absent; the others decode as they are.
 fn decode_v1(kind: &str, body: &[u8]) -> Result<Event, DecodeError> {
+    Ok(match kind {
+        "task_opened" => Event::TaskOpened(payload::<v1::TaskOpened>("task_opened", body)?.into()),
+        "evidence_added" => {
+            Event::EvidenceAdded(payload::<v1::EvidenceAdded>("evidence_added", body)?.into())
+        }
+        "conflicts_adjudicated" => Event::ConflictsAdjudicated(
+            payload::<v1::ConflictsAdjudicated>("conflicts_adjudicated", body)?.into(),
+        ),
+        "conclusion_issued" => Event::ConclusionIssued(
+            payload::<v1::ConclusionIssued>("conclusion_issued", body)?.into(),
+        ),
+        _ => decode_current(kind, body)?,
+    })
+}
+
+/// The current shape of every payload.
+fn decode_current(kind: &str, body: &[u8]) -> Result<Event, DecodeError> {
     Ok(match kind {
         "task_opened" => Event::TaskOpened(payload::<TaskOpened>("task_opened", body)?),
         "sub_questions_expanded" => Event::SubQuestionsExpanded(payload::<SubQuestionsExpanded>(
@@ -175,6 +238,190 @@ fn payload<T: DeserializeOwned>(kind: &'static str, body: &[u8]) -> Result<T, De
         });
     }
     Ok(value)
+}
+
+/// The version 1 shapes of the payloads version 2 extended, field for field as they were.
+mod v1 {
+    use chrono::NaiveDate;
+    use serde::Deserialize;
+
+    use crate::event::{self, Compared, FoundBy, Participant, RelevanceBasis};
+    use crate::event::{StanceCounts, Tier, UsedAdjudication, UsedEvidence};
+    use crate::ids::{ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
+    use crate::rules::{self, AuthorityTable, Components, Mode, SourceType, Stance, Thresholds};
+    use crate::rules::{Verdict, VerdictRule, Weights};
+
+    #[derive(Deserialize)]
+    pub(super) struct RuleSet {
+        id: String,
+        weights: Weights,
+        half_life_days: f64,
+        authority: AuthorityTable,
+        thresholds: Thresholds,
+    }
+
+    impl From<RuleSet> for rules::RuleSet {
+        fn from(r: RuleSet) -> Self {
+            rules::RuleSet {
+                id: r.id,
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+                v2: None,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct TaskOpened {
+        task_id: String,
+        question: String,
+        constraints: Vec<String>,
+        research_date: NaiveDate,
+        mode: Mode,
+        rules: RuleSet,
+    }
+
+    impl From<TaskOpened> for event::TaskOpened {
+        fn from(t: TaskOpened) -> Self {
+            event::TaskOpened {
+                task_id: t.task_id,
+                question: t.question,
+                constraints: t.constraints,
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: t.rules.into(),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct EvidenceAdded {
+        evidence_id: EvidenceId,
+        origin: String,
+        source: String,
+        url: Option<String>,
+        publish_date: NaiveDate,
+        publish_date_defaulted: bool,
+        source_type: SourceType,
+        citation_count: Option<u64>,
+        summary: String,
+        content_hash: Hash32,
+        relevance: f64,
+        relevance_basis: RelevanceBasis,
+        stance: Option<Stance>,
+        sub_question: Option<SubQuestionId>,
+        found_by: Option<FoundBy>,
+        authority: f64,
+        reliability: f64,
+        age_days: i64,
+        recency: f64,
+    }
+
+    impl From<EvidenceAdded> for event::EvidenceAdded {
+        fn from(e: EvidenceAdded) -> Self {
+            event::EvidenceAdded {
+                evidence_id: e.evidence_id,
+                origin: e.origin,
+                source: e.source,
+                url: e.url,
+                publish_date: e.publish_date,
+                publish_date_defaulted: e.publish_date_defaulted,
+                source_type: e.source_type,
+                citation_count: e.citation_count,
+                summary: e.summary,
+                content_hash: e.content_hash,
+                relevance: e.relevance,
+                relevance_basis: e.relevance_basis,
+                stance: e.stance,
+                sub_question: e.sub_question,
+                found_by: e.found_by,
+                authority: e.authority,
+                reliability: e.reliability,
+                age_days: e.age_days,
+                recency: e.recency,
+                relevance_inputs: None,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Adjudication {
+        conflict_id: ConflictId,
+        scope: Option<SubQuestionId>,
+        supersedes: Option<ConflictId>,
+        participants: Vec<Participant>,
+        tier: Tier,
+        winner: Option<event::Side>,
+        compared: Compared,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ConflictsAdjudicated {
+        adjudications: Vec<Adjudication>,
+        dissolved: Vec<ConflictId>,
+        unchanged: Vec<ConflictId>,
+    }
+
+    impl From<ConflictsAdjudicated> for event::ConflictsAdjudicated {
+        fn from(c: ConflictsAdjudicated) -> Self {
+            event::ConflictsAdjudicated {
+                adjudications: c
+                    .adjudications
+                    .into_iter()
+                    .map(|a| event::Adjudication {
+                        conflict_id: a.conflict_id,
+                        scope: a.scope,
+                        supersedes: a.supersedes,
+                        participants: a.participants,
+                        tier: a.tier,
+                        winner: a.winner,
+                        compared: a.compared,
+                        v2: None,
+                    })
+                    .collect(),
+                dissolved: c.dissolved,
+                unchanged: c.unchanged,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ConclusionIssued {
+        conclusion_id: ConclusionId,
+        stance: Verdict,
+        rule: VerdictRule,
+        confidence: f64,
+        components: Components,
+        counts: StanceCounts,
+        distinct_sources: u64,
+        evidence: Vec<UsedEvidence>,
+        adjudications: Vec<UsedAdjudication>,
+        rules: RuleSet,
+        client_share: f64,
+        supersedes: Option<ConclusionId>,
+    }
+
+    impl From<ConclusionIssued> for event::ConclusionIssued {
+        fn from(c: ConclusionIssued) -> Self {
+            event::ConclusionIssued {
+                conclusion_id: c.conclusion_id,
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence,
+                adjudications: c.adjudications,
+                rules: c.rules.into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes,
+                v2: None,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

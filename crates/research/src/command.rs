@@ -13,7 +13,7 @@ use crate::event::{Event, HumanOutcome, RelevanceBasis, ScreeningDecision};
 use crate::ids::Hash32;
 use crate::limits::Limits;
 use crate::refusal::Tool;
-use crate::rules::{Mode, RulesOverride, Stance};
+use crate::rules::{Mode, RelevanceInputs, RulesOverride, Stance};
 
 /// Everything non-deterministic a decision needs, supplied by the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,7 +128,7 @@ pub struct OpenTask {
     /// Workflow mode; `tool_constrained` by default.
     #[serde(default)]
     pub mode: Mode,
-    /// Overrides of `v1` parameters.
+    /// The rule set and overrides of its parameters; `v1` with its defaults when absent.
     #[serde(default)]
     pub rules: Option<RulesOverride>,
 }
@@ -167,6 +167,10 @@ pub struct EvidenceInput {
     pub relevance: f64,
     /// How the relevance was obtained.
     pub relevance_basis: RelevanceBasis,
+    /// With basis `topicality` (rule set `v2`): what the relevance is computed from. The domain
+    /// computes it again and refuses a `relevance` that does not follow from them.
+    #[serde(default)]
+    pub relevance_inputs: Option<RelevanceInputs>,
     /// Stance toward the main question, when known.
     #[serde(default)]
     pub stance: Option<Stance>,

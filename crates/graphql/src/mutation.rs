@@ -120,7 +120,7 @@ pub(crate) struct ThresholdsInput {
     diversity_sources: Option<f64>,
     /// Rule set v2: items the winning side needs (1).
     sided_items_min: Option<u64>,
-    /// Rule set v2: combined relevance the winning side needs.
+    /// Rule set v2: combined relevance the winning side needs (0.3).
     sided_relevance_min: Option<f64>,
 }
 
@@ -129,7 +129,7 @@ pub(crate) struct ThresholdsInput {
 pub(crate) struct RelevanceInput {
     /// Share of the finding query's coverage (0.5).
     query_weight: Option<f64>,
-    /// Coverage giving full relevance (0.5).
+    /// Coverage giving full relevance (0.15).
     coverage_full: Option<f64>,
 }
 

@@ -86,7 +86,7 @@ pub struct RelevanceArg {
     /// Share of the query's coverage (0.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_weight: Option<f64>,
-    /// Coverage giving full relevance (0.5).
+    /// Coverage giving full relevance (0.15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage_full: Option<f64>,
 }
@@ -127,7 +127,7 @@ pub struct ThresholdsArg {
     /// v2: items the winning side needs (1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sided_items_min: Option<u64>,
-    /// v2: combined relevance the winning side needs.
+    /// v2: combined relevance the winning side needs (0.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sided_relevance_min: Option<f64>,
 }

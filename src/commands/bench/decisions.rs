@@ -1,12 +1,16 @@
 //! `research-ledger bench decisions`: how often the service's verdicts agree with the labels of
 //! real claims, end to end through its own tools, for each rule set.
 //!
-//! The data is Climate-FEVER (Diggelmann et al., 2020): real climate claims labelled
-//! `SUPPORTS`, `REFUTES`, `NOT_ENOUGH_INFO` or `DISPUTED`, each with five Wikipedia sentences
-//! that annotators labelled the same way. `--data DIR` names a folder holding its two files:
-//! `climate-fever.jsonl` (one claim a line: `claim_id`, `claim`, `claim_label`, `evidences[]`
-//! with `evidence_id`, `evidence_label`, `evidence`) and `evidence.jsonl` (the distinct
-//! sentences flattened for ingest: `id`, `title`, `source`, `url`, `source_type`, `content`).
+//! The data is Climate-FEVER (Diggelmann et al., 2020, "CLIMATE-FEVER: A Dataset for
+//! Verification of Real-World Climate Claims"; the dataset's release file is
+//! `climate-fever-dataset-r1.jsonl`): real climate claims labelled `SUPPORTS`, `REFUTES`,
+//! `NOT_ENOUGH_INFO` or `DISPUTED`, each with five Wikipedia sentences that annotators labelled
+//! the same way. `--data DIR` names a folder holding the claims as `climate-fever.jsonl` or under
+//! the release's name (one claim a line: `claim_id`, `claim`, `claim_label`, `evidences[]` with
+//! `evidence_id`, `evidence_label`, `article`, `evidence`), and optionally `evidence.jsonl`, the
+//! distinct sentences flattened for ingest (`id`, `title`, `source`, `url`, `source_type`,
+//! `content`). Without it the sentences are taken from the claims file, each once, as
+//! `en.wikipedia.org` texts of type `other`.
 //!
 //! In a temporary data directory, the sentences are ingested with a default publish date (they
 //! carry none), then each claim of the selection is researched through the service's tools as an
@@ -45,8 +49,9 @@ use crate::commands::ingest::ingest_with_progress;
 /// Arguments of `bench decisions`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Folder with Climate-FEVER's `climate-fever.jsonl` and `evidence.jsonl` (see the
-    /// module's documentation and `docs/rules.md` for where the data comes from).
+    /// Folder with Climate-FEVER's claims (`climate-fever.jsonl` or the release's
+    /// `climate-fever-dataset-r1.jsonl`) and optionally `evidence.jsonl`; `docs/rules.md` says
+    /// where the data comes from.
     #[arg(long, value_name = "DIR")]
     data: PathBuf,
 
@@ -95,7 +100,52 @@ struct ClaimEvidence {
     evidence_id: String,
     evidence_label: String,
     #[serde(default)]
+    article: String,
+    #[serde(default)]
     evidence: String,
+}
+
+/// The claims file in `dir`, under either name it is known by.
+fn claims_file(dir: &Path) -> anyhow::Result<PathBuf> {
+    for name in ["climate-fever.jsonl", "climate-fever-dataset-r1.jsonl"] {
+        let path = dir.join(name);
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    bail!(
+        "{} holds neither climate-fever.jsonl nor climate-fever-dataset-r1.jsonl",
+        dir.display()
+    )
+}
+
+/// The sentences for ingest: `evidence.jsonl` when `dir` has it, else every distinct evidence
+/// sentence of the claims, written to `scratch` in the same shape.
+fn evidence_file(dir: &Path, claims: &[Claim], scratch: &Path) -> anyhow::Result<PathBuf> {
+    let given = dir.join("evidence.jsonl");
+    if given.is_file() {
+        return Ok(given);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    for e in claims.iter().flat_map(|c| &c.evidences) {
+        if e.evidence.trim().is_empty() || !seen.insert(e.evidence_id.as_str()) {
+            continue;
+        }
+        let line = json!({
+            "id": e.evidence_id,
+            "title": e.article,
+            "source": "en.wikipedia.org",
+            "url": format!("https://en.wikipedia.org/wiki/{}", e.article.replace(' ', "_")),
+            "source_type": "other",
+            "content": e.evidence,
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    let path = scratch.join("evidence.jsonl");
+    std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,8 +228,7 @@ struct Report {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let claims_path = args.data.join("climate-fever.jsonl");
-    let evidence_path = args.data.join("evidence.jsonl");
+    let claims_path = claims_file(&args.data)?;
     if args.claims == 0 {
         bail!("--claims must be at least 1");
     }
@@ -195,6 +244,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
             args.claims
         );
     }
+    let scratch = super::Scratch::new(args.dir.as_deref())?;
+    let sentences_dir = scratch.path().join("sentences");
+    std::fs::create_dir_all(&sentences_dir)
+        .with_context(|| format!("cannot create {}", sentences_dir.display()))?;
+    let evidence_path = evidence_file(&args.data, &all, &sentences_dir)?;
     let sentences: Vec<Sentence> = read_lines(&evidence_path)?;
     let text_of: HashMap<&str, &str> = sentences
         .iter()
@@ -208,8 +262,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         bail!("--v2-rules must be a JSON object");
     }
 
-    let scratch = super::Scratch::new(args.dir.as_deref())?;
-    let service = Service::open(crate::config::service_options(scratch.path()))
+    // Kept with `--dir`, this is a data directory the other commands (`replay --check`,
+    // `explain`) read.
+    let data_dir = scratch.path().join("data");
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let service = Service::open(crate::config::service_options(&data_dir))
         .context("cannot open a service in the benchmark's directory")?;
     super::phase("ingesting the evidence sentences");
     let defaults = Defaults {

@@ -58,9 +58,9 @@ impl V2Parameters {
     pub fn defaults() -> Self {
         Self {
             query_weight: 0.5,
-            coverage_full: 0.5,
+            coverage_full: 0.15,
             sided_items_min: 1,
-            sided_relevance_min: 0.25,
+            sided_relevance_min: 0.3,
             undated_recency: None,
             side_weight_ratio: None,
         }
@@ -289,15 +289,15 @@ mod tests {
             VerdictRule::TooLittleSidedEvidence
         );
         assert_eq!(
-            verdict_rule(&th, &p, &sided(1, 0, 0.25 - 5e-10, 0.0), 1.0, 0.9, false),
+            verdict_rule(&th, &p, &sided(1, 0, 0.3 - 5e-10, 0.0), 1.0, 0.9, false),
             VerdictRule::SupportsPrevail
         );
         assert_eq!(
-            verdict_rule(&th, &p, &sided(0, 2, 0.0, 0.2), 1.0, 0.9, false),
+            verdict_rule(&th, &p, &sided(0, 2, 0.0, 0.29), 1.0, 0.9, false),
             VerdictRule::TooLittleSidedEvidence
         );
         assert_eq!(
-            verdict_rule(&th, &p, &sided(0, 2, 0.0, 0.3), 1.0, 0.9, false),
+            verdict_rule(&th, &p, &sided(0, 2, 0.0, 0.31), 1.0, 0.9, false),
             VerdictRule::OpposesPrevail
         );
         assert_eq!(

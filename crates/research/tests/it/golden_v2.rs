@@ -492,7 +492,10 @@ fn overrides_name_the_rule_set_and_v2_parameters_belong_to_v2() {
     .unwrap();
     assert_eq!(rules.id, "v2");
     assert_eq!(rules.v2.unwrap().query_weight, 0.25);
-    assert_eq!(rules.v2.unwrap().coverage_full, 0.5);
+    assert_eq!(
+        rules.v2.unwrap().coverage_full,
+        V2Parameters::defaults().coverage_full
+    );
     // No name is v1, as commands meant before v2 existed.
     assert_eq!(
         RuleSet::with_overrides(&RulesOverride::default()).unwrap(),

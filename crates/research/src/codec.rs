@@ -86,28 +86,44 @@ fn has_v2_parts(event: &Event) -> bool {
 /// Encodes an event for storage: the schema version (two bytes, little endian), then the
 /// payload in postcard.
 pub fn encode(event: &Event) -> Vec<u8> {
-    // The `v2` parts are skipped when absent, so an event without them encodes exactly as the
-    // version 1 shape of its payload.
-    let version: u16 = if has_v2_parts(event) { 2 } else { 1 };
-    let mut out = version.to_le_bytes().to_vec();
+    if has_v2_parts(event) {
+        let mut out = 2u16.to_le_bytes().to_vec();
+        encode_current(&mut out, event);
+        return out;
+    }
+    // Without `v2` parts, the payloads `v2` extended are written in their version 1 shape, so
+    // a `v1` task's bytes are what they were before `v2` existed.
+    let mut out = 1u16.to_le_bytes().to_vec();
     match event {
-        Event::TaskOpened(p) => append(&mut out, p),
-        Event::SubQuestionsExpanded(p) => append(&mut out, p),
-        Event::SearchRecorded(p) => append(&mut out, p),
-        Event::EvidenceAdded(p) => append(&mut out, p),
-        Event::EvidenceScreened(p) => append(&mut out, p),
-        Event::EvidenceRetracted(p) => append(&mut out, p),
-        Event::SynthesisRecorded(p) => append(&mut out, p),
-        Event::ConflictsAdjudicated(p) => append(&mut out, p),
-        Event::ConflictResolved(p) => append(&mut out, p),
-        Event::AdjudicationAppealed(p) => append(&mut out, p),
-        Event::DecisionMatrixBuilt(p) => append(&mut out, p),
-        Event::ConclusionIssued(p) => append(&mut out, p),
-        Event::ExplanationRecorded(p) => append(&mut out, p),
-        Event::ExternalToolCalled(p) => append(&mut out, p),
-        Event::TaskClosed(p) => append(&mut out, p),
+        Event::TaskOpened(p) => append(&mut out, &v1::TaskOpened::from(p)),
+        Event::EvidenceAdded(p) => append(&mut out, &v1::EvidenceAdded::from(p)),
+        Event::ConflictsAdjudicated(p) => append(&mut out, &v1::ConflictsAdjudicated::from(p)),
+        Event::ConclusionIssued(p) => append(&mut out, &v1::ConclusionIssued::from(p)),
+        other => encode_current(&mut out, other),
     }
     out
+}
+
+/// The payload in its current shape.
+fn encode_current(out: &mut Vec<u8>, event: &Event) {
+    let out = out;
+    match event {
+        Event::TaskOpened(p) => append(out, p),
+        Event::SubQuestionsExpanded(p) => append(out, p),
+        Event::SearchRecorded(p) => append(out, p),
+        Event::EvidenceAdded(p) => append(out, p),
+        Event::EvidenceScreened(p) => append(out, p),
+        Event::EvidenceRetracted(p) => append(out, p),
+        Event::SynthesisRecorded(p) => append(out, p),
+        Event::ConflictsAdjudicated(p) => append(out, p),
+        Event::ConflictResolved(p) => append(out, p),
+        Event::AdjudicationAppealed(p) => append(out, p),
+        Event::DecisionMatrixBuilt(p) => append(out, p),
+        Event::ConclusionIssued(p) => append(out, p),
+        Event::ExplanationRecorded(p) => append(out, p),
+        Event::ExternalToolCalled(p) => append(out, p),
+        Event::TaskClosed(p) => append(out, p),
+    }
 }
 
 fn append<T: Serialize>(out: &mut Vec<u8>, payload: &T) {
@@ -240,10 +256,11 @@ fn payload<T: DeserializeOwned>(kind: &'static str, body: &[u8]) -> Result<T, De
     Ok(value)
 }
 
-/// The version 1 shapes of the payloads version 2 extended, field for field as they were.
+/// The version 1 shapes of the payloads version 2 extended, field for field as they were: read
+/// from version 1 bytes and upcast, and written for events without `v2` parts.
 mod v1 {
     use chrono::NaiveDate;
-    use serde::Deserialize;
+    use serde::{Deserialize, Serialize};
 
     use crate::event::{self, Compared, FoundBy, Participant, RelevanceBasis};
     use crate::event::{StanceCounts, Tier, UsedAdjudication, UsedEvidence};
@@ -251,7 +268,7 @@ mod v1 {
     use crate::rules::{self, AuthorityTable, Components, Mode, SourceType, Stance, Thresholds};
     use crate::rules::{Verdict, VerdictRule, Weights};
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct RuleSet {
         id: String,
         weights: Weights,
@@ -273,7 +290,7 @@ mod v1 {
         }
     }
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct TaskOpened {
         task_id: String,
         question: String,
@@ -296,7 +313,7 @@ mod v1 {
         }
     }
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct EvidenceAdded {
         evidence_id: EvidenceId,
         origin: String,
@@ -346,7 +363,7 @@ mod v1 {
         }
     }
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct Adjudication {
         conflict_id: ConflictId,
         scope: Option<SubQuestionId>,
@@ -357,7 +374,7 @@ mod v1 {
         compared: Compared,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct ConflictsAdjudicated {
         adjudications: Vec<Adjudication>,
         dissolved: Vec<ConflictId>,
@@ -387,7 +404,7 @@ mod v1 {
         }
     }
 
-    #[derive(Deserialize)]
+    #[derive(Serialize, Deserialize)]
     pub(super) struct ConclusionIssued {
         conclusion_id: ConclusionId,
         stance: Verdict,
@@ -419,6 +436,98 @@ mod v1 {
                 client_share: c.client_share,
                 supersedes: c.supersedes,
                 v2: None,
+            }
+        }
+    }
+
+    impl From<&rules::RuleSet> for RuleSet {
+        fn from(r: &rules::RuleSet) -> Self {
+            RuleSet {
+                id: r.id.clone(),
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+            }
+        }
+    }
+
+    impl From<&event::TaskOpened> for TaskOpened {
+        fn from(t: &event::TaskOpened) -> Self {
+            TaskOpened {
+                task_id: t.task_id.clone(),
+                question: t.question.clone(),
+                constraints: t.constraints.clone(),
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: (&t.rules).into(),
+            }
+        }
+    }
+
+    impl From<&event::EvidenceAdded> for EvidenceAdded {
+        fn from(e: &event::EvidenceAdded) -> Self {
+            EvidenceAdded {
+                evidence_id: e.evidence_id.clone(),
+                origin: e.origin.clone(),
+                source: e.source.clone(),
+                url: e.url.clone(),
+                publish_date: e.publish_date,
+                publish_date_defaulted: e.publish_date_defaulted,
+                source_type: e.source_type,
+                citation_count: e.citation_count,
+                summary: e.summary.clone(),
+                content_hash: e.content_hash,
+                relevance: e.relevance,
+                relevance_basis: e.relevance_basis,
+                stance: e.stance,
+                sub_question: e.sub_question.clone(),
+                found_by: e.found_by.clone(),
+                authority: e.authority,
+                reliability: e.reliability,
+                age_days: e.age_days,
+                recency: e.recency,
+            }
+        }
+    }
+
+    impl From<&event::ConflictsAdjudicated> for ConflictsAdjudicated {
+        fn from(c: &event::ConflictsAdjudicated) -> Self {
+            ConflictsAdjudicated {
+                adjudications: c
+                    .adjudications
+                    .iter()
+                    .map(|a| Adjudication {
+                        conflict_id: a.conflict_id.clone(),
+                        scope: a.scope.clone(),
+                        supersedes: a.supersedes.clone(),
+                        participants: a.participants.clone(),
+                        tier: a.tier,
+                        winner: a.winner,
+                        compared: a.compared.clone(),
+                    })
+                    .collect(),
+                dissolved: c.dissolved.clone(),
+                unchanged: c.unchanged.clone(),
+            }
+        }
+    }
+
+    impl From<&event::ConclusionIssued> for ConclusionIssued {
+        fn from(c: &event::ConclusionIssued) -> Self {
+            ConclusionIssued {
+                conclusion_id: c.conclusion_id.clone(),
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence.clone(),
+                adjudications: c.adjudications.clone(),
+                rules: (&c.rules).into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes.clone(),
             }
         }
     }

@@ -204,7 +204,7 @@ pub struct FoundBy {
 }
 
 /// An evidence item entered the task as a candidate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EvidenceAdded {
     /// Its id.
     pub evidence_id: EvidenceId,
@@ -247,7 +247,7 @@ pub struct EvidenceAdded {
     pub recency: f64,
     /// What `v2` topicality was computed from, when the relevance basis is `topicality`. Absent
     /// otherwise, and then the event is stored in schema version 1 exactly as before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub relevance_inputs: Option<RelevanceInputs>,
 }
 
@@ -414,7 +414,7 @@ pub struct Compared {
 }
 
 /// The automatic adjudication of one scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Adjudication {
     /// Its id.
     pub conflict_id: ConflictId,
@@ -431,7 +431,7 @@ pub struct Adjudication {
     /// What the tiers compared.
     pub compared: Compared,
     /// What `v2`'s tiers compared besides; absent under `v1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub v2: Option<ComparedV2>,
 }
 
@@ -646,7 +646,7 @@ pub struct StanceCounts {
 }
 
 /// A conclusion was issued.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConclusionIssued {
     /// Its id.
     pub conclusion_id: ConclusionId,
@@ -673,7 +673,7 @@ pub struct ConclusionIssued {
     /// The conclusion this one supersedes.
     pub supersedes: Option<ConclusionId>,
     /// What `v2` derived besides; absent under `v1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub v2: Option<ConclusionV2>,
 }
 
@@ -747,3 +747,65 @@ pub struct TaskClosed {
     /// Why, if a reason was given.
     pub reason: Option<String>,
 }
+
+crate::v2_part::serialize_with_v2_part!(
+    EvidenceAdded,
+    "EvidenceAdded",
+    [
+        evidence_id,
+        origin,
+        source,
+        url,
+        publish_date,
+        publish_date_defaulted,
+        source_type,
+        citation_count,
+        summary,
+        content_hash,
+        relevance,
+        relevance_basis,
+        stance,
+        sub_question,
+        found_by,
+        authority,
+        reliability,
+        age_days,
+        recency
+    ],
+    relevance_inputs
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    Adjudication,
+    "Adjudication",
+    [
+        conflict_id,
+        scope,
+        supersedes,
+        participants,
+        tier,
+        winner,
+        compared
+    ],
+    v2
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    ConclusionIssued,
+    "ConclusionIssued",
+    [
+        conclusion_id,
+        stance,
+        rule,
+        confidence,
+        components,
+        counts,
+        distinct_sources,
+        evidence,
+        adjudications,
+        rules,
+        client_share,
+        supersedes
+    ],
+    v2
+);

@@ -272,7 +272,7 @@ pub struct Thresholds {
 }
 
 /// The full parameter set of a task, recorded verbatim when it is opened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RuleSet {
     /// Name of the rule set: `v1`.
     pub id: String,
@@ -286,9 +286,16 @@ pub struct RuleSet {
     pub thresholds: Thresholds,
     /// What `v2` adds; none for `v1`. Left out of the JSON view when none, so a `v1` task reads
     /// as it always did; the stored form writes it only in schema version 2 ([`crate::codec`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub v2: Option<V2Parameters>,
 }
+
+crate::v2_part::serialize_with_v2_part!(
+    RuleSet,
+    "RuleSet",
+    [id, weights, half_life_days, authority, thresholds],
+    v2
+);
 
 impl Default for RuleSet {
     fn default() -> Self {

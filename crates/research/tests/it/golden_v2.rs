@@ -543,3 +543,36 @@ fn v2_events_are_stored_in_schema_version_2_and_nowhere_else() {
         })
     );
 }
+
+#[test]
+fn a_v2_task_state_holds_every_v2_part_in_its_binary_form() {
+    // postcard is not self-describing: the state's binary form must hold the v2 parts, absent
+    // or present, field for field, or a snapshot would not decode.
+    let mut task = Task::from_commands(vec![
+        open_v2(RulesOverride::default()),
+        add(vec![
+            topical(
+                inputs(),
+                research::rules::v2::topical_relevance(&inputs(), &V2Parameters::defaults()),
+            ),
+            item("b.org", "blog", "2025-01-01", Some(Stance::Opposes)),
+        ]),
+        screen(vec![adopt_as("ev-1", Stance::Supports), adopt("ev-2")]),
+    ]);
+    conclude(&mut task);
+    let bytes = task.state.canonical_bytes();
+    let back: research::TaskState = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(back.canonical_bytes(), bytes);
+    assert!(back.task().unwrap().rules.is_v2());
+    assert!(back.current_conclusion().unwrap().issued.v2.is_some());
+    assert!(back.evidence()[0].added.relevance_inputs.is_some());
+    assert!(back.evidence()[1].added.relevance_inputs.is_none());
+    // The JSON view shows v2's parts only where they are present.
+    let v1 = serde_json::to_value(RuleSet::v1()).unwrap();
+    assert!(v1.get("v2").is_none(), "{v1}");
+    let v2 = serde_json::to_value(RuleSet::v2()).unwrap();
+    assert_eq!(
+        v2["v2"]["coverage_full"],
+        V2Parameters::defaults().coverage_full
+    );
+}

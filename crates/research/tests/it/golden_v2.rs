@@ -576,3 +576,34 @@ fn a_v2_task_state_holds_every_v2_part_in_its_binary_form() {
         V2Parameters::defaults().coverage_full
     );
 }
+
+#[test]
+fn the_explanation_states_v2_and_what_took_no_part_in_recency() {
+    let mut task = Task::from_commands(three_undated(open_v2(RulesOverride::default()), 0.6));
+    conclude(&mut task);
+    let events = task.ok(Command::ExplainReasoning);
+    let Event::ExplanationRecorded(explanation) = &events[0] else {
+        panic!("{events:?}");
+    };
+    let markdown = explanation.markdown();
+    for wanted in [
+        "Rule set v2:",
+        "coverage of the question's content terms",
+        "side weighing off",
+        "Recency not measured: none of the 3 items used has a given date",
+        // The weights applied, renormalised in f64: 0.4 / 0.7999999999999999 and so on.
+        "= 0.5000000000000001·relevance + 0.375·consistency + 0·recency + 0.12500000000000003·diversity",
+    ] {
+        assert!(markdown.contains(wanted), "`{wanted}` not in\n{markdown}");
+    }
+    // The assistant's single item of relevance 0.036 does not even reach the floor.
+    let (_, issued) = concluded(vec![
+        open_v2(RulesOverride::default()),
+        add(vec![undated(with_relevance(
+            item("a.org", "other", "2020-01-01", Some(Stance::Supports)),
+            0.036,
+        ))]),
+        screen(vec![adopt("ev-1")]),
+    ]);
+    assert_eq!(issued.rule, VerdictRule::BelowConfidenceFloor);
+}

@@ -200,7 +200,7 @@ pub(crate) struct AddEvidenceInput {
     summary: Option<String>,
     /// Stance toward the main question, if already known.
     stance: Option<Stance>,
-    /// Relevance in [0, 1]; IDF coverage of the question's terms when absent.
+    /// Relevance in [0, 1]; computed by the task's rule set when absent.
     relevance: Option<f64>,
     /// Citations, when known.
     citation_count: Option<u64>,
@@ -597,7 +597,7 @@ impl Mutation {
         call(ctx, "evaluation_build_decision_matrix", arguments).await
     }
 
-    /// Issues the verdict by rule set v1 (`evaluation_generate_conclusion`).
+    /// Issues the verdict by the task's rule set (`evaluation_generate_conclusion`).
     async fn generate_conclusion(
         &self,
         ctx: &Context<'_>,

@@ -203,7 +203,7 @@ task_write_args!(
         /// Stance toward the main question, if already known.
         #[serde(default)]
         pub stance: Option<StanceArg>,
-        /// Relevance in [0, 1]; IDF coverage of the question's terms when absent.
+        /// Relevance in [0, 1]; computed by the task's rule set when absent.
         #[serde(default)]
         pub relevance: Option<f64>,
         /// Citations, when known.

@@ -259,7 +259,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
         write(
             "evaluation_generate_conclusion",
             "Issue the verdict",
-            "Call after the decision matrix: the service computes the verdict and its confidence from the recorded evidence by rule set v1 and returns the conclusion card, the single source of truth. Only evidence in the ledger counts.",
+            "Call after the decision matrix: the service computes the verdict and its confidence from the recorded evidence by the task's rule set and returns the conclusion card, the single source of truth. Only evidence in the ledger counts.",
             schema_of::<TaskArgs>(),
             write_output(&[
                 ("conclusion_id", json!({"type": "string"})),

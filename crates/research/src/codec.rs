@@ -106,7 +106,6 @@ pub fn encode(event: &Event) -> Vec<u8> {
 
 /// The payload in its current shape.
 fn encode_current(out: &mut Vec<u8>, event: &Event) {
-    let out = out;
     match event {
         Event::TaskOpened(p) => append(out, p),
         Event::SubQuestionsExpanded(p) => append(out, p),

@@ -76,7 +76,9 @@ pub fn recheck(state_before: &TaskState, event: &Event) -> Result<(), Discrepanc
                     recorded: "present".into(),
                     derived: format!("absent under rule set {}", task.rules.id),
                 }),
-                (None, _) if recorded.relevance_basis == crate::event::RelevanceBasis::Topicality => {
+                (None, _)
+                    if recorded.relevance_basis == crate::event::RelevanceBasis::Topicality =>
+                {
                     Err(Discrepancy {
                         kind,
                         field: "relevance_inputs".into(),

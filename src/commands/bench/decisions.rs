@@ -274,7 +274,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         publish_date: Some(args.default_publish_date),
         ..Defaults::default()
     };
-    let report = ingest_with_progress(service.corpus(), &[evidence_path.clone()], &defaults)?;
+    let report = ingest_with_progress(
+        service.corpus(),
+        std::slice::from_ref(&evidence_path),
+        &defaults,
+    )?;
     if !report.is_clean() {
         for error in &report.errors {
             eprintln!("error: {error}");

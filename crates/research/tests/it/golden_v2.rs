@@ -395,6 +395,10 @@ fn topicality_is_recorded_with_its_inputs_and_rederived_on_replay() {
     tampered.relevance = relevance + f64::EPSILON;
     let discrepancy = recheck(&state, &Event::EvidenceAdded(tampered)).unwrap_err();
     assert_eq!(discrepancy.field, "relevance");
+    let mut stripped = added.clone();
+    stripped.relevance_inputs = None;
+    let discrepancy = recheck(&state, &Event::EvidenceAdded(stripped)).unwrap_err();
+    assert_eq!(discrepancy.field, "relevance_inputs");
 
     // A relevance that does not follow from its inputs is refused.
     let wrong = Command::AddEvidence(research::command::AddEvidence {

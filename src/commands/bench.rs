@@ -6,6 +6,7 @@
 //! Each target therefore prints its figures, the raw baselines, and the ratio of one to the
 //! other.
 
+mod decisions;
 mod ledger;
 mod search;
 mod stats;
@@ -33,12 +34,17 @@ enum Target {
     /// The embedded corpus at scale: ingest documents/s, search queries/s with p50/p99
     /// latency, and how often a gold evidence sentence is in the top results.
     Search(search::Args),
+    /// Verdicts against the labels of Climate-FEVER claims, end to end through the tools, for
+    /// each rule set: retrieval with a perfect screener and the annotated evidence added
+    /// directly, at today's research date and the evidence's default date.
+    Decisions(decisions::Args),
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     match &args.target {
         Target::Ledger(args) => ledger::run(args),
         Target::Search(args) => search::run(args),
+        Target::Decisions(args) => decisions::run(args),
     }
 }
 

@@ -1,5 +1,7 @@
-//! `research-ledger bench ledger --json` through the spawned binary: every figure is there,
-//! positive and finite, and every ratio is its figure over its baseline. Never a speed.
+//! `research-ledger bench` through the spawned binary. `bench ledger --json`: every figure is
+//! there, positive and finite, and every ratio is its figure over its baseline — never a speed.
+//! `bench decisions --json` on a handful of generated claims: every run is reported, and rule set
+//! `v2` gives each label's verdict from the annotated evidence at either research date.
 
 use serde_json::Value;
 
@@ -149,4 +151,101 @@ fn the_ledger_benchmark_reports_every_figure_with_consistent_ratios() {
 
     // The benchmark writes in a directory of its own, never in the data directory.
     assert_eq!(std::fs::read_dir(data.path()).unwrap().count(), 0);
+}
+
+/// Writes a small Climate-FEVER-shaped claims file: one claim of each label, each with its
+/// annotated sentences, plus sentences on other topics for the search to pass over.
+fn claims_file(dir: &std::path::Path) {
+    let evidence = |id: &str, label: &str, article: &str, text: &str| {
+        serde_json::json!({"evidence_id": id, "evidence_label": label, "article": article,
+            "evidence": text, "entropy": 0.0, "votes": [label]})
+    };
+    let claims = [
+        serde_json::json!({"claim_id": "1", "claim": "Arctic sea ice extent has declined sharply since 1979",
+        "claim_label": "SUPPORTS", "evidences": [
+            evidence("Sea ice:1", "SUPPORTS", "Sea ice", "Arctic sea ice extent has declined sharply since satellite records began in 1979."),
+            evidence("Sea ice:2", "NOT_ENOUGH_INFO", "Sea ice", "Sea ice forms when ocean water freezes in polar regions."),
+        ]}),
+        serde_json::json!({"claim_id": "2", "claim": "Volcanoes emit more carbon dioxide than human activity",
+        "claim_label": "REFUTES", "evidences": [
+            evidence("Volcano:1", "REFUTES", "Volcano", "Human activity emits far more carbon dioxide each year than all volcanoes combined."),
+            evidence("Volcano:2", "NOT_ENOUGH_INFO", "Volcano", "A volcano is a rupture in the crust of a planet."),
+        ]}),
+        serde_json::json!({"claim_id": "3", "claim": "Glacier retreat in the Alps is caused by warming",
+        "claim_label": "DISPUTED", "evidences": [
+            evidence("Glacier:1", "SUPPORTS", "Glacier", "Warming has caused glacier retreat in the Alps since 1850."),
+            evidence("Glacier:2", "REFUTES", "Glacier", "Some Alps glacier retreat predates industrial warming and followed lower snowfall."),
+        ]}),
+        serde_json::json!({"claim_id": "4", "claim": "Penguins migrate to the Sahara each winter",
+        "claim_label": "NOT_ENOUGH_INFO", "evidences": [
+            evidence("Penguin:1", "NOT_ENOUGH_INFO", "Penguin", "Penguins are flightless seabirds of the Southern Hemisphere."),
+        ]}),
+    ];
+    let text: String = claims.iter().map(|c| format!("{c}\n")).collect();
+    std::fs::write(dir.join("climate-fever.jsonl"), text).unwrap();
+}
+
+#[test]
+fn the_decisions_benchmark_reports_every_run_and_v2_follows_the_annotated_evidence() {
+    let data = tempfile::tempdir().unwrap();
+    let input = tempfile::tempdir().unwrap();
+    claims_file(input.path());
+    let out = run(
+        data.path(),
+        &[
+            "bench",
+            "decisions",
+            "--data",
+            input.path().to_str().unwrap(),
+            "--claims",
+            "4",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["bench"], "decisions");
+    assert_eq!(report["claims"], 4);
+    let runs = report["runs"].as_array().unwrap();
+    // Two rule sets × two modes × two research dates.
+    assert_eq!(runs.len(), 8, "{report}");
+    for run in runs {
+        let confusion: u64 = run["confusion"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap())
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(confusion, 4, "{run}");
+        let agreement = run["agreement"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&agreement), "{run}");
+    }
+    let find = |rule_set: &str, mode: &str, date: &str| {
+        runs.iter()
+            .find(|r| r["rule_set"] == rule_set && r["mode"] == mode && r["research_date"] == date)
+            .unwrap_or_else(|| panic!("no {rule_set} {mode} {date} in {report}"))
+    };
+    let today = report["today"].as_str().unwrap();
+    // With the annotators' evidence v2 gives each label's verdict, whatever the research date:
+    // the sentences are undated, so recency takes no part.
+    for date in [today, "2020-01-01"] {
+        let oracle = find("v2", "oracle", date);
+        assert_eq!(oracle["agreement"], 1.0, "{oracle}");
+        assert_eq!(
+            oracle["confusion"],
+            serde_json::json!([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+        );
+    }
+    let v2_changed = report["date_sensitivity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["rule_set"] == "v2")
+        .map(|s| s["verdicts_changed"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(v2_changed, 0.0, "{report}");
+    // v1 counts the default date's age: years later, the same evidence is insufficient.
+    let v1_today = find("v1", "oracle", today);
+    assert!(v1_today["agreement"].as_f64().unwrap() < 1.0, "{v1_today}");
 }

@@ -51,6 +51,8 @@ pub(crate) enum VerdictRule {
     OpposesPrevail,
     /// Neither side prevails clearly.
     Divided,
+    /// Rule set v2: the larger side has too few items or too little combined relevance.
+    TooLittleSidedEvidence,
 }
 
 /// An item's position toward the main question.
@@ -109,6 +111,8 @@ pub(crate) enum RelevanceBasis {
     GivenByClient,
     /// IDF-weighted coverage of the question's terms.
     IdfCoverage,
+    /// Rule set v2 topicality, from the inputs recorded with the item.
+    Topicality,
 }
 
 /// An item's status: recorded, or `OVERRULED` (adopted but on the losing side of its scope's
@@ -140,6 +144,8 @@ pub(crate) enum Tier {
     Pending,
     /// A person decided it.
     Human,
+    /// Rule set v2, when enabled: one side's weight reached the set multiple of the other's.
+    Weight,
 }
 
 /// A side of a conflict.

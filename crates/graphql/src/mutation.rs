@@ -118,11 +118,33 @@ pub(crate) struct ThresholdsInput {
     confidence_floor: Option<f64>,
     /// Independent sources for full diversity (3).
     diversity_sources: Option<f64>,
+    /// Rule set v2: items the winning side needs (1).
+    sided_items_min: Option<u64>,
+    /// Rule set v2: combined relevance the winning side needs (0.3).
+    sided_relevance_min: Option<f64>,
 }
 
-/// Overrides of rule set v1, validated and recorded with the task.
+/// Rule set v2's relevance parameters to change.
+#[derive(InputObject, Debug, Clone, Copy, Default)]
+pub(crate) struct RelevanceInput {
+    /// Share of the finding query's coverage (0.5).
+    query_weight: Option<f64>,
+    /// Coverage giving full relevance (0.15).
+    coverage_full: Option<f64>,
+}
+
+/// The rule set and overrides of its parameters, validated and recorded with the task.
 #[derive(InputObject, Debug, Clone, Default)]
 pub(crate) struct RulesInput {
+    /// `v1` or `v2` (the default).
+    rule_set: Option<String>,
+    /// Rule set v2: relevance parameters to change.
+    relevance: Option<RelevanceInput>,
+    /// Rule set v2: recency when no item used is dated; absent drops it and renormalises.
+    undated_recency: Option<f64>,
+    /// Rule set v2: side weight multiple that decides an open conflict; absent leaves it to a
+    /// person.
+    side_weight_ratio: Option<f64>,
     /// All four weights together.
     weights: Option<WeightsInput>,
     /// Recency half-life in days (> 0).
@@ -144,7 +166,7 @@ pub(crate) struct OpenTaskInput {
     research_date: Option<String>,
     /// `TOOL_CONSTRAINED` (default) or `AGENT_LED`.
     mode: Option<Mode>,
-    /// Overrides of rule set v1.
+    /// The rule set (v2 when absent) and overrides of its parameters.
     rules: Option<RulesInput>,
 }
 
@@ -178,7 +200,7 @@ pub(crate) struct AddEvidenceInput {
     summary: Option<String>,
     /// Stance toward the main question, if already known.
     stance: Option<Stance>,
-    /// Relevance in [0, 1]; IDF coverage of the question's terms when absent.
+    /// Relevance in [0, 1]; computed by the task's rule set when absent.
     relevance: Option<f64>,
     /// Citations, when known.
     citation_count: Option<u64>,
@@ -266,8 +288,25 @@ fn rules_json(rules: RulesInput) -> Value {
             .maybe("recency_gap_days", t.recency_gap_days)
             .maybe("consistency", t.consistency)
             .maybe("confidence_floor", t.confidence_floor)
-            .maybe("diversity_sources", t.diversity_sources);
+            .maybe("diversity_sources", t.diversity_sources)
+            .maybe("sided_items_min", t.sided_items_min)
+            .maybe("sided_relevance_min", t.sided_relevance_min);
         out.insert("thresholds".into(), fields.into_value());
+    }
+    if let Some(name) = rules.rule_set {
+        out.insert("rule_set".into(), json!(name));
+    }
+    if let Some(r) = rules.relevance {
+        let fields = Arguments::default()
+            .maybe("query_weight", r.query_weight)
+            .maybe("coverage_full", r.coverage_full);
+        out.insert("relevance".into(), fields.into_value());
+    }
+    if let Some(value) = rules.undated_recency {
+        out.insert("undated_recency".into(), json!(value));
+    }
+    if let Some(ratio) = rules.side_weight_ratio {
+        out.insert("side_weight_ratio".into(), json!(ratio));
     }
     Value::Object(out)
 }
@@ -316,7 +355,9 @@ fn check_decision(
             conflict_id.0,
             tier.name()
         )),
-        (Decision::Appeal, DomainTier::Authority | DomainTier::Recency) => None,
+        (Decision::Appeal, DomainTier::Authority | DomainTier::Recency | DomainTier::Weight) => {
+            None
+        }
         (Decision::Appeal, _) => Some(format!(
             "{} was left pending by the rules, so there is no automatic adjudication to appeal: decide it with resolveConflict",
             conflict_id.0
@@ -556,7 +597,7 @@ impl Mutation {
         call(ctx, "evaluation_build_decision_matrix", arguments).await
     }
 
-    /// Issues the verdict by rule set v1 (`evaluation_generate_conclusion`).
+    /// Issues the verdict by the task's rule set (`evaluation_generate_conclusion`).
     async fn generate_conclusion(
         &self,
         ctx: &Context<'_>,

@@ -198,7 +198,7 @@ pub(crate) fn get(
                  Check, and report each point as confirmed or not:\n\
                  1. audit_verify says the ledger is intact (hash chain, Merkle tree, signed checkpoints).\n\
                  2. Every evidence item the card cites is in ledger://tasks/{task_id}/events, adopted, not retracted, with the content hash the card gives (retrieval_get_source_detail shows the full text and its hash).\n\
-                 3. Every adjudication the card cites follows rule set v1: authority gap, then recency gap, else pending for a person; human decisions carry a reason.\n\
+                 3. Every adjudication the card cites follows the rule set the card records (its rules.id): authority gap, then recency gap (under v2 between given dates only, then side weight when enabled), else pending for a person; human decisions carry a reason.\n\
                  4. The components and the confidence follow from the evidence by the rules recorded in the card; the stance follows from them.\n\
                  5. The card is not stale (stale: false); if it is, say what changed since.\n\
                  Do not re-judge the evidence yourself; say where the record and the verdict disagree.",

@@ -1,5 +1,12 @@
 //! The stored form of an event: a schema version, then the payload in postcard.
 //!
+//! Version 2 added what rule set `v2` records: optional parts of `task_opened` (its parameters),
+//! `evidence_added` (relevance inputs), `conflicts_adjudicated` and `conclusion_issued` (what the
+//! `v2` rules compared and derived). An event that carries none of them is still written as
+//! version 1, byte for byte as before, so `v1` tasks keep their exact bytes; one that carries
+//! them is written as version 2, with each of them present. Decoding checks that a version 2
+//! payload is exactly what encoding its event gives, so each payload still has one encoding.
+//!
 //! The ledger keeps the kind beside the bytes, so the bytes hold only the payload and adding an
 //! event kind never shifts the encoding of the others. postcard's wire format is specified and
 //! stable; the leading version lets a later schema read what an earlier one wrote, by decoding
@@ -17,9 +24,9 @@ use crate::event::{
     SynthesisRecorded, TaskClosed, TaskOpened,
 };
 
-/// The schema version `encode` writes. Version 1 is the first; `decode` reads every version up
-/// to this one.
-pub const SCHEMA_VERSION: u16 = 1;
+/// The newest schema version `encode` writes (for events with `v2` parts; others are written as
+/// version 1). `decode` reads every version up to this one.
+pub const SCHEMA_VERSION: u16 = 2;
 
 /// Why stored bytes could not be read as an event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,30 +63,66 @@ pub enum DecodeError {
         /// How many.
         count: usize,
     },
+    /// A version 2 payload that is not the one encoding of its event (it lacks a `v2` part, or
+    /// could have been written as version 1): the record is not canonical.
+    #[error("`{kind}` payload is not in its canonical schema version")]
+    NotCanonical {
+        /// The kind.
+        kind: &'static str,
+    },
+}
+
+/// Whether an event carries any part that only schema version 2 can hold.
+fn has_v2_parts(event: &Event) -> bool {
+    match event {
+        Event::TaskOpened(p) => p.rules.v2.is_some(),
+        Event::EvidenceAdded(p) => p.relevance_inputs.is_some(),
+        Event::ConflictsAdjudicated(p) => p.adjudications.iter().any(|a| a.v2.is_some()),
+        Event::ConclusionIssued(p) => p.v2.is_some() || p.rules.v2.is_some(),
+        _ => false,
+    }
 }
 
 /// Encodes an event for storage: the schema version (two bytes, little endian), then the
 /// payload in postcard.
 pub fn encode(event: &Event) -> Vec<u8> {
-    let mut out = SCHEMA_VERSION.to_le_bytes().to_vec();
+    if has_v2_parts(event) {
+        let mut out = 2u16.to_le_bytes().to_vec();
+        encode_current(&mut out, event);
+        return out;
+    }
+    // Without `v2` parts, the payloads `v2` extended are written in their version 1 shape, so
+    // a `v1` task's bytes are what they were before `v2` existed.
+    let mut out = 1u16.to_le_bytes().to_vec();
     match event {
-        Event::TaskOpened(p) => append(&mut out, p),
-        Event::SubQuestionsExpanded(p) => append(&mut out, p),
-        Event::SearchRecorded(p) => append(&mut out, p),
-        Event::EvidenceAdded(p) => append(&mut out, p),
-        Event::EvidenceScreened(p) => append(&mut out, p),
-        Event::EvidenceRetracted(p) => append(&mut out, p),
-        Event::SynthesisRecorded(p) => append(&mut out, p),
-        Event::ConflictsAdjudicated(p) => append(&mut out, p),
-        Event::ConflictResolved(p) => append(&mut out, p),
-        Event::AdjudicationAppealed(p) => append(&mut out, p),
-        Event::DecisionMatrixBuilt(p) => append(&mut out, p),
-        Event::ConclusionIssued(p) => append(&mut out, p),
-        Event::ExplanationRecorded(p) => append(&mut out, p),
-        Event::ExternalToolCalled(p) => append(&mut out, p),
-        Event::TaskClosed(p) => append(&mut out, p),
+        Event::TaskOpened(p) => append(&mut out, &v1::TaskOpened::from(p)),
+        Event::EvidenceAdded(p) => append(&mut out, &v1::EvidenceAdded::from(p)),
+        Event::ConflictsAdjudicated(p) => append(&mut out, &v1::ConflictsAdjudicated::from(p)),
+        Event::ConclusionIssued(p) => append(&mut out, &v1::ConclusionIssued::from(p)),
+        other => encode_current(&mut out, other),
     }
     out
+}
+
+/// The payload in its current shape.
+fn encode_current(out: &mut Vec<u8>, event: &Event) {
+    match event {
+        Event::TaskOpened(p) => append(out, p),
+        Event::SubQuestionsExpanded(p) => append(out, p),
+        Event::SearchRecorded(p) => append(out, p),
+        Event::EvidenceAdded(p) => append(out, p),
+        Event::EvidenceScreened(p) => append(out, p),
+        Event::EvidenceRetracted(p) => append(out, p),
+        Event::SynthesisRecorded(p) => append(out, p),
+        Event::ConflictsAdjudicated(p) => append(out, p),
+        Event::ConflictResolved(p) => append(out, p),
+        Event::AdjudicationAppealed(p) => append(out, p),
+        Event::DecisionMatrixBuilt(p) => append(out, p),
+        Event::ConclusionIssued(p) => append(out, p),
+        Event::ExplanationRecorded(p) => append(out, p),
+        Event::ExternalToolCalled(p) => append(out, p),
+        Event::TaskClosed(p) => append(out, p),
+    }
 }
 
 fn append<T: Serialize>(out: &mut Vec<u8>, payload: &T) {
@@ -102,13 +145,48 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
     let version = u16::from_le_bytes(*prefix);
     match version {
         1 => decode_v1(kind, body),
+        2 => {
+            let event = decode_current(kind, body)?;
+            // Every `v2` part present, and nothing that version 1 could have held alone.
+            let canonical = has_v2_parts(&event)
+                && match &event {
+                    Event::TaskOpened(_) | Event::EvidenceAdded(_) => true,
+                    Event::ConflictsAdjudicated(p) => {
+                        p.adjudications.iter().all(|a| a.v2.is_some())
+                    }
+                    Event::ConclusionIssued(p) => p.v2.is_some() && p.rules.v2.is_some(),
+                    _ => false,
+                }
+                && encode(&event) == bytes;
+            if !canonical {
+                return Err(DecodeError::NotCanonical { kind: event.kind() });
+            }
+            Ok(event)
+        }
         version => Err(DecodeError::UnknownSchemaVersion { version }),
     }
 }
 
-/// Version 1, the current schema: payloads decode as they are. When version 2 changes a
-/// payload, its v1 shape moves here under a new name and is upcast after decoding.
+/// Version 1: the payloads whose shape version 2 extended decode in their version 1 shape and
+/// are upcast with the `v2` parts absent; the others decode as they are.
 fn decode_v1(kind: &str, body: &[u8]) -> Result<Event, DecodeError> {
+    Ok(match kind {
+        "task_opened" => Event::TaskOpened(payload::<v1::TaskOpened>("task_opened", body)?.into()),
+        "evidence_added" => {
+            Event::EvidenceAdded(payload::<v1::EvidenceAdded>("evidence_added", body)?.into())
+        }
+        "conflicts_adjudicated" => Event::ConflictsAdjudicated(
+            payload::<v1::ConflictsAdjudicated>("conflicts_adjudicated", body)?.into(),
+        ),
+        "conclusion_issued" => Event::ConclusionIssued(
+            payload::<v1::ConclusionIssued>("conclusion_issued", body)?.into(),
+        ),
+        _ => decode_current(kind, body)?,
+    })
+}
+
+/// The current shape of every payload.
+fn decode_current(kind: &str, body: &[u8]) -> Result<Event, DecodeError> {
     Ok(match kind {
         "task_opened" => Event::TaskOpened(payload::<TaskOpened>("task_opened", body)?),
         "sub_questions_expanded" => Event::SubQuestionsExpanded(payload::<SubQuestionsExpanded>(
@@ -175,6 +253,283 @@ fn payload<T: DeserializeOwned>(kind: &'static str, body: &[u8]) -> Result<T, De
         });
     }
     Ok(value)
+}
+
+/// The version 1 shapes of the payloads version 2 extended, field for field as they were: read
+/// from version 1 bytes and upcast, and written for events without `v2` parts.
+mod v1 {
+    use chrono::NaiveDate;
+    use serde::{Deserialize, Serialize};
+
+    use crate::event::{self, Compared, FoundBy, Participant, RelevanceBasis};
+    use crate::event::{StanceCounts, Tier, UsedAdjudication, UsedEvidence};
+    use crate::ids::{ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
+    use crate::rules::{self, AuthorityTable, Components, Mode, SourceType, Stance, Thresholds};
+    use crate::rules::{Verdict, VerdictRule, Weights};
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct RuleSet {
+        id: String,
+        weights: Weights,
+        half_life_days: f64,
+        authority: AuthorityTable,
+        thresholds: Thresholds,
+    }
+
+    impl From<RuleSet> for rules::RuleSet {
+        fn from(r: RuleSet) -> Self {
+            rules::RuleSet {
+                id: r.id,
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+                v2: None,
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct TaskOpened {
+        task_id: String,
+        question: String,
+        constraints: Vec<String>,
+        research_date: NaiveDate,
+        mode: Mode,
+        rules: RuleSet,
+    }
+
+    impl From<TaskOpened> for event::TaskOpened {
+        fn from(t: TaskOpened) -> Self {
+            event::TaskOpened {
+                task_id: t.task_id,
+                question: t.question,
+                constraints: t.constraints,
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: t.rules.into(),
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct EvidenceAdded {
+        evidence_id: EvidenceId,
+        origin: String,
+        source: String,
+        url: Option<String>,
+        publish_date: NaiveDate,
+        publish_date_defaulted: bool,
+        source_type: SourceType,
+        citation_count: Option<u64>,
+        summary: String,
+        content_hash: Hash32,
+        relevance: f64,
+        relevance_basis: RelevanceBasis,
+        stance: Option<Stance>,
+        sub_question: Option<SubQuestionId>,
+        found_by: Option<FoundBy>,
+        authority: f64,
+        reliability: f64,
+        age_days: i64,
+        recency: f64,
+    }
+
+    impl From<EvidenceAdded> for event::EvidenceAdded {
+        fn from(e: EvidenceAdded) -> Self {
+            event::EvidenceAdded {
+                evidence_id: e.evidence_id,
+                origin: e.origin,
+                source: e.source,
+                url: e.url,
+                publish_date: e.publish_date,
+                publish_date_defaulted: e.publish_date_defaulted,
+                source_type: e.source_type,
+                citation_count: e.citation_count,
+                summary: e.summary,
+                content_hash: e.content_hash,
+                relevance: e.relevance,
+                relevance_basis: e.relevance_basis,
+                stance: e.stance,
+                sub_question: e.sub_question,
+                found_by: e.found_by,
+                authority: e.authority,
+                reliability: e.reliability,
+                age_days: e.age_days,
+                recency: e.recency,
+                relevance_inputs: None,
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Adjudication {
+        conflict_id: ConflictId,
+        scope: Option<SubQuestionId>,
+        supersedes: Option<ConflictId>,
+        participants: Vec<Participant>,
+        tier: Tier,
+        winner: Option<event::Side>,
+        compared: Compared,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct ConflictsAdjudicated {
+        adjudications: Vec<Adjudication>,
+        dissolved: Vec<ConflictId>,
+        unchanged: Vec<ConflictId>,
+    }
+
+    impl From<ConflictsAdjudicated> for event::ConflictsAdjudicated {
+        fn from(c: ConflictsAdjudicated) -> Self {
+            event::ConflictsAdjudicated {
+                adjudications: c
+                    .adjudications
+                    .into_iter()
+                    .map(|a| event::Adjudication {
+                        conflict_id: a.conflict_id,
+                        scope: a.scope,
+                        supersedes: a.supersedes,
+                        participants: a.participants,
+                        tier: a.tier,
+                        winner: a.winner,
+                        compared: a.compared,
+                        v2: None,
+                    })
+                    .collect(),
+                dissolved: c.dissolved,
+                unchanged: c.unchanged,
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct ConclusionIssued {
+        conclusion_id: ConclusionId,
+        stance: Verdict,
+        rule: VerdictRule,
+        confidence: f64,
+        components: Components,
+        counts: StanceCounts,
+        distinct_sources: u64,
+        evidence: Vec<UsedEvidence>,
+        adjudications: Vec<UsedAdjudication>,
+        rules: RuleSet,
+        client_share: f64,
+        supersedes: Option<ConclusionId>,
+    }
+
+    impl From<ConclusionIssued> for event::ConclusionIssued {
+        fn from(c: ConclusionIssued) -> Self {
+            event::ConclusionIssued {
+                conclusion_id: c.conclusion_id,
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence,
+                adjudications: c.adjudications,
+                rules: c.rules.into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes,
+                v2: None,
+            }
+        }
+    }
+
+    impl From<&rules::RuleSet> for RuleSet {
+        fn from(r: &rules::RuleSet) -> Self {
+            RuleSet {
+                id: r.id.clone(),
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+            }
+        }
+    }
+
+    impl From<&event::TaskOpened> for TaskOpened {
+        fn from(t: &event::TaskOpened) -> Self {
+            TaskOpened {
+                task_id: t.task_id.clone(),
+                question: t.question.clone(),
+                constraints: t.constraints.clone(),
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: (&t.rules).into(),
+            }
+        }
+    }
+
+    impl From<&event::EvidenceAdded> for EvidenceAdded {
+        fn from(e: &event::EvidenceAdded) -> Self {
+            EvidenceAdded {
+                evidence_id: e.evidence_id.clone(),
+                origin: e.origin.clone(),
+                source: e.source.clone(),
+                url: e.url.clone(),
+                publish_date: e.publish_date,
+                publish_date_defaulted: e.publish_date_defaulted,
+                source_type: e.source_type,
+                citation_count: e.citation_count,
+                summary: e.summary.clone(),
+                content_hash: e.content_hash,
+                relevance: e.relevance,
+                relevance_basis: e.relevance_basis,
+                stance: e.stance,
+                sub_question: e.sub_question.clone(),
+                found_by: e.found_by.clone(),
+                authority: e.authority,
+                reliability: e.reliability,
+                age_days: e.age_days,
+                recency: e.recency,
+            }
+        }
+    }
+
+    impl From<&event::ConflictsAdjudicated> for ConflictsAdjudicated {
+        fn from(c: &event::ConflictsAdjudicated) -> Self {
+            ConflictsAdjudicated {
+                adjudications: c
+                    .adjudications
+                    .iter()
+                    .map(|a| Adjudication {
+                        conflict_id: a.conflict_id.clone(),
+                        scope: a.scope.clone(),
+                        supersedes: a.supersedes.clone(),
+                        participants: a.participants.clone(),
+                        tier: a.tier,
+                        winner: a.winner,
+                        compared: a.compared.clone(),
+                    })
+                    .collect(),
+                dissolved: c.dissolved.clone(),
+                unchanged: c.unchanged.clone(),
+            }
+        }
+    }
+
+    impl From<&event::ConclusionIssued> for ConclusionIssued {
+        fn from(c: &event::ConclusionIssued) -> Self {
+            ConclusionIssued {
+                conclusion_id: c.conclusion_id.clone(),
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence.clone(),
+                adjudications: c.adjudications.clone(),
+                rules: (&c.rules).into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes.clone(),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::event::{Event, HumanOutcome, RelevanceBasis, ScreeningDecision};
 use crate::ids::Hash32;
 use crate::limits::Limits;
 use crate::refusal::Tool;
-use crate::rules::{Mode, RulesOverride, Stance};
+use crate::rules::{Mode, RelevanceInputs, RulesOverride, Stance};
 
 /// Everything non-deterministic a decision needs, supplied by the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +55,10 @@ pub struct NewEvent {
 
 /// A command to a research task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a command lives for one decision; boxing `open_task`, with its rule overrides, would only move the same bytes to the heap"
+)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Command {
     /// `research_open_task`.
@@ -128,7 +132,7 @@ pub struct OpenTask {
     /// Workflow mode; `tool_constrained` by default.
     #[serde(default)]
     pub mode: Mode,
-    /// Overrides of `v1` parameters.
+    /// The rule set and overrides of its parameters; `v1` with its defaults when absent.
     #[serde(default)]
     pub rules: Option<RulesOverride>,
 }
@@ -167,6 +171,10 @@ pub struct EvidenceInput {
     pub relevance: f64,
     /// How the relevance was obtained.
     pub relevance_basis: RelevanceBasis,
+    /// With basis `topicality` (rule set `v2`): what the relevance is computed from. The domain
+    /// computes it again and refuses a `relevance` that does not follow from them.
+    #[serde(default)]
+    pub relevance_inputs: Option<RelevanceInputs>,
     /// Stance toward the main question, when known.
     #[serde(default)]
     pub stance: Option<Stance>,

@@ -18,8 +18,9 @@ use crate::command::{
 use crate::derive::{self, adjudicate, conclude, explain, matrix, synthesis};
 use crate::event::{
     AdjudicationAppealed, ConflictResolved, Event, EvidenceAdded, EvidenceRetracted,
-    EvidenceScreened, ExternalToolCalled, FoundBy, ORIGIN_CLIENT, ScreeningDecision, SearchHit,
-    SearchRecorded, SubQuestion, SubQuestionsExpanded, TaskClosed, TaskOpened, Tier,
+    EvidenceScreened, ExternalToolCalled, FoundBy, ORIGIN_CLIENT, RelevanceBasis,
+    ScreeningDecision, SearchHit, SearchRecorded, SubQuestion, SubQuestionsExpanded, TaskClosed,
+    TaskOpened, Tier,
 };
 use crate::ids::{Cite, ConflictId, EventMeta, EvidenceId, Hash32, SearchId, SubQuestionId};
 use crate::limits::Limits;
@@ -533,6 +534,40 @@ fn evidence_added(
     })?;
     let publish_date = date_field(&field("publish_date"), &input.publish_date, ctx)?;
     let relevance = finite_unit(&field("relevance"), input.relevance)?;
+    let relevance_inputs = match (input.relevance_basis, &input.relevance_inputs) {
+        (RelevanceBasis::Topicality, Some(inputs)) => {
+            let Some(params) = &task.rules.v2 else {
+                return Err(Refusal::invalid(
+                    field("relevance_basis"),
+                    format!(
+                        "topicality is relevance of rule set v2; this task uses {}",
+                        task.rules.id
+                    ),
+                ));
+            };
+            let derived = crate::rules::v2::topical_relevance(inputs, params);
+            if derived.to_bits() != relevance.to_bits() {
+                return Err(Refusal::invalid(
+                    field("relevance"),
+                    format!("{relevance} does not follow from its inputs, which give {derived}"),
+                ));
+            }
+            Some(inputs.clone())
+        }
+        (RelevanceBasis::Topicality, None) => {
+            return Err(Refusal::invalid(
+                field("relevance_inputs"),
+                "topicality needs the inputs it is computed from",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(Refusal::invalid(
+                field("relevance_inputs"),
+                "only a topicality relevance records inputs",
+            ));
+        }
+        (_, None) => None,
+    };
     let sub_question = match &input.sub_question {
         None => None,
         Some(id) => {
@@ -573,6 +608,7 @@ fn evidence_added(
         reliability: scores.reliability,
         age_days: scores.age_days,
         recency: scores.recency,
+        relevance_inputs,
     })
 }
 

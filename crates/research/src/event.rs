@@ -16,7 +16,9 @@ use crate::ids::{
     Cite, ConclusionId, ConflictId, EvidenceId, ExplanationId, Hash32, MatrixId, SearchId,
     SubQuestionId, SynthesisId,
 };
-use crate::rules::{Components, Mode, RuleSet, SourceType, Stance, Verdict, VerdictRule};
+use crate::rules::{
+    Components, Mode, RelevanceInputs, RuleSet, SourceType, Stance, Verdict, VerdictRule, Weights,
+};
 
 /// The origin of evidence a client added itself rather than a source returning it.
 pub const ORIGIN_CLIENT: &str = "client";
@@ -187,6 +189,9 @@ pub enum RelevanceBasis {
     GivenByClient,
     /// IDF-weighted coverage of the question's terms ([`crate::rules::idf_coverage`]).
     IdfCoverage,
+    /// `v2` topicality ([`crate::rules::v2::topical_relevance`]) from the inputs recorded with
+    /// the item, so a replay re-derives it.
+    Topicality,
 }
 
 /// Where a search result came from.
@@ -199,7 +204,7 @@ pub struct FoundBy {
 }
 
 /// An evidence item entered the task as a candidate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EvidenceAdded {
     /// Its id.
     pub evidence_id: EvidenceId,
@@ -237,8 +242,13 @@ pub struct EvidenceAdded {
     pub reliability: f64,
     /// Whole days from its publish date to the research date, at least 0.
     pub age_days: i64,
-    /// `0.5 ^ (age_days / half_life_days)`.
+    /// `0.5 ^ (age_days / half_life_days)`. Under `v2` an item whose date is a default takes no
+    /// part in recency, whatever this says.
     pub recency: f64,
+    /// What `v2` topicality was computed from, when the relevance basis is `topicality`. Absent
+    /// otherwise, and then the event is stored in schema version 1 exactly as before.
+    #[serde(default)]
+    pub relevance_inputs: Option<RelevanceInputs>,
 }
 
 /// Adopt or reject.
@@ -353,6 +363,9 @@ pub enum Tier {
     Pending,
     /// A person decided it.
     Human,
+    /// `v2`, when enabled: authority and recency left it open and one side's weight reached the
+    /// set multiple of the other's.
+    Weight,
 }
 
 impl Tier {
@@ -363,6 +376,7 @@ impl Tier {
             Tier::Recency => "recency",
             Tier::Pending => "pending",
             Tier::Human => "human",
+            Tier::Weight => "weight",
         }
     }
 }
@@ -400,7 +414,7 @@ pub struct Compared {
 }
 
 /// The automatic adjudication of one scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Adjudication {
     /// Its id.
     pub conflict_id: ConflictId,
@@ -416,6 +430,24 @@ pub struct Adjudication {
     pub winner: Option<Side>,
     /// What the tiers compared.
     pub compared: Compared,
+    /// What `v2`'s tiers compared besides; absent under `v1`.
+    #[serde(default)]
+    pub v2: Option<ComparedV2>,
+}
+
+/// What `v2`'s tiers compare that `v1`'s do not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedV2 {
+    /// Participants whose publish date is a default: left out of the recency tier.
+    pub undated: Vec<EvidenceId>,
+    /// Latest given (not defaulted) publish date among the supporting items.
+    pub supports_latest_dated: Option<NaiveDate>,
+    /// Latest given publish date among the opposing items.
+    pub opposes_latest_dated: Option<NaiveDate>,
+    /// Σ authority · relevance over the supporting items, in the order added.
+    pub supports_weight: f64,
+    /// Σ authority · relevance over the opposing items.
+    pub opposes_weight: f64,
 }
 
 /// The conflict rules ran.
@@ -614,7 +646,7 @@ pub struct StanceCounts {
 }
 
 /// A conclusion was issued.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConclusionIssued {
     /// Its id.
     pub conclusion_id: ConclusionId,
@@ -640,6 +672,26 @@ pub struct ConclusionIssued {
     pub client_share: f64,
     /// The conclusion this one supersedes.
     pub supersedes: Option<ConclusionId>,
+    /// What `v2` derived besides; absent under `v1`.
+    #[serde(default)]
+    pub v2: Option<ConclusionV2>,
+}
+
+/// What a `v2` conclusion derives that a `v1` one does not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConclusionV2 {
+    /// Items used whose publish date is given: the recency component is their mean.
+    pub dated_items: u64,
+    /// Items used whose publish date is a default: they take no part in recency.
+    pub undated_items: u64,
+    /// Whether recency was measured: some item used is dated, or a neutral value is set.
+    pub recency_measured: bool,
+    /// The weights applied: the task's, or without recency the other three renormalised.
+    pub weights_applied: Weights,
+    /// Relevance of the supporting items used, summed in the order added.
+    pub supports_relevance: f64,
+    /// Relevance of the opposing items used.
+    pub opposes_relevance: f64,
 }
 
 /// A line of an explanation, with the events it rests on.
@@ -695,3 +747,65 @@ pub struct TaskClosed {
     /// Why, if a reason was given.
     pub reason: Option<String>,
 }
+
+crate::v2_part::serialize_with_v2_part!(
+    EvidenceAdded,
+    "EvidenceAdded",
+    [
+        evidence_id,
+        origin,
+        source,
+        url,
+        publish_date,
+        publish_date_defaulted,
+        source_type,
+        citation_count,
+        summary,
+        content_hash,
+        relevance,
+        relevance_basis,
+        stance,
+        sub_question,
+        found_by,
+        authority,
+        reliability,
+        age_days,
+        recency
+    ],
+    relevance_inputs
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    Adjudication,
+    "Adjudication",
+    [
+        conflict_id,
+        scope,
+        supersedes,
+        participants,
+        tier,
+        winner,
+        compared
+    ],
+    v2
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    ConclusionIssued,
+    "ConclusionIssued",
+    [
+        conclusion_id,
+        stance,
+        rule,
+        confidence,
+        components,
+        counts,
+        distinct_sources,
+        evidence,
+        adjudications,
+        rules,
+        client_share,
+        supersedes
+    ],
+    v2
+);

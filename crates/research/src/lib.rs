@@ -1,5 +1,5 @@
 //! The pure research domain of research-ledger: the event vocabulary of a research task, its
-//! state and `evolve`, rule set `v1`, and `decide`, which holds every business rule.
+//! state and `evolve`, rule sets `v1` and `v2`, and `decide`, which holds every business rule.
 //!
 //! This crate does no I/O, reads no clock and draws no random numbers: time arrives in
 //! [`CommandContext`], ids are derived from the state, and every number is computed the same
@@ -22,6 +22,7 @@ pub mod refusal;
 pub mod rules;
 pub mod state;
 pub mod text;
+mod v2_part;
 pub mod views;
 mod workflow;
 

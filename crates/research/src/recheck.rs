@@ -3,8 +3,9 @@
 //!
 //! Values are compared through a flattening of both events into `(path, value)` pairs in which
 //! every f64 carries its bit pattern, so `0.1 + 0.2` and `0.3` differ and a NaN is not silently
-//! equal to anything. Relevance is recorded, never recomputed: it came from a corpus whose
-//! statistics have since moved on.
+//! equal to anything. A relevance that a source or client gave, or `v1`'s IDF coverage, is
+//! recorded, never recomputed: it came from a corpus whose statistics have since moved on. A `v2`
+//! topicality is re-derived from the statistics recorded with it.
 
 use std::fmt;
 
@@ -59,7 +60,34 @@ pub fn recheck(state_before: &TaskState, event: &Event) -> Result<(), Discrepanc
                 "reliability",
             )?;
             compare(kind, &recorded.age_days, &scores.age_days, "age_days")?;
-            compare(kind, &recorded.recency, &scores.recency, "recency")
+            compare(kind, &recorded.recency, &scores.recency, "recency")?;
+            // A `v2` topicality is re-derived from the inputs recorded with it; other bases
+            // stay as recorded.
+            match (&recorded.relevance_inputs, &task.rules.v2) {
+                (Some(inputs), Some(params)) => compare(
+                    kind,
+                    &recorded.relevance,
+                    &crate::rules::v2::topical_relevance(inputs, params),
+                    "relevance",
+                ),
+                (Some(_), None) => Err(Discrepancy {
+                    kind,
+                    field: "relevance_inputs".into(),
+                    recorded: "present".into(),
+                    derived: format!("absent under rule set {}", task.rules.id),
+                }),
+                (None, _)
+                    if recorded.relevance_basis == crate::event::RelevanceBasis::Topicality =>
+                {
+                    Err(Discrepancy {
+                        kind,
+                        field: "relevance_inputs".into(),
+                        recorded: "absent".into(),
+                        derived: "topicality is computed from recorded inputs".into(),
+                    })
+                }
+                (None, _) => Ok(()),
+            }
         }
         Event::SubQuestionsExpanded(recorded) => {
             let base = state_before.sub_questions().len();

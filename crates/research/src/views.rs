@@ -66,6 +66,12 @@ pub struct ConclusionCard {
     pub supersedes: Option<ConclusionId>,
     /// The conclusion that superseded it, if any.
     pub superseded_by: Option<ConclusionId>,
+    /// Rule set `v2`: items used whose publish date is a default, which took no part in recency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undated_items: Option<u64>,
+    /// Rule set `v2`: the weights applied (without recency, the other three renormalised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_applied: Option<crate::rules::Weights>,
     /// The card as markdown.
     pub markdown: String,
 }
@@ -103,6 +109,8 @@ impl ConclusionCard {
             stale: record.stale_since.is_some(),
             supersedes: issued.supersedes.clone(),
             superseded_by: record.superseded_by.clone(),
+            undated_items: issued.v2.as_ref().map(|v| v.undated_items),
+            weights_applied: issued.v2.as_ref().map(|v| v.weights_applied),
             markdown: String::new(),
         };
         card.markdown = card.render(record);
@@ -111,7 +119,7 @@ impl ConclusionCard {
 
     fn render(&self, record: &ConclusionRecord) -> String {
         let c = &self.components;
-        let w = &self.rules.weights;
+        let w = self.weights_applied.as_ref().unwrap_or(&self.rules.weights);
         let mut out = format!(
             "## Conclusion {}: {}\n\nConfidence **{:.4}** = {}·relevance {:.4} + {}·consistency {:.4} + {}·recency {:.4} + {}·diversity {:.4}\n\n",
             self.conclusion_id,
@@ -162,6 +170,11 @@ impl ConclusionCard {
         ));
         if let Some(previous) = &self.supersedes {
             out.push_str(&format!(" · supersedes {previous}"));
+        }
+        if let Some(undated) = self.undated_items {
+            out.push_str(&format!(
+                " · {undated} item(s) with a default date took no part in recency"
+            ));
         }
         out.push('\n');
         if let Some(stale) = &record.stale_since {

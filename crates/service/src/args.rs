@@ -27,7 +27,8 @@ pub struct OpenTaskArgs {
     /// order; generating a conclusion runs the conflict rules and matrix itself.
     #[serde(default)]
     pub mode: Option<ModeArg>,
-    /// Overrides of rule set v1's parameters, validated and recorded with the task.
+    /// The rule set (v2 when absent) and overrides of its parameters, validated and recorded
+    /// with the task.
     #[serde(default)]
     pub rules: Option<RulesArg>,
     /// Refused unless the task is at this version (0 for a new task).
@@ -48,10 +49,13 @@ pub enum ModeArg {
     AgentLed,
 }
 
-/// Overrides of rule set v1 (SPEC §10).
+/// The rule set and overrides of its parameters (SPEC §10).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RulesArg {
+    /// `v1` or `v2` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<String>,
     /// All four weights together; they must sum to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<WeightsArg>,
@@ -64,6 +68,27 @@ pub struct RulesArg {
     /// Thresholds to change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<ThresholdsArg>,
+    /// v2: relevance parameters to change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<RelevanceArg>,
+    /// v2: recency when no item is dated, in [0, 1]; absent drops it and renormalises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undated_recency: Option<f64>,
+    /// v2: side weight multiple (≥ 1) that decides an open conflict; absent leaves it to a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_weight_ratio: Option<f64>,
+}
+
+/// Rule set v2's relevance parameters.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceArg {
+    /// Share of the query's coverage (0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_weight: Option<f64>,
+    /// Coverage giving full relevance (0.15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_full: Option<f64>,
 }
 
 /// The four weights of the conclusion formula.
@@ -80,7 +105,7 @@ pub struct WeightsArg {
     pub diversity: f64,
 }
 
-/// Thresholds of rule set v1.
+/// Thresholds of the rule set.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThresholdsArg {
@@ -99,6 +124,12 @@ pub struct ThresholdsArg {
     /// Independent sources for full diversity (3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversity_sources: Option<f64>,
+    /// v2: items the winning side needs (1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sided_items_min: Option<u64>,
+    /// v2: combined relevance the winning side needs (0.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sided_relevance_min: Option<f64>,
 }
 
 /// Arguments every write tool on an existing task takes besides its own.
@@ -157,6 +188,10 @@ task_write_args!(
         pub url: Option<String>,
         /// `YYYY-MM-DD`.
         pub publish_date: String,
+        /// True when the date is a placeholder, not the item's own (rule set v2 leaves it out
+        /// of recency).
+        #[serde(default)]
+        pub publish_date_defaulted: Option<bool>,
         /// primary_data, government, academic_paper, institutional_report, news_original,
         /// news_reprint, blog, social or other.
         pub source_type: String,
@@ -168,7 +203,7 @@ task_write_args!(
         /// Stance toward the main question, if already known.
         #[serde(default)]
         pub stance: Option<StanceArg>,
-        /// Relevance in [0, 1]; IDF coverage of the question's terms when absent.
+        /// Relevance in [0, 1]; computed by the task's rule set when absent.
         #[serde(default)]
         pub relevance: Option<f64>,
         /// Citations, when known.

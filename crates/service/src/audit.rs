@@ -28,7 +28,7 @@ pub fn cited_content(event: &RecordedEvent) -> Vec<Digest> {
 
 /// The kinds whose values are derived by the rules and so re-derived on replay (an added
 /// item's reliability, authority and recency included; its relevance is recorded, never
-/// recomputed).
+/// recomputed, except a `v2` topicality, re-derived from the inputs recorded with it).
 const DERIVED_KINDS: [&str; 6] = [
     "evidence_added",
     "conflicts_adjudicated",
@@ -91,6 +91,17 @@ impl Replay {
     /// Folds the task's next event, after re-deriving what it records while nothing has
     /// disagreed yet.
     pub fn feed(&mut self, recorded: &RecordedEvent) {
+        self.feed_with_content(recorded, &|_| None);
+    }
+
+    /// [`Replay::feed`], also checking what rule set `v2` relevance rests on beyond the event:
+    /// whether the item's full text holds each recorded term, against the text `content` gives
+    /// for a content hash (none when it is not at hand, as in a bundle without content).
+    pub fn feed_with_content(
+        &mut self,
+        recorded: &RecordedEvent,
+        content: &dyn Fn(&research::Hash32) -> Option<Vec<u8>>,
+    ) {
         if self.stopped {
             return;
         }
@@ -110,7 +121,8 @@ impl Replay {
             }
         };
         if self.disagreement.is_none() {
-            match research::recheck(&self.state, &event) {
+            match research::recheck(&self.state, &event).and_then(|()| terms_found(&event, content))
+            {
                 Ok(()) => {
                     if DERIVED_KINDS.contains(&recorded.kind.as_str()) {
                         self.rederived += 1;
@@ -156,6 +168,38 @@ impl Replay {
             matches_live_state,
         })
     }
+}
+
+/// Whether each term a `v2` relevance records as found (or not) in the item's text is so in the
+/// text the content store holds, tokenized as the corpus tokenizes; nothing to check without
+/// the text or without recorded inputs.
+fn terms_found(
+    event: &Event,
+    content: &dyn Fn(&research::Hash32) -> Option<Vec<u8>>,
+) -> Result<(), research::Discrepancy> {
+    let Event::EvidenceAdded(added) = event else {
+        return Ok(());
+    };
+    let Some(inputs) = &added.relevance_inputs else {
+        return Ok(());
+    };
+    let Some(bytes) = content(&added.content_hash) else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let in_text: std::collections::HashSet<String> = sources::tokenize(&text).into_iter().collect();
+    for (i, term) in inputs.terms.iter().enumerate() {
+        let found = in_text.contains(&term.term);
+        if found != term.found {
+            return Err(research::Discrepancy {
+                kind: "evidence_added",
+                field: format!("relevance_inputs.terms[{i}].found"),
+                recorded: term.found.to_string(),
+                derived: format!("{found} (`{}` in the content)", term.term),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A task's state folded from its events (in version order, as a verified bundle holds them):
@@ -260,6 +304,8 @@ impl Service {
     /// synthesis, conclusion and explanation from the state before it, bit for bit.
     pub fn replay_check(&self, task_id: &str) -> Result<ReplayCheck, ServiceError> {
         let mut replay = Replay::new();
+        let blobs = self.blobs();
+        let content = |hash: &research::Hash32| blobs.get(hash).ok();
         let mut from = 1;
         loop {
             let chunk = self
@@ -271,7 +317,7 @@ impl Service {
             }
             from += chunk.len() as u64;
             for recorded in &chunk {
-                replay.feed(recorded);
+                replay.feed_with_content(recorded, &content);
             }
         }
         let live = match self.projector().task_hash(task_id) {

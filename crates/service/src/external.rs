@@ -526,12 +526,9 @@ impl Service {
                 .blobs()
                 .put(item.content.as_bytes())
                 .map_err(ServiceError::unavailable)?;
-            let (relevance, basis) = match item.relevance_score {
-                Some(r) if (0.0..=1.0).contains(&r) => (r, RelevanceBasis::ScoredBySource),
-                _ => (
-                    self.coverage(&task.question, &item.content)?,
-                    RelevanceBasis::IdfCoverage,
-                ),
+            let (relevance, basis, relevance_inputs) = match item.relevance_score {
+                Some(r) if (0.0..=1.0).contains(&r) => (r, RelevanceBasis::ScoredBySource, None),
+                _ => self.computed_relevance(task, Some(query), &item.content)?,
             };
             let stance = match item.stance.as_deref() {
                 Some("supports") => Some(research::rules::Stance::Supports),
@@ -559,6 +556,7 @@ impl Service {
                     content_hash: hash,
                     relevance,
                     relevance_basis: basis,
+                    relevance_inputs,
                     stance,
                     sub_question: sub_question.cloned(),
                 },

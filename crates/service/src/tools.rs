@@ -259,7 +259,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
         write(
             "evaluation_generate_conclusion",
             "Issue the verdict",
-            "Call after the decision matrix: the service computes the verdict and its confidence from the recorded evidence by rule set v1 and returns the conclusion card, the single source of truth. Only evidence in the ledger counts.",
+            "Call after the decision matrix: the service computes the verdict and its confidence from the recorded evidence by the task's rule set and returns the conclusion card, the single source of truth. Only evidence in the ledger counts.",
             schema_of::<TaskArgs>(),
             write_output(&[
                 ("conclusion_id", json!({"type": "string"})),
@@ -869,13 +869,17 @@ impl Service {
 
     fn open_task(&self, caller: &Caller, arguments: &Value) -> Result<ToolOutput, ServiceError> {
         let a: OpenTaskArgs = parse(arguments)?;
-        let rules = match &a.rules {
-            None => None,
-            Some(r) => Some(
-                serde_json::from_value(to_json(r))
-                    .map_err(|e| ServiceError::invalid("rules", e.to_string()))?,
-            ),
+        let mut rules: research::rules::RulesOverride = match &a.rules {
+            None => Default::default(),
+            Some(r) => serde_json::from_value(to_json(r))
+                .map_err(|e| ServiceError::invalid("rules", e.to_string()))?,
         };
+        // A client that names no rule set gets the current default; the domain would read the
+        // absence as `v1`.
+        if rules.rule_set.is_none() {
+            rules.rule_set = Some(research::rules::RULE_SET_DEFAULT.to_owned());
+        }
+        let rules = Some(rules);
         let task_id = uuid_v7_like(self);
         let written = self.write(
             caller,
@@ -942,12 +946,9 @@ impl Service {
                         }
                         other => ServiceError::unavailable(other),
                     })?;
-                let (relevance, relevance_basis) = match a.relevance {
-                    Some(r) => (r, RelevanceBasis::GivenByClient),
-                    None => (
-                        self.coverage(&task.question, &a.content)?,
-                        RelevanceBasis::IdfCoverage,
-                    ),
+                let (relevance, relevance_basis, relevance_inputs) = match a.relevance {
+                    Some(r) => (r, RelevanceBasis::GivenByClient, None),
+                    None => self.computed_relevance(task, None, &a.content)?,
                 };
                 let summary = match &a.summary {
                     Some(s) => s.clone(),
@@ -962,13 +963,14 @@ impl Service {
                         source: Some(a.source.clone()),
                         url: a.url.clone(),
                         publish_date: a.publish_date.clone(),
-                        publish_date_defaulted: false,
+                        publish_date_defaulted: a.publish_date_defaulted.unwrap_or(false),
                         source_type: a.source_type.clone(),
                         citation_count: a.citation_count,
                         summary,
                         content_hash,
                         relevance,
                         relevance_basis,
+                        relevance_inputs,
                         stance: a.stance.map(Into::into),
                         sub_question: a.sub_question.clone(),
                     }],
@@ -991,6 +993,43 @@ impl Service {
         );
         map.insert("evidence_id".into(), json!(id));
         Ok(done(map, text))
+    }
+
+    /// The relevance the task's rule set computes for `text` when neither a source nor the
+    /// client scored it: under `v1` IDF coverage of the question's terms; under `v2` topicality
+    /// over the content terms of the question and of `query` (the search that found it), with
+    /// the inputs to record.
+    pub(crate) fn computed_relevance(
+        &self,
+        task: &research::state::TaskInfo,
+        query: Option<&str>,
+        text: &str,
+    ) -> Result<
+        (
+            f64,
+            RelevanceBasis,
+            Option<research::rules::RelevanceInputs>,
+        ),
+        ServiceError,
+    > {
+        let Some(params) = &task.rules.v2 else {
+            return Ok((
+                self.coverage(&task.question, text)?,
+                RelevanceBasis::IdfCoverage,
+                None,
+            ));
+        };
+        let (terms, from_question) = v2_terms(&task.question, query);
+        let (docs, freqs) = self
+            .corpus()
+            .term_frequencies(&terms)
+            .map_err(ServiceError::unavailable)?;
+        let in_text: std::collections::HashSet<String> =
+            sources::tokenize(text).into_iter().collect();
+        let found: Vec<bool> = terms.iter().map(|t| in_text.contains(t)).collect();
+        let inputs = v2_inputs(docs, &freqs, &found, &from_question, query);
+        let relevance = research::rules::v2::topical_relevance(&inputs, params);
+        Ok((relevance, RelevanceBasis::Topicality, Some(inputs)))
     }
 
     /// IDF coverage of the question's terms in `text`, over the corpus (SPEC §4); with an empty
@@ -1160,12 +1199,20 @@ impl Service {
                 let mut results = external_candidates.clone();
                 let mut index_state = String::new();
                 if ask_corpus {
-                    let mut terms: Vec<String> = Vec::new();
-                    for t in sources::tokenize(&task.question) {
-                        if !terms.contains(&t) {
-                            terms.push(t);
+                    // `v1` weighs every term of the question; `v2` the content terms of the
+                    // question and of the query.
+                    let (terms, from_question) = if task.rules.is_v2() {
+                        v2_terms(&task.question, Some(&query))
+                    } else {
+                        let mut terms: Vec<String> = Vec::new();
+                        for t in sources::tokenize(&task.question) {
+                            if !terms.contains(&t) {
+                                terms.push(t);
+                            }
                         }
-                    }
+                        let from_question = vec![true; terms.len()];
+                        (terms, from_question)
+                    };
                     let result = self
                         .corpus()
                         .search_with_rules(&query, limit as usize, &terms, &task.rules)
@@ -1178,7 +1225,21 @@ impl Service {
                         })?;
                     index_state = result.index_state.id.clone();
                     for hit in result.candidates() {
-                        results.push(self.corpus_candidate(hit, a.sub_question.as_ref())?);
+                        let mut candidate = self.corpus_candidate(hit, a.sub_question.as_ref())?;
+                        if let Some(params) = &task.rules.v2 {
+                            let inputs = v2_inputs(
+                                result.corpus_docs,
+                                &result.question_terms,
+                                &hit.terms_found,
+                                &from_question,
+                                Some(&query),
+                            );
+                            candidate.evidence.relevance =
+                                research::rules::v2::topical_relevance(&inputs, params);
+                            candidate.evidence.relevance_basis = RelevanceBasis::Topicality;
+                            candidate.evidence.relevance_inputs = Some(inputs);
+                        }
+                        results.push(candidate);
                     }
                 }
                 // Candidates from every source by reliability pre-score; among equals, the
@@ -1311,10 +1372,53 @@ impl Service {
                 content_hash: hit.content_hash,
                 relevance: hit.relevance,
                 relevance_basis: RelevanceBasis::IdfCoverage,
+                relevance_inputs: None,
                 stance: None,
                 sub_question: sub_question.cloned(),
             },
         })
+    }
+}
+
+/// The terms `v2` relevance weighs: the question's content terms in the order first seen, then
+/// the query's that the question lacks; and for each whether it is the question's.
+fn v2_terms(question: &str, query: Option<&str>) -> (Vec<String>, Vec<bool>) {
+    let mut terms = sources::content_terms(question);
+    let mut from_question = vec![true; terms.len()];
+    if let Some(query) = query {
+        for term in sources::content_terms(query) {
+            if !terms.contains(&term) {
+                terms.push(term);
+                from_question.push(false);
+            }
+        }
+    }
+    (terms, from_question)
+}
+
+/// The inputs of `v2` relevance from the corpus statistics of [`v2_terms`]' terms and whether
+/// the text holds each.
+fn v2_inputs(
+    corpus_docs: u64,
+    freqs: &[sources::TermFrequency],
+    found: &[bool],
+    from_question: &[bool],
+    query: Option<&str>,
+) -> research::rules::RelevanceInputs {
+    let query_terms = query.map(sources::content_terms).unwrap_or_default();
+    research::rules::RelevanceInputs {
+        corpus_docs,
+        terms: freqs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| research::rules::TermInput {
+                term: f.term.clone(),
+                doc_freq: f.doc_freq,
+                in_question: from_question.get(i).copied().unwrap_or(false),
+                in_query: query_terms.contains(&f.term),
+                found: found.get(i).copied().unwrap_or(false),
+            })
+            .collect(),
     }
 }
 

@@ -151,6 +151,9 @@ pub struct SearchHit {
     pub relevance: f64,
     /// SPEC §4 reliability pre-score from the source type's authority and the citation count.
     pub reliability: f64,
+    /// For each of [`SearchResult::question_terms`], in that order, whether the full text holds
+    /// it: what rule set `v2`'s topicality is computed from.
+    pub terms_found: Vec<bool>,
     /// At most `summary_chars_max` characters of the text, cut at a sentence end.
     pub summary: String,
     /// Title; may be empty.
@@ -813,14 +816,13 @@ impl Corpus {
             let found = &ranked[at];
             let first = self.read(searcher, found.address)?;
             let (document, folded_ids) = self.original_of(searcher, first)?;
-            let question_found: Vec<&str> = {
-                let in_text: HashSet<String> = tokenize(&document.content).into_iter().collect();
-                question
-                    .iter()
-                    .copied()
-                    .filter(|t| in_text.contains(*t))
-                    .collect()
-            };
+            let in_text: HashSet<String> = tokenize(&document.content).into_iter().collect();
+            let terms_found: Vec<bool> = question.iter().map(|t| in_text.contains(*t)).collect();
+            let question_found: Vec<&str> = question
+                .iter()
+                .copied()
+                .filter(|t| in_text.contains(*t))
+                .collect();
             let raw_score = f64::from(found.score);
             hits.push(SearchHit {
                 rank: u32::try_from(rank + 1).unwrap_or(u32::MAX),
@@ -836,6 +838,7 @@ impl Corpus {
                     rules.authority_of(document.source_type),
                     document.citation_count,
                 ),
+                terms_found,
                 summary: summarize(&document.content, summary_budget(&self.limits)),
                 title: document.title,
                 source: document.source,

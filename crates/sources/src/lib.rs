@@ -32,4 +32,4 @@ pub use document::{DefaultedFields, Defaults, Document, Field, FieldProblem};
 pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_documents};
 pub use limits::CorpusLimits;
 pub use summary::summarize;
-pub use tokenize::{TOKENIZER_VERSION, tokenize};
+pub use tokenize::{TOKENIZER_VERSION, content_terms, tokenize};

@@ -239,9 +239,41 @@ impl TokenStream for CorpusTokenStream<'_> {
     }
 }
 
+/// The content terms of `text` under rule set `v2`: its terms without `v2`'s stop words, each
+/// once, in the order first seen.
+pub fn content_terms(text: &str) -> Vec<String> {
+    research::rules::stopwords::content_terms(&tokenize(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_stop_word_is_a_term_the_tokenizer_gives() {
+        // An English function word must be stopped in whatever form the tokenizer folds it
+        // into (`this` → `thi`); a Chinese entry must be a term the tokenizer gives.
+        for word in research::rules::stopwords::all() {
+            let terms = tokenize(word);
+            if word.is_ascii() {
+                assert!(
+                    terms
+                        .iter()
+                        .all(|t| research::rules::stopwords::is_stop_word(t)),
+                    "`{word}` tokenizes to {terms:?}"
+                );
+            } else {
+                assert!(
+                    terms.iter().any(|t| t == word),
+                    "`{word}` tokenizes to {terms:?}"
+                );
+            }
+        }
+        assert_eq!(
+            content_terms("Is this why the Arctic's ice does melt? 是否融化"),
+            ["arctic", "ice", "melt", "否", "否融", "融", "融化", "化"]
+        );
+    }
 
     fn terms(text: &str) -> Vec<String> {
         tokenize(text)

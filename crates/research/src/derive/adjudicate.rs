@@ -1,5 +1,7 @@
 //! The conflict rules: within a scope, adopted items on both sides form one conflict, decided by
-//! authority, else recency, else left pending for a person.
+//! authority, else recency, else left pending for a person. Under `v2` only given dates take
+//! part in the recency tier, and, when the task enables it, the weight of each side decides what
+//! the first two tiers left open.
 //!
 //! A scope is adjudicated afresh only when its participants changed since its current
 //! adjudication (an item entered or left, or changed side); otherwise the standing adjudication
@@ -7,10 +9,11 @@
 
 use crate::derive::max;
 use crate::event::{
-    Adjudication, Compared, ConflictsAdjudicated, EvidenceStatus, Participant, Side, Tier,
+    Adjudication, Compared, ComparedV2, ConflictsAdjudicated, EvidenceStatus, Participant, Side,
+    Tier,
 };
 use crate::ids::{ConflictId, SubQuestionId};
-use crate::rules::{Stance, Thresholds, reaches};
+use crate::rules::{RuleSet, Stance, Thresholds, V2Parameters, reaches};
 use crate::state::TaskState;
 
 /// The participants a scope has now: adopted, unretracted items that take a side, in the order
@@ -47,10 +50,11 @@ fn same_members(a: &[Participant], b: &[Participant]) -> bool {
 
 /// One run of the conflict rules over every scope of the task.
 pub(crate) fn run(state: &TaskState) -> ConflictsAdjudicated {
-    let thresholds = match state.task() {
-        Some(task) => task.rules.thresholds,
-        None => crate::rules::RuleSet::v1().thresholds,
+    let rules = match state.task() {
+        Some(task) => task.rules.clone(),
+        None => RuleSet::v1(),
     };
+    let thresholds = rules.thresholds;
     let mut out = ConflictsAdjudicated {
         adjudications: Vec::new(),
         dissolved: Vec::new(),
@@ -70,13 +74,20 @@ pub(crate) fn run(state: &TaskState) -> ConflictsAdjudicated {
             }
             (true, current) => {
                 next += 1;
-                out.adjudications.push(adjudicate(
-                    &thresholds,
-                    ConflictId::nth(next),
-                    scope,
-                    current.map(|c| c.id().clone()),
-                    members,
-                ));
+                let conflict_id = ConflictId::nth(next);
+                let supersedes = current.map(|c| c.id().clone());
+                out.adjudications.push(match &rules.v2 {
+                    None => adjudicate(&thresholds, conflict_id, scope, supersedes, members),
+                    Some(params) => adjudicate_v2(
+                        state,
+                        &thresholds,
+                        params,
+                        conflict_id,
+                        scope,
+                        supersedes,
+                        members,
+                    ),
+                });
             }
             (false, Some(current)) => out.dissolved.push(current.id().clone()),
             (false, None) => {}
@@ -146,5 +157,106 @@ pub(crate) fn adjudicate(
             opposes_latest,
             recency_gap_days,
         },
+        v2: None,
     }
+}
+
+/// The tiers of `v2` over one scope whose participants hold both sides: authority as in `v1`;
+/// then recency over given dates only (a side with none cannot win on recency); then, when
+/// `side_weight_ratio` is set, the side whose Σ authority · relevance reaches that multiple of
+/// the other's; else pending. `compared` keeps `v1`'s meaning for the dates (latest of any kind)
+/// except `recency_gap_days`, which is the gap between the latest given dates (0 when a side has
+/// none).
+fn adjudicate_v2(
+    state: &TaskState,
+    thresholds: &Thresholds,
+    params: &V2Parameters,
+    conflict_id: ConflictId,
+    scope: Option<SubQuestionId>,
+    supersedes: Option<ConflictId>,
+    participants: Vec<Participant>,
+) -> Adjudication {
+    let mut automatic = adjudicate(
+        thresholds,
+        conflict_id,
+        scope,
+        supersedes,
+        participants.clone(),
+    );
+    let defaulted = |p: &Participant| {
+        state
+            .evidence_item(&p.evidence_id)
+            .is_none_or(|item| item.added.publish_date_defaulted)
+    };
+    let relevance = |p: &Participant| {
+        state
+            .evidence_item(&p.evidence_id)
+            .map_or(0.0, |item| item.added.relevance)
+    };
+    let latest_dated = |side: Side| {
+        participants
+            .iter()
+            .filter(|p| p.side == side && !defaulted(p))
+            .map(|p| p.publish_date)
+            .max()
+    };
+    let weight = |side: Side| {
+        let mut sum = 0.0;
+        for p in participants.iter().filter(|p| p.side == side) {
+            sum += p.authority * relevance(p);
+        }
+        sum
+    };
+    let v2 = ComparedV2 {
+        undated: participants
+            .iter()
+            .filter(|p| defaulted(p))
+            .map(|p| p.evidence_id.clone())
+            .collect(),
+        supports_latest_dated: latest_dated(Side::Supports),
+        opposes_latest_dated: latest_dated(Side::Opposes),
+        supports_weight: weight(Side::Supports),
+        opposes_weight: weight(Side::Opposes),
+    };
+    let compared = &mut automatic.compared;
+    let (tier, winner) = if automatic.tier == Tier::Authority {
+        (automatic.tier, automatic.winner)
+    } else {
+        let dated = match (v2.supports_latest_dated, v2.opposes_latest_dated) {
+            (Some(s), Some(o)) => Some((s, o)),
+            _ => None,
+        };
+        compared.recency_gap_days = dated.map_or(0, |(s, o)| (s - o).num_days().abs());
+        match dated {
+            Some((s, o))
+                if s != o
+                    && reaches(
+                        compared.recency_gap_days as f64,
+                        thresholds.recency_gap_days,
+                    ) =>
+            {
+                (
+                    Tier::Recency,
+                    Some(if s > o { Side::Supports } else { Side::Opposes }),
+                )
+            }
+            _ => match params.side_weight_ratio {
+                Some(ratio) => {
+                    let (s, o) = (v2.supports_weight, v2.opposes_weight);
+                    if s > o && reaches(s, ratio * o) {
+                        (Tier::Weight, Some(Side::Supports))
+                    } else if o > s && reaches(o, ratio * s) {
+                        (Tier::Weight, Some(Side::Opposes))
+                    } else {
+                        (Tier::Pending, None)
+                    }
+                }
+                None => (Tier::Pending, None),
+            },
+        }
+    };
+    automatic.tier = tier;
+    automatic.winner = winner;
+    automatic.v2 = Some(v2);
+    automatic
 }

@@ -1,11 +1,14 @@
-//! The conclusion formula of `v1` over E, the adopted items that are neither overruled nor
-//! retracted.
+//! The conclusion formula over E, the adopted items that are neither overruled nor retracted:
+//! `v1`'s, or `v2`'s, which leaves defaulted dates out of recency (dropping the component when no
+//! item is dated, unless a neutral value is set) and asks enough sided evidence of a directional
+//! verdict.
 
 use std::collections::BTreeSet;
 
 use crate::derive::mean;
 use crate::event::{
-    ConclusionIssued, EvidenceStatus, ORIGIN_CLIENT, StanceCounts, UsedAdjudication, UsedEvidence,
+    ConclusionIssued, ConclusionV2, EvidenceStatus, ORIGIN_CLIENT, StanceCounts, UsedAdjudication,
+    UsedEvidence,
 };
 use crate::ids::ConclusionId;
 use crate::rules::{self, Components, RuleSet, Stance};
@@ -45,26 +48,85 @@ pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
         .len();
     let supports = counts.supports as usize;
     let opposes = counts.opposes as usize;
-    let components = Components {
-        relevance: mean(used.iter().map(|(item, _)| item.added.relevance)),
-        consistency: rules::consistency(supports, opposes),
-        recency: mean(used.iter().map(|(item, _)| item.added.recency)),
-        diversity: rules::diversity(distinct_sources, rules.thresholds.diversity_sources),
-    };
-    let confidence = if used.is_empty() {
-        0.0
-    } else {
-        rules::confidence(&rules.weights, &components)
-    };
     let pending = state.current_conflicts().any(|c| c.is_pending());
-    let rule = rules::verdict_rule(
-        &rules.thresholds,
-        supports,
-        opposes,
-        components.consistency,
-        confidence,
-        pending,
-    );
+    let (components, confidence, rule, v2) = match &rules.v2 {
+        None => {
+            let components = Components {
+                relevance: mean(used.iter().map(|(item, _)| item.added.relevance)),
+                consistency: rules::consistency(supports, opposes),
+                recency: mean(used.iter().map(|(item, _)| item.added.recency)),
+                diversity: rules::diversity(distinct_sources, rules.thresholds.diversity_sources),
+            };
+            let confidence = if used.is_empty() {
+                0.0
+            } else {
+                rules::confidence(&rules.weights, &components)
+            };
+            let rule = rules::verdict_rule(
+                &rules.thresholds,
+                supports,
+                opposes,
+                components.consistency,
+                confidence,
+                pending,
+            );
+            (components, confidence, rule, None)
+        }
+        Some(params) => {
+            let dated: Vec<f64> = used
+                .iter()
+                .filter(|(item, _)| !item.added.publish_date_defaulted)
+                .map(|(item, _)| item.added.recency)
+                .collect();
+            let (recency, recency_measured) = match (dated.is_empty(), params.undated_recency) {
+                (false, _) => (mean(dated.iter().copied()), true),
+                (true, Some(neutral)) => (neutral, true),
+                (true, None) => (0.0, false),
+            };
+            let components = Components {
+                relevance: mean(used.iter().map(|(item, _)| item.added.relevance)),
+                consistency: rules::consistency(supports, opposes),
+                recency,
+                diversity: rules::diversity(distinct_sources, rules.thresholds.diversity_sources),
+            };
+            let weights_applied = rules::v2::weights_applied(&rules.weights, recency_measured);
+            let confidence = if used.is_empty() {
+                0.0
+            } else {
+                rules::v2::confidence(&weights_applied, &components)
+            };
+            let side_relevance = |side: Stance| {
+                let mut sum = 0.0;
+                for (item, _) in used.iter().filter(|(_, s)| *s == side) {
+                    sum += item.added.relevance;
+                }
+                sum
+            };
+            let sided = rules::v2::SidedEvidence {
+                supports,
+                opposes,
+                supports_relevance: side_relevance(Stance::Supports),
+                opposes_relevance: side_relevance(Stance::Opposes),
+            };
+            let rule = rules::v2::verdict_rule(
+                &rules.thresholds,
+                params,
+                &sided,
+                components.consistency,
+                confidence,
+                pending,
+            );
+            let v2 = ConclusionV2 {
+                dated_items: dated.len() as u64,
+                undated_items: (used.len() - dated.len()) as u64,
+                recency_measured,
+                weights_applied,
+                supports_relevance: sided.supports_relevance,
+                opposes_relevance: sided.opposes_relevance,
+            };
+            (components, confidence, rule, Some(v2))
+        }
+    };
     let from_clients = used
         .iter()
         .filter(|(item, _)| item.added.origin == ORIGIN_CLIENT)
@@ -107,5 +169,6 @@ pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
         supersedes: state
             .current_conclusion()
             .map(|c| c.issued.conclusion_id.clone()),
+        v2,
     }
 }

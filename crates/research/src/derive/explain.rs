@@ -120,26 +120,45 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
     let rules = &issued.rules;
     let w = &rules.weights;
     let th = &rules.thresholds;
-    tree.add(
-        Some(root),
-        format!(
-            "Rule set {}: weights relevance {}, consistency {}, recency {}, diversity {}; \
-             half-life {} days; authority gap {}, recency gap {} days, consistency {}, \
-             confidence floor {}, full diversity at {} sources",
-            rules.id,
-            w.relevance,
-            w.consistency,
-            w.recency,
-            w.diversity,
-            rules.half_life_days,
-            th.authority_gap,
-            th.recency_gap_days,
-            th.consistency,
-            th.confidence_floor,
-            th.diversity_sources
-        ),
-        vec![opened, at],
+    let mut rules_line = format!(
+        "Rule set {}: weights relevance {}, consistency {}, recency {}, diversity {}; \
+         half-life {} days; authority gap {}, recency gap {} days, consistency {}, \
+         confidence floor {}, full diversity at {} sources",
+        rules.id,
+        w.relevance,
+        w.consistency,
+        w.recency,
+        w.diversity,
+        rules.half_life_days,
+        th.authority_gap,
+        th.recency_gap_days,
+        th.consistency,
+        th.confidence_floor,
+        th.diversity_sources
     );
+    if let Some(p) = &rules.v2 {
+        rules_line.push_str(&format!(
+            "; relevance min(1, ((1 − {q})·coverage of the question's content terms + {q}·coverage \
+             of the query's) / {full}); a directional verdict needs {items} on the winning side \
+             with relevance summing to {rel}; undated evidence takes no part in recency ({undated}); \
+             side weighing {weighing}",
+            q = p.query_weight,
+            full = p.coverage_full,
+            items = count(p.sided_items_min, "item"),
+            rel = p.sided_relevance_min,
+            undated = match p.undated_recency {
+                Some(value) => format!("recency {value} when no item used is dated"),
+                None => "the component is dropped when no item used is dated".to_string(),
+            },
+            weighing = match p.side_weight_ratio {
+                Some(ratio) => format!("at {ratio} times the other side"),
+                None => "off".to_string(),
+            },
+        ));
+    }
+    tree.add(Some(root), rules_line, vec![opened, at]);
+    // Under `v2` without recency the weights applied are not the task's.
+    let w = &issued.v2.as_ref().map_or(*w, |v| v.weights_applied);
 
     let c = &issued.components;
     let used = issued.evidence.len();
@@ -175,16 +194,31 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
         ),
         vec![at],
     );
-    tree.add(
-        Some(confidence),
-        format!(
+    let recency_line = match &issued.v2 {
+        None => format!(
             "Recency {}: mean of 0.5^(age_days / {}) over {} used",
             c.recency,
             rules.half_life_days,
             count(used as u64, "item")
         ),
-        vec![at],
-    );
+        Some(v) if v.dated_items > 0 => format!(
+            "Recency {}: mean of 0.5^(age_days / {}) over {} with a given date; {} with a default date take no part",
+            c.recency,
+            rules.half_life_days,
+            count(v.dated_items, "item"),
+            count(v.undated_items, "item")
+        ),
+        Some(v) if v.recency_measured => format!(
+            "Recency {}: the neutral value, since none of the {} used has a given date",
+            c.recency,
+            count(v.undated_items, "item")
+        ),
+        Some(v) => format!(
+            "Recency not measured: none of the {} used has a given date, so its weight is dropped and the others renormalised",
+            count(v.undated_items, "item")
+        ),
+    };
+    tree.add(Some(confidence), recency_line, vec![at]);
     tree.add(
         Some(confidence),
         format!(
@@ -330,6 +364,28 @@ fn rule_text(rule: VerdictRule, issued: &crate::event::ConclusionIssued) -> Stri
             issued.components.consistency,
             th.consistency
         ),
+        VerdictRule::TooLittleSidedEvidence => {
+            let (items, relevance) = if issued.counts.supports > issued.counts.opposes {
+                (
+                    issued.counts.supports,
+                    issued.v2.as_ref().map_or(0.0, |v| v.supports_relevance),
+                )
+            } else {
+                (
+                    issued.counts.opposes,
+                    issued.v2.as_ref().map_or(0.0, |v| v.opposes_relevance),
+                )
+            };
+            let (items_min, relevance_min) = issued
+                .rules
+                .v2
+                .as_ref()
+                .map_or((0, 0.0), |p| (p.sided_items_min, p.sided_relevance_min));
+            format!(
+                "the larger side has {} with relevance summing to {relevance}; a directional verdict needs {items_min} and {relevance_min}, so the evidence is insufficient",
+                count(items, "item")
+            )
+        }
         VerdictRule::Divided => format!(
             "neither side prevails clearly ({} support, {} oppose, consistency {} against {})",
             issued.counts.supports,
@@ -385,6 +441,21 @@ fn adjudication_lines(
         ),
         vec![record.provenance.cite],
     );
+    if let Some(v2) = &a.v2 {
+        let date = |d: Option<chrono::NaiveDate>| d.map_or("none".to_string(), |d| d.to_string());
+        tree.add(
+            Some(line),
+            format!(
+                "Rule set v2: latest given dates {} against {} ({} with a default date left out); side weights {} against {}",
+                date(v2.supports_latest_dated),
+                date(v2.opposes_latest_dated),
+                count(v2.undated.len() as u64, "item"),
+                v2.supports_weight,
+                v2.opposes_weight
+            ),
+            vec![record.provenance.cite],
+        );
+    }
     if let Some(h) = human {
         let automatic = match a.winner {
             Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),

@@ -8,6 +8,7 @@ mod codec;
 mod commands;
 mod fuzz_regressions;
 mod golden;
+mod golden_v2;
 mod properties;
 mod refusals;
 mod support;

@@ -96,6 +96,7 @@ fn evidence(
         )),
         relevance,
         relevance_basis: research::event::RelevanceBasis::ScoredBySource,
+        relevance_inputs: None,
         stance,
         sub_question: scope,
     }

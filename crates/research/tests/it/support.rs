@@ -87,6 +87,7 @@ pub(crate) fn item(
         content_hash: hash_of(&format!("{publisher}|{source_type}|{published}|{stance:?}")),
         relevance: 0.8,
         relevance_basis: RelevanceBasis::GivenByClient,
+        relevance_inputs: None,
         stance,
         sub_question: None,
     }

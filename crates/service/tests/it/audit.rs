@@ -116,3 +116,32 @@ fn sample_document() -> sources::Document {
     }))
     .unwrap()
 }
+
+#[test]
+fn replay_checks_the_terms_a_v2_relevance_found_against_the_content() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    let item = add(&service, &task, "gov.example.org", "supports");
+    assert_eq!(item["evidence"]["relevance_basis"], "topicality");
+    let check = service.replay_check(&task).unwrap();
+    assert!(check.disagreement.is_none(), "{check:?}");
+
+    let bundle = service
+        .export(Scope::Tasks(vec![task.clone()]), true)
+        .unwrap();
+    let text = serde_json::to_string(&bundle).unwrap();
+    let (bundle, _) = service::audit::verify_bundle_text(&text, 1 << 30, None).unwrap();
+    let events = bundle_task_events(&bundle, &task).unwrap();
+    // A text that does not hold the question's terms the event says it holds.
+    let mut replay = Replay::new();
+    for event in &events {
+        replay.feed_with_content(event, &|_| Some(b"Nothing on topic here.".to_vec()));
+    }
+    let check = replay.finish(&task, true).unwrap();
+    let disagreement = check.disagreement.expect("the found flags disagree");
+    assert_eq!(disagreement.kind, "evidence_added");
+    assert!(
+        disagreement.detail.contains("relevance_inputs.terms["),
+        "{disagreement:?}"
+    );
+}

@@ -103,9 +103,21 @@ fn client_evidence_is_scored_stored_and_readable_in_full() {
     let out = add(&service, &task, "stats.example.org", "supports");
     let evidence = &out["evidence"];
     assert_eq!(evidence["origin"], "client");
-    assert_eq!(evidence["relevance_basis"], "idf_coverage");
+    // New tasks follow rule set v2: topicality over the question's content terms.
+    assert_eq!(evidence["relevance_basis"], "topicality");
     let relevance = evidence["relevance"].as_f64().unwrap();
     assert!(relevance > 0.5 && relevance <= 1.0, "{relevance}");
+    // A task that asks for v1 keeps v1's IDF coverage.
+    let v1 = call(
+        &service,
+        "research_open_task",
+        json!({"question": "Does the lithium supply grow faster than demand?", "rules": {"rule_set": "v1"}}),
+    )
+    .unwrap();
+    assert_eq!(v1["rules"]["id"], "v1");
+    let v1_task = v1["task_id"].as_str().unwrap();
+    let v1_item = add(&service, v1_task, "stats.example.org", "supports");
+    assert_eq!(v1_item["evidence"]["relevance_basis"], "idf_coverage");
     let id = out["evidence_id"].as_str().unwrap();
     let detail = call(
         &service,

@@ -126,6 +126,8 @@ fn replay_checks_the_terms_a_v2_relevance_found_against_the_content() {
     let check = service.replay_check(&task).unwrap();
     assert!(check.disagreement.is_none(), "{check:?}");
 
+    // The checkpoint the bundle stands on: an export never signs one itself.
+    service.ledger().checkpoint().unwrap();
     let bundle = service
         .export(Scope::Tasks(vec![task.clone()]), true)
         .unwrap();

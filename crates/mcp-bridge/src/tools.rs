@@ -131,9 +131,8 @@ pub(crate) async fn call(
     if let Some(notifier) = notifier {
         let _ = notifier.await;
     }
-    let read_only = bridge
-        .service()
-        .tools()
+    // Registered tools are recorded in the ledger, so only built-in ones are read-only.
+    let read_only = service::built_in_tools()
         .iter()
         .any(|t| t.name == name && t.read_only);
     crate::logging::tool_called(

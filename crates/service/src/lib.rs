@@ -30,5 +30,5 @@ pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
 pub use tokens::Role;
-pub use tools::{ToolOutput, ToolProgress, ToolSpec, role_for_tool, tool_specs};
+pub use tools::{ToolOutput, ToolProgress, ToolSpec, built_in_tools, role_for_tool, tool_specs};
 pub use updates::{Update, Updates};

@@ -130,6 +130,17 @@ fn job_output() -> Value {
 
 /// Every built-in tool, in a stable order.
 pub fn tool_specs() -> Vec<ToolSpec> {
+    built_in_tools().to_vec()
+}
+
+/// The built-in tools, made once: their schemas are generated from types and never change,
+/// and every call's role check and dispatch reads them.
+pub fn built_in_tools() -> &'static [ToolSpec] {
+    static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
+    SPECS.get_or_init(make_tool_specs)
+}
+
+fn make_tool_specs() -> Vec<ToolSpec> {
     let write =
         |name: &str, title: &str, description: &str, input_schema, output_schema| ToolSpec {
             name: name.to_owned(),
@@ -399,7 +410,7 @@ pub fn role_for_tool(name: &str) -> Role {
     if name == "evaluation_resolve_conflict" {
         return Role::Reviewer;
     }
-    match tool_specs().iter().find(|t| t.name == name) {
+    match built_in_tools().iter().find(|t| t.name == name) {
         Some(spec) if spec.read_only => Role::Auditor,
         _ => Role::Writer,
     }
@@ -816,7 +827,7 @@ impl Service {
     /// Whether `name` is a tool this service can call: built in, registered, or sent to a
     /// fallback.
     pub fn has_tool(&self, name: &str) -> bool {
-        tool_specs().iter().any(|t| t.name == name)
+        built_in_tools().iter().any(|t| t.name == name)
             || self.registry().get(name).is_some()
             || self.registry().fallback(name).is_some()
     }

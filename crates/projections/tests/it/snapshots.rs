@@ -41,8 +41,22 @@ fn three_tasks(world: &mut World) {
 }
 
 /// Opens the projector's sled database directly, as damage or an older build would leave it.
+/// sled lets go of its file lock from a background thread after the projector that held it is
+/// dropped, so the lock is waited for, briefly, as the projector itself does.
 fn with_db(dir: &Path, change: impl FnOnce(&sled::Db)) {
-    let db = sled::open(dir).unwrap();
+    let mut attempts = 0;
+    let db = loop {
+        match sled::open(dir) {
+            Ok(db) => break db,
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock") && attempts < 250 =>
+            {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("cannot open the snapshot database: {e}"),
+        }
+    };
     change(&db);
     db.flush().unwrap();
 }

@@ -893,7 +893,18 @@ impl EmbeddedStorage {
     }
 
     fn write_frame(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
-        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        // A panic while the writer was held left the log's end in an unknown state, as a
+        // failed write does: nothing more is written (fail closed, not on).
+        let mut writer = match self.writer.lock() {
+            Ok(writer) => writer,
+            Err(poisoned) => {
+                let mut writer = poisoned.into_inner();
+                let reason = writer.failed.get_or_insert_with(|| {
+                    "a write panicked while it held the log's writer; what it left is unknown, so nothing more is written".into()
+                });
+                return Err(StorageError::Failed(reason.clone()));
+            }
+        };
         if let Some(reason) = &writer.failed {
             return Err(StorageError::Failed(reason.clone()));
         }
@@ -1559,12 +1570,11 @@ impl Storage for EmbeddedStorage {
         if self.read_only {
             return None;
         }
-        self.index_failure().or_else(|| {
-            self.writer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .failed
-                .clone()
+        self.index_failure().or_else(|| match self.writer.lock() {
+            Ok(writer) => writer.failed.clone(),
+            Err(poisoned) => Some(poisoned.into_inner().failed.clone().unwrap_or_else(|| {
+                "a write panicked while it held the log's writer; nothing more is written".into()
+            })),
         })
     }
 
@@ -1750,6 +1760,23 @@ mod tests {
 
     use super::*;
     use crate::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, NewEvent};
+
+    #[test]
+    fn a_panic_while_the_writer_is_held_stops_every_later_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = EmbeddedStorage::open(dir.path(), EmbeddedOptions::default()).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = storage.writer.lock().unwrap();
+            panic!("a bug while writing");
+        }));
+        assert!(panicked.is_err());
+        let refused = storage.append(&[], &TreeGrowth::default());
+        assert!(
+            matches!(&refused, Err(StorageError::Failed(reason)) if reason.contains("panicked")),
+            "{refused:?}"
+        );
+        assert!(storage.failure().is_some_and(|r| r.contains("panicked")));
+    }
 
     /// sled lets go of its file lock from a thread of its own after the last handle drops.
     fn open_sled(path: &Path) -> sled::Db {

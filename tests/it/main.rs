@@ -18,6 +18,7 @@ mod operations;
 mod proofs;
 mod remote;
 mod server;
+mod tidy;
 mod verify;
 
 use std::path::Path;

@@ -523,10 +523,9 @@ pub(crate) fn check_signatures(
                         "entry {number}: a recovery statement before any key was introduced"
                     ));
                 };
-                if i >= from {
-                    r.verify(chain.current().key())
-                        .map_err(|e| format!("entry {number}: {e}"))?;
-                }
+                // Rare and decisive: always checked, whatever `from` skips.
+                r.verify(chain.current().key())
+                    .map_err(|e| format!("entry {number}: {e}"))?;
                 previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
                     None
                 } else {

@@ -418,3 +418,47 @@ fn a_torn_checkpoint_entry_is_cut_on_open() {
     ledger.checkpoint().unwrap();
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
 }
+
+#[test]
+fn an_open_checks_the_newest_checkpoints_in_full_and_verify_checks_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(dir.path());
+        ledger
+            .append(request("t", ExpectedVersion::Any, &[b"one"]))
+            .unwrap();
+        for _ in 0..1030 {
+            ledger.checkpoint().unwrap();
+        }
+    }
+    let log = dir.path().join("checkpoints.jsonl");
+    let original = std::fs::read_to_string(&log).unwrap();
+    let flip = |line: usize| {
+        let mut lines: Vec<serde_json::Value> = original
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let signature = lines[line]["signature"].as_str().unwrap().to_owned();
+        let first = if signature.starts_with('0') { "1" } else { "0" };
+        lines[line]["signature"] = format!("{first}{}", &signature[1..]).into();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&log, text).unwrap();
+    };
+
+    // The newest checkpoint doctored: the open refuses writes.
+    flip(original.lines().count() - 1);
+    let ledger = open(dir.path());
+    assert!(
+        ledger.poisoned().is_some(),
+        "the newest checkpoint is checked at open"
+    );
+    drop(ledger);
+
+    // One of the oldest doctored: the open checks its tree size only, and verify finds it.
+    flip(2);
+    let ledger = open(dir.path());
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    let failure = report.failure.expect("verify checks every checkpoint");
+    assert!(failure.problem.contains("entry 3"), "{failure:?}");
+}

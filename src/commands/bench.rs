@@ -105,3 +105,18 @@ impl Scratch {
         matches!(self, Scratch::Kept(_))
     }
 }
+
+/// The records of a JSON Lines file (blank lines skipped), each read as `T`; a line that is not
+/// one is named by its number.
+pub(crate) fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(at, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not what was expected", path.display(), at + 1))
+        })
+        .collect()
+}

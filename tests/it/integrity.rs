@@ -208,6 +208,15 @@ fn accept_and_go_on(data: &Path, kept: u64) {
     }
 }
 
+/// `repair --accept-loss` for `reason`, then `verify`, which must pass; returns its output.
+fn accept_then_verify(data: &Path, reason: &str) -> std::process::Output {
+    let out = run(data, &["repair", "--accept-loss", "--reason", reason]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = run(data, &["verify"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    out
+}
+
 #[test]
 fn a_tail_cut_by_a_few_bytes_is_a_reported_loss_until_the_operator_accepts_it() {
     for cut in [1u64, 5, 37] {
@@ -277,18 +286,7 @@ fn a_flipped_checkpoint_signature_stops_writes_until_the_entry_is_declared_void(
 
     verify_fails_without_writing(data.path(), &format!("entry {last}"));
     serve_refuses_writes(data.path(), &task, &format!("entry {last}"));
-    let out = run(
-        data.path(),
-        &[
-            "repair",
-            "--accept-loss",
-            "--reason",
-            "the entry was damaged on disk",
-        ],
-    );
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    let out = run(data.path(), &["verify"]);
-    assert!(out.status.success(), "{}", stdout(&out));
+    let out = accept_then_verify(data.path(), "the entry was damaged on disk");
     assert!(
         stdout(&out).contains(&format!("entry {last} was declared void")),
         "{}",
@@ -310,18 +308,7 @@ fn a_deleted_checkpoint_log_is_noticed_and_never_replaced_by_a_read() {
     verify_fails_without_writing(data.path(), "checkpoint log");
     assert!(!log.exists(), "a read wrote a fresh checkpoint log");
     serve_refuses_writes(data.path(), &task, "checkpoint log");
-    let out = run(
-        data.path(),
-        &[
-            "repair",
-            "--accept-loss",
-            "--reason",
-            "the checkpoint log was deleted by mistake",
-        ],
-    );
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    let out = run(data.path(), &["verify"]);
-    assert!(out.status.success(), "{}", stdout(&out));
+    let out = accept_then_verify(data.path(), "the checkpoint log was deleted by mistake");
     assert!(
         stdout(&out).contains(&format!("intact: {acked} events")),
         "{}",

@@ -232,7 +232,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     if args.claims == 0 {
         bail!("--claims must be at least 1");
     }
-    let all: Vec<Claim> = read_lines(&claims_path)?;
+    let all: Vec<Claim> = super::read_lines(&claims_path)?;
     let first = args.sample.saturating_mul(args.claims);
     let claims: Vec<&Claim> = all.iter().skip(first).take(args.claims).collect();
     if claims.is_empty() {
@@ -249,7 +249,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&sentences_dir)
         .with_context(|| format!("cannot create {}", sentences_dir.display()))?;
     let evidence_path = evidence_file(&args.data, &all, &sentences_dir)?;
-    let sentences: Vec<Sentence> = read_lines(&evidence_path)?;
+    let sentences: Vec<Sentence> = super::read_lines(&evidence_path)?;
     let text_of: HashMap<&str, &str> = sentences
         .iter()
         .map(|s| (s.id.as_str(), s.content.as_str()))
@@ -594,17 +594,4 @@ fn print_report(r: &Report) {
             );
         }
     }
-}
-
-fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(at, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("{}:{}: not what was expected", path.display(), at + 1))
-        })
-        .collect()
 }

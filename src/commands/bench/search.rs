@@ -7,7 +7,7 @@
 //! quality figure the share of claims with one of their annotated evidence sentences among the
 //! top hits. It prints figures and asserts nothing: timings depend on the machine.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -78,7 +78,7 @@ struct Figures {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let claims = read_claims(&args.claims)?;
+    let claims: Vec<Claim> = super::read_lines(&args.claims)?;
     if claims.is_empty() {
         bail!("{} holds no claims", args.claims.display());
     }
@@ -217,17 +217,4 @@ fn percentile(sorted: &[Duration], pct: usize) -> Duration {
     }
     let rank = (pct * sorted.len()).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]
-}
-
-fn read_claims(path: &Path) -> anyhow::Result<Vec<Claim>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(at, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("{}:{}: not a claim", path.display(), at + 1))
-        })
-        .collect()
 }

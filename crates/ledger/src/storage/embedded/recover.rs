@@ -895,20 +895,24 @@ fn take_shared_lock(dir: &Path) -> Result<Option<File>, StorageError> {
     };
     match file.try_lock_shared() {
         Ok(()) => Ok(Some(file)),
-        Err(fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            Err(StorageError::Locked {
-                path,
-                holder: if holder.is_empty() {
-                    "it did not say who it is".into()
-                } else {
-                    holder.to_owned()
-                },
-            })
-        }
+        Err(fs::TryLockError::WouldBlock) => Err(held_by(&mut file, path)),
         Err(fs::TryLockError::Error(e)) => Err(StorageError::io("lock", &path, e)),
+    }
+}
+
+/// The refusal for a lock file another process holds, naming the holder as its note says.
+fn held_by(file: &mut File, path: std::path::PathBuf) -> StorageError {
+    let mut holder = String::new();
+    // The holder's note is advisory; an unreadable one still leaves a clear refusal.
+    let _ = file.read_to_string(&mut holder);
+    let holder = holder.trim();
+    StorageError::Locked {
+        path,
+        holder: if holder.is_empty() {
+            "it did not say who it is".into()
+        } else {
+            holder.to_owned()
+        },
     }
 }
 
@@ -924,20 +928,7 @@ fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
         .map_err(|e| StorageError::io("open lock file", &path, e))?;
     match file.try_lock() {
         Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            // The holder's note is advisory; an unreadable one still leaves a clear refusal.
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            return Err(StorageError::Locked {
-                path,
-                holder: if holder.is_empty() {
-                    "it did not say who it is".into()
-                } else {
-                    holder.to_owned()
-                },
-            });
-        }
+        Err(fs::TryLockError::WouldBlock) => return Err(held_by(&mut file, path)),
         Err(fs::TryLockError::Error(e)) => {
             return Err(StorageError::io("lock", &path, e));
         }

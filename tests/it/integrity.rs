@@ -673,3 +673,34 @@ fn a_checkpoint_an_auditor_kept_is_evidence_of_a_loss() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_deleted_corpus_under_recorded_searches_is_reported_not_searched() {
+    let data = tempfile::tempdir().unwrap();
+    let out = run(data.path(), &["demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::remove_dir_all(data.path().join("corpus")).unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (_, health) = get_json(server.addr, "/health");
+    let missing = health["corpus"]["missing"].as_str().unwrap_or_default();
+    assert!(
+        missing.contains("searches recorded in the ledger"),
+        "{health}"
+    );
+    let (status, opened) = call_tool(
+        server.addr,
+        "research_open_task",
+        json!({"question": "Is the river rising?", "research_date": "2026-01-15"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let (status, refused) = call_tool(
+        server.addr,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "query": "river level"}),
+    );
+    assert_eq!(status, 502, "{refused}");
+    assert_eq!(refused["error"], "source_failed", "{refused}");
+    assert_eq!(refused["source"], "corpus", "{refused}");
+    server.stop();
+}

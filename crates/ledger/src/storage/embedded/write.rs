@@ -125,7 +125,72 @@ impl EmbeddedStorage {
         else {
             return Ok(());
         };
-        // Check the links once more before they become permanent: seqs, chain and versions.
+        let (expected, versions) = self.check_links(writer, commits, &head)?;
+        let (bytes, offsets) = encode_frame(first_seq, commits)?;
+        let frame_len = bytes.len() as u64;
+        if self.segments_snapshot().is_empty() {
+            self.roll_segment(writer, 0)?;
+        } else if writer.frames_in_segment > 0 && writer.end + frame_len > self.segment_bytes_max {
+            self.roll_segment(writer, first_seq)?;
+        }
+        let segments = self.segments_snapshot();
+        let seg = segments
+            .get(&writer.segment)
+            .ok_or_else(|| StorageError::Failed("the active segment is not open".into()))?;
+        seg.file
+            .write_all_at(&bytes, writer.end)
+            .map_err(|e| StorageError::io("write frame", &seg.path, e))?;
+        seg.file
+            .sync_data()
+            .map_err(|e| StorageError::io("sync segment", &seg.path, e))?;
+        let frame_offset = writer.end;
+        writer.end += frame_len;
+        writer.frames_in_segment += 1;
+        let last_hash = commits
+            .iter()
+            .flat_map(|c| c.events.last())
+            .last()
+            .map(|e| e.hash)
+            .unwrap_or(head.last_hash);
+        // Before anyone is told the append succeeded: the head record covers it, so a log found
+        // shorter at the next open is known to have lost it.
+        if let Some(head_file) = &mut *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
+            let record = HeadRecord {
+                next_seq: expected,
+                last_hash,
+                ..head_file.record()
+            };
+            head_file.write(record)?;
+        }
+        for (stream, version) in versions {
+            match writer.versions.get_mut(stream) {
+                Some(v) => *v = version,
+                None => {
+                    writer.versions.insert(stream.to_owned(), version);
+                }
+            }
+        }
+
+        // Durable. Now index it; a crash from here on is repaired by the next open's catch-up.
+        let mut batch = index_batch(commits, seg.first_seq, frame_offset, &offsets);
+        let tail = Tail {
+            next_seq: expected,
+            last_hash,
+            segment: seg.first_seq,
+            offset: writer.end,
+        };
+        batch.merkle(&tree.nodes, tree.size);
+        self.hand_to_indexer(writer, batch, tail)
+    }
+
+    /// Checks the links of `commits` once more before they become permanent: seqs, chain and
+    /// versions. Returns the seq after them and each stream's version after them.
+    fn check_links<'c>(
+        &self,
+        writer: &Writer,
+        commits: &'c [Commit],
+        head: &ChainHead,
+    ) -> Result<(u64, BTreeMap<&'c str, u64>), StorageError> {
         let mut expected = head.size;
         let mut prev = head.last_hash;
         let mut versions: BTreeMap<&str, u64> = BTreeMap::new();
@@ -175,112 +240,20 @@ impl EmbeddedStorage {
             }
             versions.insert(&commit.stream, version);
         }
-        let frame_commits: Vec<FrameCommit> = commits
-            .iter()
-            .map(|c| FrameCommit {
-                event_count: c.events.len() as u32,
-                idempotency: c
-                    .idempotency
-                    .as_ref()
-                    .map(|r| (r.key.clone(), r.fingerprint)),
-            })
-            .collect();
-        let events: Vec<&[u8]> = commits
-            .iter()
-            .flat_map(|c| c.events.iter().map(|e| &*e.bytes))
-            .collect();
-        let (body, offsets) = frame::encode_frame_body(first_seq, &frame_commits, &events)
-            .map_err(|detail| StorageError::Corrupt {
-                seq: Some(first_seq),
-                detail,
-            })?;
-        let header = frame::encode_frame_header(&body).map_err(|detail| StorageError::Corrupt {
-            seq: Some(first_seq),
-            detail,
-        })?;
-        let frame_len = FRAME_HEADER_LEN + body.len() as u64;
-        if self.segments_snapshot().is_empty() {
-            self.roll_segment(writer, 0)?;
-        } else if writer.frames_in_segment > 0 && writer.end + frame_len > self.segment_bytes_max {
-            self.roll_segment(writer, first_seq)?;
-        }
-        let segments = self.segments_snapshot();
-        let seg = segments
-            .get(&writer.segment)
-            .ok_or_else(|| StorageError::Failed("the active segment is not open".into()))?;
-        let mut bytes = Vec::with_capacity(frame_len as usize);
-        bytes.extend_from_slice(&header);
-        bytes.extend_from_slice(&body);
-        seg.file
-            .write_all_at(&bytes, writer.end)
-            .map_err(|e| StorageError::io("write frame", &seg.path, e))?;
-        seg.file
-            .sync_data()
-            .map_err(|e| StorageError::io("sync segment", &seg.path, e))?;
-        let frame_offset = writer.end;
-        writer.end += frame_len;
-        writer.frames_in_segment += 1;
-        let last_hash = commits
-            .iter()
-            .flat_map(|c| c.events.last())
-            .last()
-            .map(|e| e.hash)
-            .unwrap_or(head.last_hash);
-        // Before anyone is told the append succeeded: the head record covers it, so a log found
-        // shorter at the next open is known to have lost it.
-        if let Some(head_file) = &mut *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
-            let record = HeadRecord {
-                next_seq: expected,
-                last_hash,
-                ..head_file.record()
-            };
-            head_file.write(record)?;
-        }
-        for (stream, version) in versions {
-            match writer.versions.get_mut(stream) {
-                Some(v) => *v = version,
-                None => {
-                    writer.versions.insert(stream.to_owned(), version);
-                }
-            }
-        }
+        Ok((expected, versions))
+    }
 
-        // Durable. Now index it; a crash from here on is repaired by the next open's catch-up.
-        let mut batch = IndexBatch::default();
-        batch.frame(first_seq, seg.first_seq, frame_offset);
-        let mut i = 0usize;
-        for commit in commits {
-            for event in &commit.events {
-                batch.event(&IndexedEvent {
-                    loc: Location {
-                        seq: event.seq,
-                        segment: seg.first_seq,
-                        offset: frame_offset + FRAME_HEADER_LEN + offsets[i] as u64,
-                        len: event.bytes.len() as u32,
-                    },
-                    stream: &commit.stream,
-                    stream_version: event.stream_version,
-                    event_id: event.event_id,
-                    hash: event.hash,
-                });
-                i += 1;
-            }
-            if let Some(record) = &commit.idempotency {
-                batch.key(record);
-            }
-        }
-        let tail = Tail {
-            next_seq: expected,
-            last_hash,
-            segment: seg.first_seq,
-            offset: writer.end,
-        };
-        batch.merkle(&tree.nodes, tree.size);
-        // The frame is durable: the append is, and can be acknowledged. The index follows on
-        // the indexer thread; a read that needs it waits until it covers this head.
+    /// The frame is durable: the append is, and can be acknowledged. The index follows on the
+    /// indexer thread; a read that needs it waits until it covers this head.
+    fn hand_to_indexer(
+        &self,
+        writer: &Writer,
+        batch: IndexBatch,
+        tail: Tail,
+    ) -> Result<(), StorageError> {
         *self.head.write().unwrap_or_else(|p| p.into_inner()) = ChainHead {
-            size: expected,
-            last_hash,
+            size: tail.next_seq,
+            last_hash: tail.last_hash,
         };
         let queue = writer
             .queue
@@ -328,6 +301,75 @@ impl EmbeddedStorage {
         }
         Ok(())
     }
+}
+
+/// The frame of `commits`, header and body, and where each event starts in the body.
+fn encode_frame(first_seq: u64, commits: &[Commit]) -> Result<(Vec<u8>, Vec<usize>), StorageError> {
+    let frame_commits: Vec<FrameCommit> = commits
+        .iter()
+        .map(|c| FrameCommit {
+            event_count: c.events.len() as u32,
+            idempotency: c
+                .idempotency
+                .as_ref()
+                .map(|r| (r.key.clone(), r.fingerprint)),
+        })
+        .collect();
+    let events: Vec<&[u8]> = commits
+        .iter()
+        .flat_map(|c| c.events.iter().map(|e| &*e.bytes))
+        .collect();
+    let corrupt = |detail| StorageError::Corrupt {
+        seq: Some(first_seq),
+        detail,
+    };
+    let (body, offsets) =
+        frame::encode_frame_body(first_seq, &frame_commits, &events).map_err(corrupt)?;
+    let header = frame::encode_frame_header(&body).map_err(corrupt)?;
+    let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN as usize + body.len());
+    bytes.extend_from_slice(&header);
+    bytes.extend_from_slice(&body);
+    Ok((bytes, offsets))
+}
+
+/// The index writes of a durable frame at `frame_offset` of segment `segment`.
+fn index_batch(
+    commits: &[Commit],
+    segment: u64,
+    frame_offset: u64,
+    offsets: &[usize],
+) -> IndexBatch {
+    let mut batch = IndexBatch::default();
+    batch.frame(
+        commits
+            .first()
+            .and_then(|c| c.events.first())
+            .map_or(0, |e| e.seq),
+        segment,
+        frame_offset,
+    );
+    let mut i = 0usize;
+    for commit in commits {
+        for event in &commit.events {
+            batch.event(&IndexedEvent {
+                loc: Location {
+                    seq: event.seq,
+                    segment,
+                    offset: frame_offset + FRAME_HEADER_LEN + offsets[i] as u64,
+                    len: event.bytes.len() as u32,
+                },
+                stream: &commit.stream,
+                stream_version: event.stream_version,
+                event_id: event.event_id,
+                hash: event.hash,
+            });
+            i += 1;
+        }
+        if let Some(record) = &commit.idempotency {
+            batch.key(record);
+        }
+    }
+    batch
 }
 
 #[cfg(test)]

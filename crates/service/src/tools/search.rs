@@ -17,119 +17,14 @@ pub(super) fn search_evidence(
     a: SearchEvidenceArgs,
 ) -> Result<ToolOutput, ServiceError> {
     let service = call.service;
-    let sources_asked = a
-        .sources
-        .clone()
-        .unwrap_or_else(|| vec!["corpus".to_owned()]);
-    if sources_asked.is_empty() {
-        return Err(ServiceError::invalid("sources", "ask at least one source"));
-    }
-    let mut seen_sources = std::collections::BTreeSet::new();
-    if let Some(repeated) = sources_asked
-        .iter()
-        .find(|s| !seen_sources.insert(s.as_str()))
-    {
-        return Err(ServiceError::invalid(
-            "sources",
-            format!("{repeated} is asked twice"),
-        ));
-    }
-    let mut external = Vec::new();
-    for source in &sources_asked {
-        if source == "corpus" {
-            if let Some(why) = service.corpus_missing() {
-                return Err(ServiceError::SourceFailed {
-                    source_name: "corpus".into(),
-                    message: why.to_owned(),
-                });
-            }
-            continue;
-        }
-        let contract = service.registry().get(source).cloned();
-        match contract {
-            Some(c) if sources::contracts::call::is_evidence_source(&c) => external.push(c),
-            _ => {
-                let known: Vec<String> = std::iter::once("corpus".to_owned())
-                    .chain(
-                        service
-                            .registry()
-                            .tools()
-                            .values()
-                            .filter(|c| sources::contracts::call::is_evidence_source(c))
-                            .map(|c| c.name.clone()),
-                    )
-                    .collect();
-                return Err(ServiceError::invalid(
-                    "sources",
-                    format!(
-                        "unknown source {source:?}; the sources are: {}",
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    let ask_corpus = sources_asked.iter().any(|s| s == "corpus");
-    let limit_max = service.options().corpus.search_results_max as u32;
-    let limit = a.limit.unwrap_or(service.options().search_results_default);
-    if limit == 0 || limit > limit_max {
-        return Err(ServiceError::LimitExceeded {
-            limit: "search_results_max".into(),
-            max: u64::from(limit_max),
-            actual: u64::from(limit),
-        });
-    }
-    let total = sources_asked.len() as u64;
-
+    let asked = Asked::check(service, &a)?;
+    let total = asked.sources.len() as u64;
     // External sources are asked first, each on its own: one that fails is reported and the
     // others still count. Their calls are recorded in the task as they happen.
-    let mut external_candidates: Vec<SearchCandidate> = Vec::new();
-    let mut failed_sources = Vec::new();
-    let mut dropped_items = Vec::new();
-    if !external.is_empty() {
-        let state = service.state(&a.task_id)?;
-        let query = search_query(&state, &a)?;
-        for (i, contract) in external.iter().enumerate() {
-            (call.progress)(ToolProgress {
-                progress: i as u64,
-                total: Some(total),
-                message: format!("asking {} ({}/{total})", contract.name, i + 1),
-            });
-            match service.search_external(
-                call.caller,
-                contract,
-                &state,
-                &query,
-                limit,
-                a.sub_question.as_ref(),
-            ) {
-                Ok((candidates, dropped)) => {
-                    external_candidates.extend(candidates);
-                    dropped_items.extend(
-                        dropped
-                            .into_iter()
-                            .map(|d| json!({"source": contract.name, "item": d})),
-                    );
-                }
-                Err(e) => {
-                    failed_sources.push(json!({"source": contract.name, "error": e.to_json()}))
-                }
-            }
-        }
-        if !ask_corpus && external_candidates.is_empty() && !failed_sources.is_empty() {
-            let first = &failed_sources[0];
-            return Err(ServiceError::SourceFailed {
-                source_name: first["source"].as_str().unwrap_or_default().to_owned(),
-                message: first["error"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            });
-        }
-    }
-    if ask_corpus {
+    let external = ask_external(call, &a, &asked)?;
+    if asked.corpus {
         (call.progress)(ToolProgress {
-            progress: external.len() as u64,
+            progress: asked.external.len() as u64,
             total: Some(total),
             message: format!("searching the corpus ({total}/{total})"),
         });
@@ -137,71 +32,7 @@ pub(super) fn search_evidence(
     let written = call.write(
         Target::Existing(&a.task_id),
         &guard(a.expected_version, &a.idempotency_key),
-        &mut |state| {
-            let task = state.task().ok_or_else(|| ServiceError::NotFound {
-                resource: "task",
-                id: a.task_id.clone(),
-            })?;
-            let query = search_query(state, &a)?;
-            let mut results = external_candidates.clone();
-            let mut index_state = String::new();
-            if ask_corpus {
-                // `v1` weighs every term of the question; `v2` the content terms of the
-                // question and of the query.
-                let (terms, from_question) = if task.rules.is_v2() {
-                    v2_terms(&task.question, Some(&query))
-                } else {
-                    let terms = question_terms_v1(&task.question);
-                    let from_question = vec![true; terms.len()];
-                    (terms, from_question)
-                };
-                let result = service
-                    .corpus()
-                    .search_with_rules(&query, limit as usize, &terms, &task.rules)
-                    .map_err(|e| match e {
-                        sources::SearchError::Corpus(inner) => ServiceError::SourceFailed {
-                            source_name: "corpus".into(),
-                            message: inner.to_string(),
-                        },
-                        other => ServiceError::invalid("query", other.to_string()),
-                    })?;
-                index_state = result.index_state.id.clone();
-                for hit in result.candidates() {
-                    let mut candidate = corpus_candidate(service, hit, a.sub_question.as_ref())?;
-                    if let Some(params) = &task.rules.v2 {
-                        let inputs = v2_inputs(
-                            result.corpus_docs,
-                            &result.question_terms,
-                            &hit.terms_found,
-                            &from_question,
-                            Some(&query),
-                        );
-                        candidate.evidence.relevance =
-                            research::rules::v2::topical_relevance(&inputs, params);
-                        candidate.evidence.relevance_basis = RelevanceBasis::Topicality;
-                        candidate.evidence.relevance_inputs = Some(inputs);
-                    }
-                    results.push(candidate);
-                }
-            }
-            // Candidates from every source by reliability pre-score; among equals, the
-            // order each source gave.
-            let reliability = |c: &SearchCandidate| {
-                let authority = c
-                    .evidence
-                    .source_type
-                    .parse::<research::rules::SourceType>()
-                    .map_or(0.0, |t| task.rules.authority_of(t));
-                research::rules::reliability(authority, c.evidence.citation_count)
-            };
-            results.sort_by(|x, y| reliability(y).total_cmp(&reliability(x)));
-            Ok(Command::RecordSearch(RecordSearch {
-                query,
-                sources: sources_asked.clone(),
-                index_state,
-                results,
-            }))
-        },
+        &mut |state| record(service, state, &a, &asked, &external.candidates),
     )?;
     let recorded = written.events.iter().find_map(|(_, _, e)| match e {
         Event::SearchRecorded(s) => Some(s.clone()),
@@ -221,11 +52,254 @@ pub(super) fn search_evidence(
         progress: total,
         total: Some(total),
         message: search_summary(
-            ask_corpus.then_some(from_corpus),
+            asked.corpus.then_some(from_corpus),
             search.results.len() - from_corpus,
-            failed_sources.len(),
+            external.failed.len(),
         ),
     });
+    Ok(search_result(&written, &search, external))
+}
+
+/// The sources a search asks, checked: each known, none twice, the corpus present when asked;
+/// and the number of results wanted of each.
+struct Asked {
+    sources: Vec<String>,
+    external: Vec<sources::contracts::Contract>,
+    corpus: bool,
+    limit: u32,
+}
+
+impl Asked {
+    fn check(service: &Service, a: &SearchEvidenceArgs) -> Result<Asked, ServiceError> {
+        let sources_asked = a
+            .sources
+            .clone()
+            .unwrap_or_else(|| vec!["corpus".to_owned()]);
+        if sources_asked.is_empty() {
+            return Err(ServiceError::invalid("sources", "ask at least one source"));
+        }
+        let mut seen_sources = std::collections::BTreeSet::new();
+        if let Some(repeated) = sources_asked
+            .iter()
+            .find(|s| !seen_sources.insert(s.as_str()))
+        {
+            return Err(ServiceError::invalid(
+                "sources",
+                format!("{repeated} is asked twice"),
+            ));
+        }
+        let mut external = Vec::new();
+        for source in &sources_asked {
+            if source == "corpus" {
+                if let Some(why) = service.corpus_missing() {
+                    return Err(ServiceError::SourceFailed {
+                        source_name: "corpus".into(),
+                        message: why.to_owned(),
+                    });
+                }
+                continue;
+            }
+            let contract = service.registry().get(source).cloned();
+            match contract {
+                Some(c) if sources::contracts::call::is_evidence_source(&c) => external.push(c),
+                _ => return Err(unknown_source(service, source)),
+            }
+        }
+        let limit_max = service.options().corpus.search_results_max as u32;
+        let limit = a.limit.unwrap_or(service.options().search_results_default);
+        if limit == 0 || limit > limit_max {
+            return Err(ServiceError::LimitExceeded {
+                limit: "search_results_max".into(),
+                max: u64::from(limit_max),
+                actual: u64::from(limit),
+            });
+        }
+        Ok(Asked {
+            corpus: sources_asked.iter().any(|s| s == "corpus"),
+            sources: sources_asked,
+            external,
+            limit,
+        })
+    }
+}
+
+/// The refusal of a source this service does not have, naming those it has.
+fn unknown_source(service: &Service, source: &str) -> ServiceError {
+    let known: Vec<String> = std::iter::once("corpus".to_owned())
+        .chain(
+            service
+                .registry()
+                .tools()
+                .values()
+                .filter(|c| sources::contracts::call::is_evidence_source(c))
+                .map(|c| c.name.clone()),
+        )
+        .collect();
+    ServiceError::invalid(
+        "sources",
+        format!(
+            "unknown source {source:?}; the sources are: {}",
+            known.join(", ")
+        ),
+    )
+}
+
+/// What the external sources gave: candidates, the sources that failed, the items dropped.
+struct External {
+    candidates: Vec<SearchCandidate>,
+    failed: Vec<Value>,
+    dropped: Vec<Value>,
+}
+
+fn ask_external(
+    call: &mut Call<'_>,
+    a: &SearchEvidenceArgs,
+    asked: &Asked,
+) -> Result<External, ServiceError> {
+    let mut out = External {
+        candidates: Vec::new(),
+        failed: Vec::new(),
+        dropped: Vec::new(),
+    };
+    if asked.external.is_empty() {
+        return Ok(out);
+    }
+    let total = asked.sources.len() as u64;
+    let state = call.service.state(&a.task_id)?;
+    let query = search_query(&state, a)?;
+    for (i, contract) in asked.external.iter().enumerate() {
+        (call.progress)(ToolProgress {
+            progress: i as u64,
+            total: Some(total),
+            message: format!("asking {} ({}/{total})", contract.name, i + 1),
+        });
+        let asked_one = call.service.search_external(
+            call.caller,
+            contract,
+            &state,
+            &query,
+            asked.limit,
+            a.sub_question.as_ref(),
+        );
+        match asked_one {
+            Ok((candidates, dropped)) => {
+                out.candidates.extend(candidates);
+                out.dropped.extend(
+                    dropped
+                        .into_iter()
+                        .map(|d| json!({"source": contract.name, "item": d})),
+                );
+            }
+            Err(e) => out
+                .failed
+                .push(json!({"source": contract.name, "error": e.to_json()})),
+        }
+    }
+    if !asked.corpus && out.candidates.is_empty() && !out.failed.is_empty() {
+        let first = &out.failed[0];
+        return Err(ServiceError::SourceFailed {
+            source_name: first["source"].as_str().unwrap_or_default().to_owned(),
+            message: first["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// The search to record, over the task as the write finds it: the external candidates, then
+/// the corpus's hits scored by the task's rule set, by reliability pre-score.
+fn record(
+    service: &Service,
+    state: &TaskState,
+    a: &SearchEvidenceArgs,
+    asked: &Asked,
+    external: &[SearchCandidate],
+) -> Result<Command, ServiceError> {
+    let task = state.task().ok_or_else(|| ServiceError::NotFound {
+        resource: "task",
+        id: a.task_id.clone(),
+    })?;
+    let query = search_query(state, a)?;
+    let mut results = external.to_vec();
+    let mut index_state = String::new();
+    if asked.corpus {
+        let (hits, state_id) = corpus_hits(service, task, &query, asked.limit, a)?;
+        index_state = state_id;
+        results.extend(hits);
+    }
+    // Candidates from every source by reliability pre-score; among equals, the order each
+    // source gave.
+    let reliability = |c: &SearchCandidate| {
+        let authority = c
+            .evidence
+            .source_type
+            .parse::<research::rules::SourceType>()
+            .map_or(0.0, |t| task.rules.authority_of(t));
+        research::rules::reliability(authority, c.evidence.citation_count)
+    };
+    results.sort_by(|x, y| reliability(y).total_cmp(&reliability(x)));
+    Ok(Command::RecordSearch(RecordSearch {
+        query,
+        sources: asked.sources.clone(),
+        index_state,
+        results,
+    }))
+}
+
+/// The corpus's hits for `query` as candidates, and the index state they came from. `v1`
+/// weighs every term of the question; `v2` the content terms of the question and of the query.
+fn corpus_hits(
+    service: &Service,
+    task: &research::state::TaskInfo,
+    query: &str,
+    limit: u32,
+    a: &SearchEvidenceArgs,
+) -> Result<(Vec<SearchCandidate>, String), ServiceError> {
+    let (terms, from_question) = if task.rules.is_v2() {
+        v2_terms(&task.question, Some(query))
+    } else {
+        let terms = question_terms_v1(&task.question);
+        let from_question = vec![true; terms.len()];
+        (terms, from_question)
+    };
+    let result = service
+        .corpus()
+        .search_with_rules(query, limit as usize, &terms, &task.rules)
+        .map_err(|e| match e {
+            sources::SearchError::Corpus(inner) => ServiceError::SourceFailed {
+                source_name: "corpus".into(),
+                message: inner.to_string(),
+            },
+            other => ServiceError::invalid("query", other.to_string()),
+        })?;
+    let mut out = Vec::new();
+    for hit in result.candidates() {
+        let mut candidate = corpus_candidate(service, hit, a.sub_question.as_ref())?;
+        if let Some(params) = &task.rules.v2 {
+            let inputs = v2_inputs(
+                result.corpus_docs,
+                &result.question_terms,
+                &hit.terms_found,
+                &from_question,
+                Some(query),
+            );
+            candidate.evidence.relevance = research::rules::v2::topical_relevance(&inputs, params);
+            candidate.evidence.relevance_basis = RelevanceBasis::Topicality;
+            candidate.evidence.relevance_inputs = Some(inputs);
+        }
+        out.push(candidate);
+    }
+    Ok((out, result.index_state.id.clone()))
+}
+
+/// The tool's result: the search as recorded, each hit with the evidence item it became.
+fn search_result(
+    written: &crate::service::Written,
+    search: &research::event::SearchRecorded,
+    external: External,
+) -> ToolOutput {
     let views = written.state.evidence_views();
     let candidates: Vec<Value> = search
         .results
@@ -250,24 +324,24 @@ pub(super) fn search_evidence(
         "Found {} result(s) for {:?}; {new} new candidate(s) to screen.{}{}",
         candidates.len(),
         search.query,
-        if failed_sources.is_empty() {
+        if external.failed.is_empty() {
             String::new()
         } else {
-            format!(" {} source(s) failed.", failed_sources.len())
+            format!(" {} source(s) failed.", external.failed.len())
         },
-        suffix(&written)
+        suffix(written)
     );
-    let mut map = base(&written);
+    let mut map = base(written);
     map.insert("search_id".into(), json!(search.search_id));
     map.insert("query".into(), json!(search.query));
     map.insert("sources".into(), json!(search.sources));
     map.insert("index_state".into(), json!(search.index_state));
     map.insert("candidates".into(), Value::Array(candidates));
-    map.insert("failed_sources".into(), Value::Array(failed_sources));
-    if !dropped_items.is_empty() {
-        map.insert("dropped_items".into(), Value::Array(dropped_items));
+    map.insert("failed_sources".into(), Value::Array(external.failed));
+    if !external.dropped.is_empty() {
+        map.insert("dropped_items".into(), Value::Array(external.dropped));
     }
-    Ok(done(map, text))
+    done(map, text)
 }
 
 /// A corpus hit as a search candidate, its full text stored first.

@@ -131,10 +131,10 @@ fn function_lengths(text: &str) -> Vec<(String, usize)> {
                         // A char literal (`'{'`, `'\''`); a lifetime has no closing quote.
                         if chars.get(i + 2) == Some(&'\'') {
                             i += 2;
-                        } else if chars.get(i + 1) == Some(&'\\') {
-                            if let Some(end) = chars[i + 2..].iter().position(|&q| q == '\'') {
-                                i += end + 2;
-                            }
+                        } else if chars.get(i + 1) == Some(&'\\')
+                            && let Some(end) = chars[i + 2..].iter().position(|&q| q == '\'')
+                        {
+                            i += end + 2;
                         }
                     } else if c == 'f'
                         && chars.get(i + 1) == Some(&'n')

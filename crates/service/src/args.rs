@@ -23,13 +23,12 @@ pub struct OpenTaskArgs {
     /// The date the research is as of, `YYYY-MM-DD`; today (UTC) when absent.
     #[serde(default)]
     pub research_date: Option<String>,
-    /// `tool_constrained` (default): every step through the tools in order. `agent_led`: free
-    /// order; generating a conclusion runs the conflict rules and matrix itself.
+    /// `tool_constrained` (default): the steps in order; `agent_led`: free order.
     #[serde(default)]
     pub mode: Option<ModeArg>,
-    /// The rule set (v2 when absent) and overrides of its parameters, validated and recorded
-    /// with the task.
+    /// The rule set and overrides of its parameters.
     #[serde(default)]
+    #[schemars(schema_with = "rules_schema")]
     pub rules: Option<RulesArg>,
     /// Refused unless the task is at this version (0 for a new task).
     #[serde(default)]
@@ -49,7 +48,17 @@ pub enum ModeArg {
     AgentLed,
 }
 
-/// The rule set and overrides of its parameters (SPEC §10).
+/// The schema of `rules` as tools list it: one object whose description names every field.
+/// The whole structure is checked when a task opens, each mistake refused with the field it is
+/// in; spelled out as nested schemas it would be a fifth of the tool list.
+fn rules_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "Overrides, each optional: rule_set (\"v1\" or \"v2\", the default); weights {relevance, consistency, recency, diversity} (all four, summing to 1; default 0.4, 0.3, 0.2, 0.1); half_life_days (recency half-life, 365); authority {SOURCE_TYPE: value in [0, 1]}; thresholds {authority_gap 0.15, recency_gap_days 30, consistency 2/3, confidence_floor 0.5, diversity_sources 3, sided_items_min 1, sided_relevance_min 0.3}; v2 only: relevance {query_weight 0.5, coverage_full 0.15}, side_weight_ratio (>= 1; absent leaves open conflicts to a person), undated_recency (in [0, 1]; absent drops recency when no item is dated). Unknown fields are refused."
+    })
+}
+
+/// The rule set and overrides of its parameters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RulesArg {
@@ -188,12 +197,11 @@ task_write_args!(
         pub url: Option<String>,
         /// `YYYY-MM-DD`.
         pub publish_date: String,
-        /// True when the date is a placeholder, not the item's own (rule set v2 leaves it out
-        /// of recency).
+        /// The date is a placeholder, not the item's own (v2 leaves it out of recency).
         #[serde(default)]
         pub publish_date_defaulted: Option<bool>,
-        /// primary_data, government, academic_paper, institutional_report, news_original,
-        /// news_reprint, blog, social or other.
+        /// The kind of publisher.
+        #[schemars(extend("enum" = ["primary_data", "government", "academic_paper", "institutional_report", "news_original", "news_reprint", "blog", "social", "other"]))]
         pub source_type: String,
         /// The full text; kept in the content store, cited by its hash.
         pub content: String,
@@ -236,9 +244,7 @@ pub struct ScreeningArg {
     /// Stance toward the main question; needed to adopt an item added without one.
     #[serde(default)]
     pub stance: Option<StanceArg>,
-    /// The sub-question the item answers, when reading it shows it answers another scope than
-    /// the search that found it: a sub-question id, or null for the main question. Absent keeps
-    /// the item's scope. Conflicts are adjudicated within a scope.
+    /// Moves the item to another scope: a sub-question id, or null for the main question.
     #[serde(default, deserialize_with = "present_or_null")]
     #[schemars(with = "Option<String>")]
     pub sub_question: Option<Option<String>>,

@@ -284,7 +284,7 @@ fn check_burst(tally: &Tally, task: &str, version: u64, in_flight_max: usize) ->
                 "message": body["message"],
                 "task_id": task,
                 "current_version": version + 1,
-                "suggested_action": "fetch_latest_session",
+                "suggested_action": "research_summarize_state",
             }),
             "writer {i}"
         );

@@ -212,7 +212,7 @@ fn a_stale_version_is_a_session_conflict_and_a_retry_returns_the_original() {
     assert_eq!(
         error["extensions"],
         json!({"code": "SESSION_CONFLICT", "taskId": task, "currentVersion": 2,
-               "suggestedAction": "fetch_latest_session"}),
+               "suggestedAction": "research_summarize_state"}),
         "{error}"
     );
     assert_eq!(error["path"], json!(["addEvidence"]));

@@ -210,7 +210,7 @@ fn synthesis_research_synthesis(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Synthesise viewpoints",
-        "Optional, after screening: groups adopted evidence into viewpoints by scope and stance.",
+        "Call after screening, if useful: groups adopted evidence into viewpoints by scope and stance.",
         write_output(&[("synthesis", obj())]),
         evaluation::synthesis,
     )
@@ -230,7 +230,7 @@ fn evaluation_resolve_conflict(tool: Tool) -> ToolDef {
     write::<ResolveConflictArgs>(
         tool,
         "Decide a conflict as a person",
-        "Decides a pending conflict (a side wins, or both stand) or appeals an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
+        "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
         write_output(&[("conflict", obj())]),
         evaluation::resolve_conflict,
     )
@@ -288,7 +288,7 @@ fn research_summarize_state(tool: Tool) -> ToolDef {
     read::<TaskReadArgs>(
         tool,
         "Summarise a task",
-        "A compact view of a task: status, counts, next steps, conflicts and the verdict.",
+        "Call for a compact view of a task: status, counts, next steps, conflicts and the verdict.",
         output(true, &[("summary", obj()), ("pending_actions", arr())]),
         task::summarize,
     )
@@ -308,7 +308,7 @@ fn research_run_pipeline(tool: Tool) -> ToolDef {
     write::<RunPipelineArgs>(
         tool,
         "Run the research pipeline",
-        "Runs a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation) and returns a job_id; follow it with research_job_status. It stops at screening for your judgement; screen, then call again to resume.",
+        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation) and returns a job_id; follow it with research_job_status. It stops at screening for your judgement; screen, then call again to resume.",
         job_output(),
         task::run_pipeline,
     )
@@ -318,7 +318,7 @@ fn research_job_status(tool: Tool) -> ToolDef {
     read::<JobStatusArgs>(
         tool,
         "Read a pipeline job",
-        "Follows a pipeline job: its status, its step (\"step 2/8: retrieving evidence 2/3\"), the steps done, and what it waits for.",
+        "Call to follow a pipeline job: its status, its step (\"step 2/8: retrieving evidence 2/3\"), the steps done, and what it waits for.",
         job_output(),
         task::job_status,
     )
@@ -328,7 +328,7 @@ fn audit_verify(tool: Tool) -> ToolDef {
     read::<NoArgs>(
         tool,
         "Verify the ledger",
-        "Checks that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
+        "Call to check that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
         output(
             false,
             &[

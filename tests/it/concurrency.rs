@@ -285,6 +285,14 @@ fn check_burst(tally: &Tally, task: &str, version: u64, in_flight_max: usize) ->
                 "task_id": task,
                 "current_version": version + 1,
                 "suggested_action": "research_summarize_state",
+                "pending_actions": [{
+                    "tool": "research_summarize_state",
+                    "reason": format!(
+                        "the task is at version {}: read what changed, then retry with expected_version {}",
+                        version + 1,
+                        version + 1
+                    ),
+                }],
             }),
             "writer {i}"
         );

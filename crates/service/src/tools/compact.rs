@@ -23,8 +23,16 @@ const SHARED: [&str; 3] = ["task_id", "expected_version", "idempotency_key"];
 pub(super) fn compact(schema: Value) -> Value {
     let mut schema = strip(schema);
     if let Value::Object(map) = &mut schema {
-        // The type's own doc comment names the tool, which the listing already says.
+        // The type's own doc comment names the tool, which the listing already says; a shared
+        // type's doc comment repeats what the property that uses it says.
         map.remove("description");
+        if let Some(Value::Object(defs)) = map.get_mut("$defs") {
+            for def in defs.values_mut() {
+                if let Value::Object(def) = def {
+                    def.remove("description");
+                }
+            }
+        }
         if let Some(Value::Object(properties)) = map.get_mut("properties") {
             for name in SHARED {
                 if let Some(Value::Object(p)) = properties.get_mut(name) {
@@ -50,6 +58,8 @@ fn strip_object(map: Map<String, Value>) -> Map<String, Value> {
         match (key.as_str(), &value) {
             ("format", Value::String(_)) => continue,
             ("default", Value::Null) => continue,
+            // What an unsigned type says; a negative number is refused by the server anyway.
+            ("minimum", Value::Number(n)) if n.as_u64() == Some(0) => continue,
             ("default", Value::Array(items)) if items.is_empty() => continue,
             // Unknown arguments are refused by the server, each by name.
             ("additionalProperties", Value::Bool(false)) => continue,

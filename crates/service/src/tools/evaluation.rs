@@ -139,9 +139,18 @@ pub(super) fn explain(call: &mut Call<'_>, a: TaskArgs) -> Result<ToolOutput, Se
     let explanation = written.state.current_explanation().ok_or_else(|| {
         ServiceError::unavailable("an explanation was recorded but is not in the state")
     })?;
+    // The explanation once: its Markdown, every line citing its events. The lines as nodes
+    // (with their parents and citations apart) are in the state, GraphQL and the why-graph.
     let markdown = explanation.event.markdown();
     let mut map = base(&written);
-    map.insert("explanation".into(), to_json(&explanation.event));
+    map.insert(
+        "explanation_id".into(),
+        json!(explanation.event.explanation_id),
+    );
+    map.insert(
+        "conclusion_id".into(),
+        json!(explanation.event.conclusion_id),
+    );
     map.insert("markdown".into(), json!(markdown));
     Ok(done(map, markdown))
 }

@@ -12,6 +12,7 @@
 //! `task_id` and `session_version` (and `replayed` for writes), plus a short text for people.
 
 mod compact;
+mod compact_views;
 pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
 mod evidence;

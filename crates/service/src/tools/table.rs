@@ -90,6 +90,7 @@ pub(super) fn entry(tool: Tool) -> ToolDef {
         Tool::RetrievalSearchEvidence => retrieval_search_evidence(tool),
         Tool::RetrievalAddEvidence => retrieval_add_evidence(tool),
         Tool::RetrievalGetSourceDetail => retrieval_get_source_detail(tool),
+        Tool::RetrievalListCandidates => retrieval_list_candidates(tool),
         Tool::RetrievalRetractEvidence => retrieval_retract_evidence(tool),
         Tool::SynthesisScreenEvidence => synthesis_screen_evidence(tool),
         Tool::SynthesisResearchSynthesis => synthesis_research_synthesis(tool),
@@ -183,12 +184,32 @@ fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
     )
 }
 
+fn retrieval_list_candidates(tool: Tool) -> ToolDef {
+    read::<ListCandidatesArgs>(
+        tool,
+        "List a task's items",
+        "Call to see a task's candidates (or items of another status) a page at a time, compact, without reading its whole state.",
+        output(
+            true,
+            &[
+                ("total", json!({"type": "integer"})),
+                ("items", arr()),
+                ("next_cursor", json!({"type": "string"})),
+            ],
+        ),
+        evidence::list_candidates,
+    )
+}
+
 fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
     write::<RetractEvidenceArgs>(
         tool,
         "Retract an evidence item",
         "Call when an item proves wrong or unusable: it leaves the verdict with the reason; nothing is deleted.",
-        write_output(&[("evidence", obj())]),
+        write_output(&[
+            ("evidence_id", json!({"type": "string"})),
+            ("status", json!({"type": "string", "enum": ["retracted"]})),
+        ]),
         evidence::retract,
     )
 }
@@ -277,7 +298,8 @@ fn evaluation_explain_reasoning(tool: Tool) -> ToolDef {
         "Explain the verdict",
         "Call after a conclusion: why the verdict is what it is, each line citing the ledger events it rests on.",
         write_output(&[
-            ("explanation", obj()),
+            ("explanation_id", json!({"type": "string"})),
+            ("conclusion_id", json!({"type": "string"})),
             ("markdown", json!({"type": "string"})),
         ]),
         evaluation::explain,
@@ -356,13 +378,11 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// instructions ([`super::compact::SHARED_RESULTS`]); a result holds more than its schema
 /// names, as JSON Schema allows.
 fn output(_task: bool, properties: &[(&str, Value)]) -> Value {
-    let mut props = serde_json::Map::new();
-    let mut required = Vec::new();
-    for (name, schema) in properties {
-        props.insert((*name).to_owned(), schema.clone());
-        required.push(json!(name));
-    }
-    json!({"type": "object", "properties": props, "required": required})
+    let props: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+        .collect();
+    json!({"type": "object", "properties": props})
 }
 
 fn obj() -> Value {
@@ -386,14 +406,8 @@ fn job_output() -> Value {
     write_output(&[
         ("job_id", json!({"type": "string"})),
         ("status", status),
-        (
-            "step",
-            json!({"type": "integer", "minimum": 1, "maximum": 8}),
-        ),
-        ("steps_total", json!({"type": "integer"})),
-        ("step_name", json!({"type": "string"})),
+        ("step", json!({"type": "integer"})),
         ("progress", json!({"type": "string"})),
-        ("steps", arr()),
         ("pending_actions", arr()),
     ])
 }

@@ -363,3 +363,40 @@ fn list_candidates_pages_filters_and_refuses_what_it_does_not_know() {
     .unwrap_err();
     assert_eq!(err.code(), "limit_exceeded");
 }
+
+#[test]
+fn a_conclusion_warns_of_what_a_reader_should_know() {
+    let (_dir, service) = service();
+    let task = call(
+        &service,
+        "research_open_task",
+        json!({"question": "Does lithium supply grow faster than demand?", "mode": "agent_led"}),
+    )
+    .unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept = add(&service, &task, "one.example.org", "supports")["evidence_id"].clone();
+    add(&service, &task, "two.example.org", "opposes");
+    call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [{"evidence_id": kept, "adopt": true}]}),
+    )
+    .unwrap();
+    let card = call(
+        &service,
+        "evaluation_generate_conclusion",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    let kinds: Vec<&str> = card["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"unscreened_candidates"), "{card}");
+    assert!(kinds.contains(&"single_source"), "{card}");
+    assert!(!kinds.contains(&"pending_conflicts"), "{card}");
+}

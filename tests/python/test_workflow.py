@@ -94,7 +94,7 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
     for conflict in resolved["conflicts"]:
         if conflict["tier"] == "pending":
             assert "divergence" in conflict
-            await call(
+            decided = await call(
                 client,
                 "evaluation_resolve_conflict",
                 {
@@ -104,6 +104,9 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
                     "reason": "Both sides are recent and of near-equal authority.",
                 },
             )
+            # A decision sent through MCP is the assistant's, through the client it named.
+            last = decided["conflict"]["human_decisions"][-1]
+            assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
     await call(client, "evaluation_build_decision_matrix", {"task_id": task})
     card = await call(client, "evaluation_generate_conclusion", {"task_id": task})
     explained = await call(client, "evaluation_explain_reasoning", {"task_id": task})
@@ -189,3 +192,34 @@ async def test_resources_are_listed_and_read_at_head_and_at_a_version(target: An
         assert then["task"]["question"] == "Do lakes bloom after warm springs?"
         listing = await read_json(client, "ledger://tasks")
         assert task in [t["task_id"] for t in listing["tasks"]]
+
+
+async def test_a_decision_sent_through_mcp_is_recorded_as_the_assistants(target: Any, mode: str) -> None:
+    async with connect(target, mode) as client:
+        opened = await call(client, "research_open_task", {"question": "Is the sea level rising?", "mode": "agent_led"})
+        task = opened["task_id"]
+        ids = []
+        for source, stance in [("tide-office.example.org", "supports"), ("coast-office.example.org", "opposes")]:
+            added = await call(
+                client,
+                "retrieval_add_evidence",
+                {"task_id": task, "source": source, "source_type": "government", "publish_date": "2025-06-30",
+                 "content": f"{source} on the sea level.", "stance": stance},
+            )
+            ids.append(added["evidence_id"])
+        await call(client, "synthesis_screen_evidence",
+                   {"task_id": task, "decisions": [{"evidence_id": i, "adopt": True} for i in ids]})
+        conflicts = (await call(client, "evaluation_conflict_resolution", {"task_id": task}))["conflicts"]
+        pending = [c for c in conflicts if c["tier"] == "pending"]
+        assert pending, conflicts
+        decided = await call(
+            client,
+            "evaluation_resolve_conflict",
+            {"task_id": task, "conflict_id": pending[0]["conflict_id"], "winner": "supports",
+             "reason": "the tide record is the longer one"},
+        )
+        last = decided["conflict"]["human_decisions"][-1]
+        assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
+        await call(client, "evaluation_generate_conclusion", {"task_id": task})
+        explained = await call(client, "evaluation_explain_reasoning", {"task_id": task})
+        assert f"(the assistant, via {CLIENT_NAME})" in explained["markdown"], explained["markdown"]

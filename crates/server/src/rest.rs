@@ -243,7 +243,9 @@ pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
 /// Who is calling: the holder of the request's access token, or, on a server without tokens,
 /// one local client.
 pub(crate) fn caller(authenticated: Option<Extension<Caller>>) -> Caller {
-    authenticated.map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
+    authenticated
+        .map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
+        .deciding(service::research::event::DecidedBy::Person, "rest")
 }
 
 async fn list(State(state): State<AppState>) -> Json<Value> {

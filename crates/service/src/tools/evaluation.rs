@@ -72,6 +72,7 @@ pub(super) fn resolve_conflict(
                 conflict_id: a.conflict_id.clone(),
                 winner: a.winner.into(),
                 reason: a.reason.clone(),
+                decided_by: Some(call.caller.decider.clone()),
             }))
         },
     )?;

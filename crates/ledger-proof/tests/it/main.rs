@@ -8,6 +8,7 @@ mod checkpoint;
 mod common;
 mod doctored;
 mod frontier;
+mod note;
 mod proof_file;
 mod properties;
 mod rfc6962;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use ledger_proof::Blake3;
+use ledger_proof::Sha256;
 
 use super::{AppendJob, AppendRequest, Causation, ExpectedVersion, Receipt, ReceiptEvent, Writer};
 use crate::clock::idempotent_event_id;
@@ -70,7 +70,7 @@ impl Writer {
             .recorded
             .iter()
             .flatten()
-            .try_for_each(|e| frontier.push_into(&Blake3, e.hash.as_bytes(), &mut nodes));
+            .try_for_each(|e| frontier.push_into(&Sha256, e.hash.as_bytes(), &mut nodes));
         // Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the log
         // could never again be checked against a signed root.
         let written = match grown {

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ledger_proof::{
-    Blake3, MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, SigningKey,
+    MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, Sha256, SigningKey,
 };
 
 use super::{Ledger, LedgerOptions, Writer};
@@ -170,11 +170,11 @@ impl Writer {
                 continue;
             }
             let actual = if tree_size == size {
-                self.frontier.root(&Blake3)
+                self.frontier.root(&Sha256)
             } else if tree_size == 0 {
-                Blake3.empty_root()
+                Sha256.empty_root()
             } else {
-                ledger_proof::root(&Blake3, &StoredNodes(storage), tree_size)
+                ledger_proof::root(&Sha256, &StoredNodes(storage), tree_size)
                     .map_err(|e| format!("the root at tree size {tree_size}: {e:?}"))?
             };
             if actual != root {
@@ -217,7 +217,7 @@ impl Writer {
                 let facts = RecoveryFacts {
                     action: RecoveryAction::TornWriteCut,
                     tree_size: cut.tree_size,
-                    root: self.frontier.root(&Blake3),
+                    root: self.frontier.root(&Sha256),
                     time: self.signing_time()?,
                     claimed_size: cut.tree_size,
                     disowned_entries: Vec::new(),
@@ -287,11 +287,11 @@ impl Writer {
                 continue;
             }
             let actual = if tree_size == kept {
-                Ok(self.frontier.root(&Blake3))
+                Ok(self.frontier.root(&Sha256))
             } else if tree_size == 0 {
-                Ok(Blake3.empty_root())
+                Ok(Sha256.empty_root())
             } else {
-                ledger_proof::root(&Blake3, &StoredNodes(&*storage), tree_size)
+                ledger_proof::root(&Sha256, &StoredNodes(&*storage), tree_size)
             };
             if actual.map_or(true, |actual| actual != root) {
                 accepted.push(format!(
@@ -330,6 +330,11 @@ impl Writer {
                     "the checkpoint log named no key when a loss was accepted: {}",
                     one_line(reason)
                 ),
+                origin: if self.origin.is_empty() {
+                    super::signing::default_origin(&key.public_key())
+                } else {
+                    self.origin.clone()
+                },
             });
         }
         let mut detail = one_line(&accepted.join("; "));
@@ -339,7 +344,7 @@ impl Writer {
         let statement = RecoveryFacts {
             action: RecoveryAction::LossAccepted,
             tree_size: kept,
-            root: self.frontier.root(&Blake3),
+            root: self.frontier.root(&Sha256),
             time,
             claimed_size: claimed,
             disowned_entries: disowned,

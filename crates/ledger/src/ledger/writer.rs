@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ledger_proof::{Blake3, Frontier, SigningKey, Timestamp};
+use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
 use tokio::sync::{broadcast, mpsc};
 
 use super::{AcceptedLoss, AppendJob, Core, Handle, Job, Ledger, LedgerOptions, request_bytes};
@@ -39,6 +39,7 @@ impl Ledger {
             events,
             verified: Mutex::new(Verified::default()),
             signer: RwLock::new(Err("no signing key".into())),
+            origin: RwLock::new(String::new()),
             open_problems: Mutex::new(Vec::new()),
             checkpoint_wait: match options.checkpoint_interval {
                 Some(every) if !every.is_zero() && !storage.is_read_only() => {
@@ -78,6 +79,8 @@ impl Ledger {
             last_signed: None,
             checkpoint_every_events: options.checkpoint_every_events,
             unadopted: None,
+            origin: String::new(),
+            configured_origin: options.origin.clone(),
         };
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
@@ -148,6 +151,10 @@ pub(super) struct Writer {
     /// The key found on disk, whether or not the checkpoint log names it: what signs the
     /// acceptance of a loss that took the checkpoint log with it.
     pub(super) unadopted: Option<SigningKey>,
+    /// The log's origin: the first line of its checkpoints, the name of its key.
+    pub(super) origin: String,
+    /// The origin the operator configured, used when the first key is introduced.
+    pub(super) configured_origin: Option<String>,
 }
 
 impl Writer {
@@ -207,6 +214,9 @@ impl Writer {
                 };
                 let _ = reply.send(signed);
             }
+            Job::Cosign { cosignature, reply } => {
+                let _ = reply.send(self.keep_cosignature(*cosignature));
+            }
             Job::Tick => {
                 if self
                     .last_signed
@@ -265,7 +275,7 @@ impl Writer {
         for hash in hashes {
             let completed = self
                 .frontier
-                .push(&Blake3, hash.as_bytes())
+                .push(&Sha256, hash.as_bytes())
                 .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
             nodes.extend(completed);
         }

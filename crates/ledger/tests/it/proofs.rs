@@ -397,7 +397,7 @@ fn a_rewritten_event_is_named_by_the_tree_that_recorded_it() {
     let failure = report.failure.expect("rewritten");
     assert_eq!(failure.seq, 6, "{failure:?}");
     assert!(failure.problem.contains("rewritten"), "{failure:?}");
-    let _ = ledger_proof::Blake3;
+    let _ = ledger_proof::Sha256;
 }
 
 #[test]

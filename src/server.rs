@@ -124,6 +124,7 @@ pub(crate) fn router(
     let mut app = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .merge(crate::transparency::routes())
         .merge(rest)
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));

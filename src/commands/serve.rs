@@ -134,6 +134,21 @@ pub(crate) struct Args {
         default_value_t = 256
     )]
     subscriptions_per_client_max: usize,
+    /// A witness to push each new checkpoint to, as `URL,VKEY`: its submission prefix (C2SP
+    /// `tlog-witness`) and its verifier key (type 0x04); repeat for more. Their cosignatures
+    /// are kept in the checkpoint log.
+    #[arg(
+        long = "witness",
+        env = "RESEARCH_LEDGER_WITNESSES",
+        value_delimiter = ' ',
+        value_name = "URL,VKEY"
+    )]
+    witnesses: Vec<String>,
+    /// The log's origin (the first line of its checkpoints, the name of its key), taken when
+    /// the ledger introduces its first key; by default `research-ledger/` and that key's
+    /// fingerprint.
+    #[arg(long, env = "RESEARCH_LEDGER_ORIGIN")]
+    origin: Option<String>,
     #[command(flatten)]
     allow: super::contracts::AllowArgs,
     #[command(flatten)]
@@ -294,6 +309,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             args.listen
         );
     }
+    let witnesses = args
+        .witnesses
+        .iter()
+        .map(|w| crate::witness_client::WitnessTarget::parse(w))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let auth = Arc::new(Auth::new(store, loopback));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -306,6 +326,9 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         // say where the server is.
         let mut options = crate::config::service_options(data_dir);
         options.tool_endpoint_allow = args.allow.allow_list();
+        if args.origin.is_some() {
+            options.ledger.origin.clone_from(&args.origin);
+        }
         options.ledger.lock_note = Some(format!(
             "research-ledger serve on {scheme}://{bound} (pid {})",
             std::process::id()
@@ -331,7 +354,15 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             "research-ledger serving {} on {scheme}://{bound} ({access})",
             data_dir.display()
         );
-        crate::server::serve(service, listener, args.options(auth, tls), stop).await
+        let pushing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pusher =
+            crate::witness_client::start(service.ledger().clone(), witnesses, pushing.clone());
+        let served = crate::server::serve(service, listener, args.options(auth, tls), stop).await;
+        pushing.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(pusher) = pusher {
+            let _ = pusher.join();
+        }
+        served
     })?;
     Ok(Outcome::Passed)
 }

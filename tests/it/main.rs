@@ -19,6 +19,7 @@ mod proofs;
 mod remote;
 mod server;
 mod tidy;
+mod transparency;
 mod verify;
 
 use std::path::Path;

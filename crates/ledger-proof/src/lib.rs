@@ -12,6 +12,7 @@
 //! - [`rotation`]: key rotation statements and the [`KeyChain`] that says which key signs when.
 //! - [`cosignature`]: witness cosignatures (C2SP `tlog-cosignature`).
 //! - [`tile`]: C2SP `tlog-tiles` tile paths.
+//! - [`witness`]: the C2SP `tlog-witness` request and the checks a witness makes.
 //! - [`proof_file`]: proof files and [`verify_proof_file`], the one check an auditor runs.
 //! - [`manifest`]: the signed list of what an export bundle holds.
 //!
@@ -38,6 +39,7 @@ pub mod tile;
 pub mod time;
 pub mod tree;
 pub mod verify;
+pub mod witness;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use cosignature::{Cosignature, CosignatureError};

@@ -116,7 +116,7 @@ impl VerifierKey {
     /// Parses `name+hex8+base64(type ‖ key)`, checking that the key ID is the one the rest gives.
     pub fn parse(text: &str) -> Result<Self, NoteError> {
         let bad = |why: &str| NoteError::BadVerifierKey(format!("{why}: {:?}", short(text)));
-        let mut parts = text.trim().split('+');
+        let mut parts = text.trim().splitn(3, '+');
         let (Some(name), Some(id), Some(material), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {

@@ -154,6 +154,42 @@ impl Ledger {
         Ok(Some(out))
     }
 
+    /// A C2SP entry bundle: the leaf data of a level-0 tile's leaves, each an event's 32-byte
+    /// hash with its big-endian u16 length (32). `None` until a signed checkpoint covers it.
+    pub fn tile_entries(&self, tile: &Tile) -> Result<Option<Vec<u8>>, ProofError> {
+        let covered = self.latest_checkpoint()?.map_or(0, |c| c.tree_size);
+        let first = tile.index * 256;
+        let end = first + u64::from(tile.width);
+        if tile.level != 0 || end > covered {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(usize::from(tile.width) * 34);
+        for seq in first..end {
+            let hash = self
+                .core()
+                .event_hash(seq)?
+                .ok_or_else(|| ProofError::Invalid(format!("there is no event at seq {seq}")))?;
+            out.extend_from_slice(&32u16.to_be_bytes());
+            out.extend_from_slice(hash.as_bytes());
+        }
+        Ok(Some(out))
+    }
+
+    /// The RFC 9162 consistency path from the tree of `first` events to the tree of `second`,
+    /// whether or not checkpoints sign those sizes: what a witness is sent beside a checkpoint.
+    pub fn consistency_path(&self, first: u64, second: u64) -> Result<Vec<Digest>, ProofError> {
+        if first > second || second > self.head().size {
+            return Err(ProofError::Invalid(format!(
+                "no consistency path from {first} to {second} events"
+            )));
+        }
+        if first == 0 || first == second {
+            return Ok(Vec::new());
+        }
+        ledger_proof::consistency_proof(&Sha256, &StoredNodes(&*self.core().storage), first, second)
+            .map_err(tree_error)
+    }
+
     /// The root of the tree of the first `size` events, from the stored nodes.
     pub fn root_at(&self, size: u64) -> Result<Digest, ProofError> {
         ledger_proof::root(&Sha256, &StoredNodes(&*self.core().storage), size).map_err(tree_error)

@@ -34,6 +34,16 @@ fn the_c2sp_example_note_verifies_under_its_verifier_key() {
 }
 
 #[test]
+fn a_verifier_key_whose_base64_holds_a_plus_reads_back() {
+    // Only the first two `+` separate the parts: base64 has `+` of its own.
+    let text =
+        "research-ledger/bd6907e0ff70966d+3b12d1ca+AbDebVCFvY9OMzvsNbvnwwjI+Nybnv2HSl/XI8Ap/66V";
+    let vkey = VerifierKey::parse(text).unwrap();
+    assert_eq!(vkey.to_string(), text);
+    assert_eq!(vkey.name(), "research-ledger/bd6907e0ff70966d");
+}
+
+#[test]
 fn malformed_notes_and_keys_are_refused() {
     for bad in [
         "no blank line\n\u{2014} a AAAA\n",

@@ -166,7 +166,12 @@ impl Writer {
                     i + 1
                 ));
             }
-            if i < recent_from && matches!(entry, CheckpointEntry::Checkpoint(_)) {
+            if i < recent_from
+                && matches!(
+                    entry,
+                    CheckpointEntry::Checkpoint(_) | CheckpointEntry::Cosignature(_)
+                )
+            {
                 continue;
             }
             let actual = if tree_size == size {

@@ -349,6 +349,16 @@ impl KeyChain {
         Ok(chain)
     }
 
+    /// The chain of a checkpoint log's era: from its first key through every rotation after
+    /// it, in order, each of which must hand over from the key in force.
+    pub fn from_first(first: PublicKey, rotations: &[KeyRotation]) -> Result<Self, RotationError> {
+        let mut chain = Self::new(first);
+        for (position, rotation) in rotations.iter().enumerate() {
+            chain.rotate(position, rotation)?;
+        }
+        Ok(chain)
+    }
+
     /// Accepts one more rotation statement (at `position` in the caller's list, for errors).
     fn rotate(&mut self, position: usize, rotation: &KeyRotation) -> Result<(), RotationError> {
         let in_force = self.current.fingerprint();

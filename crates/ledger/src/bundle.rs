@@ -13,7 +13,7 @@
 //! and the content hashes an event cites; verification asks the same functions again and
 //! compares, which is how a doctored view is caught.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use ledger_proof::{
@@ -867,7 +867,8 @@ fn check_tasks(
     m: &Manifest,
     decoded: &[RecordedEvent],
 ) -> Result<Vec<(String, u64)>, BundleFailure> {
-    let mut versions: HashMap<&str, (u64, Digest)> = HashMap::new();
+    // Sorted, so that the first task reported wrong is the same on every run.
+    let mut versions: BTreeMap<&str, (u64, Digest)> = BTreeMap::new();
     for (i, event) in decoded.iter().enumerate() {
         let entry = versions
             .entry(event.stream.as_str())

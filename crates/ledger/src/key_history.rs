@@ -47,7 +47,7 @@ impl KeyEra {
     /// signature checked; an error names the entry index of the rotation refused.
     pub(crate) fn chain(&self) -> Result<KeyChain, (usize, RotationError)> {
         let rotations: Vec<KeyRotation> = self.rotations.iter().map(|(_, r)| r.clone()).collect();
-        KeyChain::from_rotations(self.first, &rotations).map_err(|e| {
+        KeyChain::from_first(self.first, &rotations).map_err(|e| {
             let position = match &e {
                 RotationError::WrongOldKey { position, .. }
                 | RotationError::Forged { position, .. }

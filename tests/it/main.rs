@@ -9,6 +9,7 @@ mod concurrency;
 mod crash;
 mod demo;
 mod external;
+mod fixtures;
 mod graphql;
 mod ingest;
 mod integrity;

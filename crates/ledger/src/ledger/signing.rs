@@ -211,6 +211,11 @@ impl Writer {
                 *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Ok(new.public_key());
                 self.key = Some(new);
                 self.last_signed = Some((statement.tree_size, statement.time));
+                // The latest checkpoint is then the new key's, so `GET /checkpoint` and the
+                // witnesses, who trust keys, see the key that signs from now on.
+                if let Err(e) = self.write_checkpoint() {
+                    tracing::warn!(error = %e, "no checkpoint of the new key after the rotation");
+                }
                 Ok(statement)
             }
             Err(e) => {

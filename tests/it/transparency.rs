@@ -62,7 +62,8 @@ fn go_checker() -> Option<&'static Path> {
                 eprintln!("Go is not installed: the checks with Go's tlog did not run");
                 return None;
             }
-            let out_dir = std::env::temp_dir().join(format!("tlogcheck-{}", std::process::id()));
+            // Inside the target directory, reused by every run: Go caches what it built there.
+            let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tlogcheck");
             std::fs::create_dir_all(&out_dir).unwrap();
             let binary = out_dir.join("tlogcheck");
             let built = Command::new("go")
@@ -220,6 +221,39 @@ fn the_checkpoint_tiles_and_proofs_are_what_go_s_tlog_reads() {
     if go_checker().is_some() {
         assert!(checked.contains("note.Open verified"), "{checked}");
     }
+}
+
+#[test]
+fn the_origin_is_configurable_and_a_log_keeps_the_one_it_began_with() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--origin", "ledger.example.org/audits"]);
+    let out = super::run_with_env(data.path(), &["key", "show"], &[]);
+    assert!(!out.status.success(), "the server holds the directory");
+    server.stop();
+    let vkey = verifier_key(data.path());
+    assert!(vkey.starts_with("ledger.example.org/audits+"), "{vkey}");
+    // Another origin asked for later is not taken: the log's identity does not change.
+    let server = Server::start(data.path(), &["--origin", "other.example.org/log"]);
+    server.stop();
+    assert_eq!(verifier_key(data.path()), vkey);
+    // By default the origin is made from the first key's fingerprint.
+    let fresh = tempfile::tempdir().unwrap();
+    demo(fresh.path(), Some("lake-varden-blooms"));
+    let shown = run(fresh.path(), &["key", "show"]);
+    let err = stderr(&shown);
+    let fingerprint = err
+        .lines()
+        .find_map(|l| l.strip_prefix("fingerprint "))
+        .unwrap();
+    assert!(verifier_key(fresh.path()).starts_with(&format!("research-ledger/{fingerprint}+")));
+    // An origin that cannot name a key is refused: nothing is signed under it.
+    let bad = tempfile::tempdir().unwrap();
+    let out = super::run_with_env(
+        bad.path(),
+        &["checkpoint"],
+        &[("RESEARCH_LEDGER_ORIGIN", "not a name")],
+    );
+    assert!(!out.status.success());
 }
 
 /// A running `research-ledger witness serve`.

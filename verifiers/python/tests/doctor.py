@@ -117,6 +117,15 @@ def variants(bundle: dict):
         ("keys", "the first key replaced", lambda b: b["checkpoint_log"][0].__setitem__("public_key", b["checkpoint_log"][rot]["new_public_key"] if rot is not None else "00" * 32)),
         ("keys", "the origin of the first key", lambda b: b["checkpoint_log"][0].__setitem__("origin", "example.org/other")),
     ]
+    cos = kinds.index("cosignature") if "cosignature" in kinds else None
+    if cos is not None:
+        out += [
+            ("cosignatures", "a cosignature's signature", lambda b: b["checkpoint_log"][cos].__setitem__("signature", _flip_hex(b["checkpoint_log"][cos]["signature"], 7))),
+            ("cosignatures", "a cosignature's timestamp", lambda b: b["checkpoint_log"][cos].__setitem__("timestamp", b["checkpoint_log"][cos]["timestamp"] + 1)),
+            ("cosignatures", "a cosignature of a checkpoint the log does not hold", lambda b: b["checkpoint_log"][cos].__setitem__("tree_size", b["checkpoint_log"][cos]["tree_size"] - 1)),
+            ("cosignatures", "a cosignature moved before its checkpoint", lambda b: b["checkpoint_log"].insert(0, b["checkpoint_log"].pop(cos))),
+            ("cosignatures", "a cosignature removed", lambda b: b["checkpoint_log"].pop(cos)),
+        ]
     if rot is not None:
         out += [
             ("rotation", "the rotation's new key", lambda b: b["checkpoint_log"][rot].__setitem__("new_public_key", b["checkpoint_log"][0]["public_key"])),

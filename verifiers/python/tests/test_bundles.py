@@ -7,7 +7,6 @@ Needs the binary: RESEARCH_LEDGER_BIN (scripts/test sets it)."""
 import json
 import os
 import subprocess
-import tempfile
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -35,10 +34,10 @@ def run(*args, data=None, check=True):
 
 
 @pytest.fixture(scope="module")
-def ledger():
+def ledger(tmp_path_factory):
     """A data directory with two tasks, a key rotation between them and idempotency keys; its
     whole-ledger bundle, a task bundle without content, and both keys."""
-    work = Path(tempfile.mkdtemp(prefix="rl-verify-"))
+    work = tmp_path_factory.mktemp("rl-verify")
     data = work / "data"
     report = json.loads(run("demo", "--json", "--question", "four-day-week-eastvale", data=data).stdout)
     task = report["tasks"][0]["task_id"]
@@ -49,8 +48,10 @@ def ledger():
     shown = run("key", "show", data=data).stdout.splitlines()
     run("export", "--all", "--out", str(work / "all.json"), data=data)
     run("export", task, "--without-content", "--out", str(work / "task.json"), data=data)
+    fixture = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "format-v1" / "bundle.json"
     return {
         "work": work,
+        "fixture": fixture.read_text(),
         "all": (work / "all.json").read_text(),
         "task": (work / "task.json").read_text(),
         "old_key": old_key,
@@ -97,7 +98,7 @@ def test_an_auditor_holding_any_key_of_the_chain_verifies_a_rotated_ledger(ledge
 def test_both_verifiers_refuse_every_doctored_bundle_at_the_same_place(ledger):
     families = Counter()
     disagreements = []
-    for source in ("all", "task"):
+    for source in ("all", "task", "fixture"):
         for family, name, text in doctored(ledger[source]):
             rust = rust_verdict(text, ledger["work"])
             python = python_verdict(text)
@@ -109,7 +110,7 @@ def test_both_verifiers_refuse_every_doctored_bundle_at_the_same_place(ledger):
     assert not disagreements, "\n".join(disagreements)
     assert sum(families.values()) >= 51
     for family in ("bytes", "order", "removal", "duplication", "views", "checkpoints", "signatures",
-                   "rotation", "manifest", "blobs", "idempotency", "scope"):
+                   "rotation", "manifest", "blobs", "idempotency", "scope", "cosignatures"):
         assert families[family] > 0, family
 
 

@@ -14,3 +14,4 @@ mod properties;
 mod rfc6962;
 mod rotation;
 mod tree;
+mod witness;

@@ -626,14 +626,13 @@ pub fn verify_bundle(
 /// under the chain, cosignatures under their witness, in order; and the checkpoint the bundle
 /// stands on among them, signed by the trusted key or a later one.
 fn check_checkpoint_log(bundle: &Bundle, trust: &Trust) -> Result<u64, BundleFailure> {
-    let mut checkpoints = 0u64;
-    let mut previous: Option<&Checkpoint> = None;
-    let mut covering_listed = false;
-    let mut bodies: BTreeSet<String> = BTreeSet::new();
-    let origin = KeyHistory::of(&bundle.checkpoint_log)
-        .origin()
-        .unwrap_or_default()
-        .to_owned();
+    let mut walk = LogWalk {
+        origin: KeyHistory::of(&bundle.checkpoint_log)
+            .origin()
+            .unwrap_or_default()
+            .to_owned(),
+        ..LogWalk::default()
+    };
     let standing = crate::storage::standings(&bundle.checkpoint_log);
     for (i, entry) in bundle
         .checkpoint_log
@@ -644,43 +643,9 @@ fn check_checkpoint_log(bundle: &Bundle, trust: &Trust) -> Result<u64, BundleFai
         let at = format!("checkpoint log entry {}", i + 1);
         match (entry, standing[i]) {
             (_, Standing::Disowned { .. }) => {}
-            (CheckpointEntry::Recovery(r), _) => {
-                let Some(epoch) = trust
-                    .chain
-                    .epochs()
-                    .find(|e| e.fingerprint() == r.key_fingerprint)
-                else {
-                    return fail(
-                        at,
-                        format!(
-                            "a recovery statement signed by key {}, which is not in the chain",
-                            r.key_fingerprint
-                        ),
-                    );
-                };
-                r.verify(epoch.key())
-                    .or_else(|e| fail(&at, e.to_string()))?;
-                // The log goes on from what an accepted loss kept.
-                if r.action == ledger_proof::RecoveryAction::LossAccepted {
-                    previous = None;
-                }
-            }
+            (CheckpointEntry::Recovery(r), _) => walk.recovery(trust, r, &at)?,
             (CheckpointEntry::Checkpoint(c), standing) => {
-                trust
-                    .chain
-                    .verify_checkpoint(c)
-                    .or_else(|e| fail(&at, e.to_string()))?;
-                if c.origin != origin {
-                    return fail(
-                        at,
-                        format!("the checkpoint names origin {:?}, not the log's", c.origin),
-                    );
-                }
-                if let Some(p) = previous
-                    && (c.tree_size < p.tree_size || c.time < p.time)
-                {
-                    return fail(at, "a checkpoint older than the one before it");
-                }
+                walk.checkpoint(trust, c, &at)?;
                 if c == &bundle.checkpoint {
                     if standing != Standing::Counts {
                         return fail(
@@ -691,15 +656,12 @@ fn check_checkpoint_log(bundle: &Bundle, trust: &Trust) -> Result<u64, BundleFai
                     trust
                         .signer(&c.key_fingerprint)
                         .or_else(|e| fail("checkpoint", e))?;
-                    covering_listed = true;
+                    walk.covering_listed = true;
                 }
-                bodies.insert(c.body());
-                previous = Some(c);
-                checkpoints += 1;
             }
             (CheckpointEntry::Cosignature(c), _) => {
                 c.verify().or_else(|e| fail(&at, e.to_string()))?;
-                if !bodies.contains(&c.body()) {
+                if !walk.bodies.contains(&c.body()) {
                     return fail(
                         at,
                         "a cosignature of a checkpoint the log does not hold before it",
@@ -709,13 +671,81 @@ fn check_checkpoint_log(bundle: &Bundle, trust: &Trust) -> Result<u64, BundleFai
             _ => {}
         }
     }
-    if !covering_listed {
+    if !walk.covering_listed {
         return fail(
             "checkpoint",
             "the checkpoint the bundle stands on is not in its checkpoint log",
         );
     }
-    Ok(checkpoints)
+    Ok(walk.checkpoints)
+}
+
+/// What the walk through the checkpoint log has seen so far.
+#[derive(Default)]
+struct LogWalk<'a> {
+    origin: String,
+    previous: Option<&'a Checkpoint>,
+    bodies: BTreeSet<String>,
+    checkpoints: u64,
+    covering_listed: bool,
+}
+
+impl<'a> LogWalk<'a> {
+    /// A recovery statement: signed by a key of the chain; an accepted loss starts the order of
+    /// checkpoints over.
+    fn recovery(
+        &mut self,
+        trust: &Trust,
+        r: &ledger_proof::RecoveryStatement,
+        at: &str,
+    ) -> Result<(), BundleFailure> {
+        let Some(epoch) = trust
+            .chain
+            .epochs()
+            .find(|e| e.fingerprint() == r.key_fingerprint)
+        else {
+            return fail(
+                at,
+                format!(
+                    "a recovery statement signed by key {}, which is not in the chain",
+                    r.key_fingerprint
+                ),
+            );
+        };
+        r.verify(epoch.key()).or_else(|e| fail(at, e.to_string()))?;
+        if r.action == ledger_proof::RecoveryAction::LossAccepted {
+            self.previous = None;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint: under the chain, of the log's origin, not older than the one before.
+    fn checkpoint(
+        &mut self,
+        trust: &Trust,
+        c: &'a Checkpoint,
+        at: &str,
+    ) -> Result<(), BundleFailure> {
+        trust
+            .chain
+            .verify_checkpoint(c)
+            .or_else(|e| fail(at, e.to_string()))?;
+        if c.origin != self.origin {
+            return fail(
+                at,
+                format!("the checkpoint names origin {:?}, not the log's", c.origin),
+            );
+        }
+        if let Some(p) = self.previous
+            && (c.tree_size < p.tree_size || c.time < p.time)
+        {
+            return fail(at, "a checkpoint older than the one before it");
+        }
+        self.bodies.insert(c.body());
+        self.previous = Some(c);
+        self.checkpoints += 1;
+        Ok(())
+    }
 }
 
 /// The manifest: signed by the trusted key or a later one, and about this bundle.

@@ -506,51 +506,54 @@ pub(crate) fn check_signatures(
         if matches!(step, KeyStep::Introduced | KeyStep::Break) {
             previous = None;
         }
-        let kind = match entry {
-            CheckpointEntry::Recovery(_) => "recovery statement",
-            CheckpointEntry::Checkpoint(_) => "checkpoint",
-            _ => "cosignature",
-        };
-        let chain = walk.chain();
-        match entry {
-            CheckpointEntry::KeyIntroduced { .. } | CheckpointEntry::Rotation(_) => {}
-            _ if chain.is_none() => {
-                return Err(format!(
-                    "entry {number}: a {kind} before any key was introduced"
-                ));
+        check_signed_entry(&walk, entry, i >= from, &mut previous, &mut checkpoints)
+            .map_err(|e| format!("entry {number}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One entry that signs with the key in force, or a witness's: a recovery statement (always
+/// checked), a checkpoint or a cosignature (when `check` says its turn has come).
+fn check_signed_entry(
+    walk: &KeyWalk,
+    entry: &CheckpointEntry,
+    check: bool,
+    previous: &mut Option<(u64, ledger_proof::Timestamp)>,
+    checkpoints: &mut HashSet<String>,
+) -> Result<(), String> {
+    let chain = walk.chain();
+    match entry {
+        CheckpointEntry::KeyIntroduced { .. } | CheckpointEntry::Rotation(_) => {}
+        CheckpointEntry::Recovery(_) | CheckpointEntry::Checkpoint(_) if chain.is_none() => {
+            return Err("a signed entry before any key was introduced".into());
+        }
+        CheckpointEntry::Recovery(r) => {
+            // Rare and decisive: always checked, whatever `from` skips.
+            if let Some(chain) = chain {
+                r.verify(chain.current().key()).map_err(|e| e.to_string())?;
             }
-            CheckpointEntry::Recovery(r) => {
-                let key = chain.map(|c| *c.current().key());
-                // Rare and decisive: always checked, whatever `from` skips.
-                if let Some(key) = key {
-                    r.verify(&key).map_err(|e| format!("entry {number}: {e}"))?;
-                }
-                previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
-                    None
-                } else {
-                    Some((r.tree_size, r.time))
-                };
+            *previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
+                None
+            } else {
+                Some((r.tree_size, r.time))
+            };
+        }
+        CheckpointEntry::Checkpoint(c) => {
+            if check && let Some(chain) = chain {
+                check_checkpoint(chain, walk.era().map(|e| e.origin.as_str()), c, *previous)?;
             }
-            CheckpointEntry::Checkpoint(c) => {
-                if i >= from
-                    && let Some(chain) = chain
-                {
-                    check_checkpoint(chain, walk.era().map(|e| e.origin.as_str()), c, previous)
-                        .map_err(|e| format!("entry {number}: {e}"))?;
-                }
-                checkpoints.insert(c.body());
-                previous = Some((c.tree_size, c.time));
-            }
-            CheckpointEntry::Cosignature(c) => {
-                if i >= from {
-                    c.verify().map_err(|e| format!("entry {number}: {e}"))?;
-                    if !checkpoints.contains(&c.body()) {
-                        return Err(format!(
-                            "entry {number}: a cosignature by {} of a checkpoint of size {} the log does not hold before it",
-                            c.witness.name(),
-                            c.tree_size
-                        ));
-                    }
+            checkpoints.insert(c.body());
+            *previous = Some((c.tree_size, c.time));
+        }
+        CheckpointEntry::Cosignature(c) => {
+            if check {
+                c.verify().map_err(|e| e.to_string())?;
+                if !checkpoints.contains(&c.body()) {
+                    return Err(format!(
+                        "a cosignature by {} of a checkpoint of size {} the log does not hold before it",
+                        c.witness.name(),
+                        c.tree_size
+                    ));
                 }
             }
         }

@@ -22,19 +22,15 @@ use crate::verify::Verified;
 /// writer may be busy with a group when the timer fires.
 pub(super) const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
 
-impl Ledger {
-    pub(super) fn start_checked(
-        storage: Arc<dyn Storage>,
-        options: LedgerOptions,
-        key: Option<SigningKey>,
-        files: Option<KeyFiles>,
-        accept_loss: Option<&str>,
-    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
+impl Core {
+    /// The shared state of a ledger over `storage`, poisoned at once if storage found a problem
+    /// when it opened (or refuses writes because it was asked to).
+    fn open(storage: &Arc<dyn Storage>, options: &LedgerOptions) -> Arc<Core> {
         let limits = options.limits.clone();
         let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
         let core = Arc::new(Core {
-            storage: Arc::clone(&storage),
-            limits: limits.clone(),
+            storage: Arc::clone(storage),
+            limits,
             poison: Mutex::new(None),
             events,
             verified: Mutex::new(Verified::default()),
@@ -62,6 +58,43 @@ impl Ledger {
             *core.poison.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some("the ledger was opened read-only".into());
         }
+        core
+    }
+}
+
+/// The periodic checkpointer: a tick to the writer every `every`, until the returned sender is
+/// dropped.
+fn checkpoint_timer(
+    every: Duration,
+    ticks: mpsc::Sender<Job>,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    Option<std::thread::JoinHandle<()>>,
+) {
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::Builder::new()
+        .name("ledger-checkpoint-timer".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every)
+            {
+                // A full queue means the writer is busy; the next tick will do.
+                let _ = ticks.try_send(Job::Tick);
+            }
+        })
+        .ok();
+    (stop_tx, timer)
+}
+
+impl Ledger {
+    pub(super) fn start_checked(
+        storage: Arc<dyn Storage>,
+        options: LedgerOptions,
+        key: Option<SigningKey>,
+        files: Option<KeyFiles>,
+        accept_loss: Option<&str>,
+    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
+        let limits = options.limits.clone();
+        let core = Core::open(&storage, &options);
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
         let mut writer = Writer {
             core: Arc::clone(&core),
@@ -101,20 +134,8 @@ impl Ledger {
         };
         let (timer_stop, timer) = match options.checkpoint_interval {
             Some(every) if !every.is_zero() && !storage.is_read_only() => {
-                let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-                let ticks = tx.clone();
-                let timer = std::thread::Builder::new()
-                    .name("ledger-checkpoint-timer".into())
-                    .spawn(move || {
-                        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                            stop_rx.recv_timeout(every)
-                        {
-                            // A full queue means the writer is busy; the next tick will do.
-                            let _ = ticks.try_send(Job::Tick);
-                        }
-                    })
-                    .ok();
-                (Some(stop_tx), timer)
+                let (stop, timer) = checkpoint_timer(every, tx.clone());
+                (Some(stop), timer)
             }
             _ => (None, None),
         };

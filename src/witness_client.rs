@@ -44,8 +44,24 @@ const PUSH_EVERY: Duration = Duration::from_secs(1);
 /// Longest one request to a witness may take.
 const WITNESS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Runs `serve` with the pusher pushing beside it, and stops the pusher once `serve` ends.
+pub(crate) async fn while_serving<T>(
+    ledger: Ledger,
+    witnesses: Vec<WitnessTarget>,
+    serve: impl std::future::Future<Output = T>,
+) -> T {
+    let stop = Arc::new(AtomicBool::new(false));
+    let pusher = start(ledger, witnesses, Arc::clone(&stop));
+    let served = serve.await;
+    stop.store(true, Ordering::Relaxed);
+    if let Some(pusher) = pusher {
+        let _ = pusher.join();
+    }
+    served
+}
+
 /// Starts the pusher; it stops when `stop` is set.
-pub(crate) fn start(
+fn start(
     ledger: Ledger,
     witnesses: Vec<WitnessTarget>,
     stop: Arc<AtomicBool>,

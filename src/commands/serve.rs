@@ -9,11 +9,12 @@ use anyhow::{Context, bail};
 use service::tokens::TokenStore;
 
 use crate::Outcome;
-use crate::auth::Auth;
-use crate::hosts::HostAllowList;
 use crate::listener::ConnectionLimits;
-use crate::server::{HttpLimits, ServerOptions};
+use crate::server::ServerOptions;
 use crate::tls::TlsConfig;
+use server::auth::Auth;
+use server::hosts::HostAllowList;
+use server::{AppOptions, HttpLimits};
 
 /// Arguments of `serve`. Each can also be set in `research-ledger.toml` under `[serve]`, with
 /// underscores for dashes; flags win, then environment variables, then the file.
@@ -205,7 +206,7 @@ impl Args {
             .allowed_origins
             .extend(self.mcp_allowed_origins.iter().cloned());
         let g = &self.graphql;
-        ServerOptions {
+        let app = AppOptions {
             graphql: graphql::Options {
                 limits: graphql::Limits {
                     depth_levels_max: g.graphql_depth_levels_max,
@@ -226,9 +227,13 @@ impl Args {
                 request_time_max: Duration::from_secs(self.request_secs_max),
                 requests_in_flight_max: self.requests_in_flight_max,
                 body_read_time_max: Duration::from_secs(self.body_read_secs_max),
-                shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             },
             hosts,
+            export_concurrent_max: self.export_concurrent_max,
+        };
+        ServerOptions {
+            app,
+            shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             connections: ConnectionLimits {
                 connections_max: crate::listener::fit_to_descriptors(self.connections_max),
                 connections_per_address_max: self.connections_per_address_max,
@@ -236,8 +241,26 @@ impl Args {
                 idle_time_max: Duration::from_secs(self.idle_secs_max),
             },
             tls,
-            export_concurrent_max: self.export_concurrent_max,
         }
+    }
+
+    /// The witnesses to push checkpoints to.
+    fn witness_targets(&self) -> anyhow::Result<Vec<crate::witness_client::WitnessTarget>> {
+        self.witnesses
+            .iter()
+            .map(|w| crate::witness_client::WitnessTarget::parse(w))
+            .collect()
+    }
+
+    /// The service's options: the data directory's, with the endpoint allow-list and the
+    /// origin given here.
+    fn service_options(&self, data_dir: &Path) -> service::ServiceOptions {
+        let mut options = crate::config::service_options(data_dir);
+        options.tool_endpoint_allow = self.allow.allow_list();
+        if self.origin.is_some() {
+            options.ledger.origin.clone_from(&self.origin);
+        }
+        options
     }
 
     /// Refuses settings that cannot work, before anything is opened.
@@ -279,6 +302,17 @@ impl Args {
     }
 }
 
+/// Who the server serves, in words for its operator.
+fn access(tokens: bool, required: bool) -> &'static str {
+    if tokens {
+        "access tokens required"
+    } else if required {
+        "access tokens required, and none is in force: serving no one until `token add`"
+    } else {
+        "loopback only: no access tokens are configured"
+    }
+}
+
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     args.check()?;
     super::private_data_dir(data_dir)?;
@@ -309,11 +343,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             args.listen
         );
     }
-    let witnesses = args
-        .witnesses
-        .iter()
-        .map(|w| crate::witness_client::WitnessTarget::parse(w))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let witnesses = args.witness_targets()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let auth = Arc::new(Auth::new(store, loopback));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -324,11 +354,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         let (listener, bound) = crate::server::bind(args.listen).await?;
         // The data directory's lock names the address, so a command that finds it held can
         // say where the server is.
-        let mut options = crate::config::service_options(data_dir);
-        options.tool_endpoint_allow = args.allow.allow_list();
-        if args.origin.is_some() {
-            options.ledger.origin.clone_from(&args.origin);
-        }
+        let mut options = args.service_options(data_dir);
         options.ledger.lock_note = Some(format!(
             "research-ledger serve on {scheme}://{bound} (pid {})",
             std::process::id()
@@ -342,27 +368,14 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .with_context(|| format!("cannot open the data directory {}", data_dir.display()))?;
         // The one line on stdout a supervisor or a test waits for.
         println!("listening on {scheme}://{bound}");
-        let required = auth.store().tokens_required().unwrap_or(true);
-        let access = if tokens {
-            "access tokens required"
-        } else if required {
-            "access tokens required, and none is in force: serving no one until `token add`"
-        } else {
-            "loopback only: no access tokens are configured"
-        };
+        let access = access(tokens, auth.store().tokens_required().unwrap_or(true));
         eprintln!(
             "research-ledger serving {} on {scheme}://{bound} ({access})",
             data_dir.display()
         );
-        let pushing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let pusher =
-            crate::witness_client::start(service.ledger().clone(), witnesses, pushing.clone());
-        let served = crate::server::serve(service, listener, args.options(auth, tls), stop).await;
-        pushing.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(pusher) = pusher {
-            let _ = pusher.join();
-        }
-        served
+        let ledger = service.ledger().clone();
+        let served = crate::server::serve(service, listener, args.options(auth, tls), stop);
+        crate::witness_client::while_serving(ledger, witnesses, served).await
     })?;
     Ok(Outcome::Passed)
 }

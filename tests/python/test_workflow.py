@@ -18,6 +18,7 @@ EXPECTED_TOOLS = {
     "retrieval_search_evidence",
     "retrieval_add_evidence",
     "retrieval_get_source_detail",
+    "retrieval_list_candidates",
     "retrieval_retract_evidence",
     "synthesis_screen_evidence",
     "synthesis_research_synthesis",
@@ -119,11 +120,13 @@ async def test_tools_are_listed_with_schemas_and_annotations(target: Any, mode: 
             assert tool.input_schema["type"] == "object"
             assert tool.output_schema is not None and tool.output_schema["type"] == "object"
             assert tool.annotations is not None
-            assert tool.annotations.destructive_hint is False
+            # Only what differs from MCP's defaults is said; a read-only tool is not destructive.
+            assert tool.annotations.read_only_hint is True or tool.annotations.destructive_hint is False
+            assert tool.annotations.open_world_hint is False
         by_name = {t.name: t for t in tools}
         assert by_name["audit_verify"].annotations.read_only_hint is True
         assert by_name["research_summarize_state"].annotations.idempotent_hint is True
-        assert by_name["research_open_task"].annotations.read_only_hint is False
+        assert not by_name["research_open_task"].annotations.read_only_hint
         write = by_name["retrieval_add_evidence"].input_schema["properties"]
         assert "expected_version" in write and "idempotency_key" in write
 

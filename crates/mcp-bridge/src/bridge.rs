@@ -177,7 +177,11 @@ impl ServerHandler for Bridge {
         );
         ServerConfig::new(capabilities)
             .with_server_info(server)
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(format!(
+                "{INSTRUCTIONS} {} {}",
+                service::SHARED_ARGUMENTS,
+                service::SHARED_RESULTS
+            ))
     }
 
     /// A request the SDK did not read into one it knows: a method MCP defines (in the request's

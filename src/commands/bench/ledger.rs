@@ -148,11 +148,8 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     ledger.shutdown();
     drop(ledger);
 
-    phase("raw blake3");
+    phase("raw blake3 and SHA-256");
     let blake3 = blake3_rate(PAYLOAD_BYTES, BLAKE3_DURATION);
-    phase("raw SHA-256");
-    let sha256 = sha256_node_rate(BLAKE3_DURATION);
-
     let figures = Figures {
         durable_appends_1_writer_per_s: rate(sequential, appends.one.ledger),
         durable_appends_concurrent_per_s: rate(concurrent, appends.many.ledger),
@@ -167,7 +164,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         sled_sync_each_inserts_per_s: rate(sequential, appends.one.sled),
         sled_sync_grouped_inserts_per_s: rate(concurrent, appends.many.sled),
         blake3_hashes_per_s: blake3,
-        sha256_node_hashes_per_s: sha256,
+        sha256_node_hashes_per_s: sha256_node_rate(BLAKE3_DURATION),
     };
     let ratios = Ratio::all(&figures, &baselines, &RATIOS)?;
     let syncs = |g: &Grouping| Syncs {

@@ -327,20 +327,7 @@ impl Writer {
             .iter()
             .any(|e| matches!(e, CheckpointEntry::KeyIntroduced { .. }))
         {
-            statements.push(CheckpointEntry::KeyIntroduced {
-                public_key: key.public_key(),
-                tree_size: kept,
-                time,
-                reason: format!(
-                    "the checkpoint log named no key when a loss was accepted: {}",
-                    one_line(reason)
-                ),
-                origin: if self.origin.is_empty() {
-                    super::signing::default_origin(&key.public_key())
-                } else {
-                    self.origin.clone()
-                },
-            });
+            statements.push(self.key_reintroduced(&key, kept, time, reason));
         }
         let mut detail = one_line(&accepted.join("; "));
         if detail.chars().count() > DETAIL_CHARS_MAX {
@@ -367,6 +354,33 @@ impl Writer {
             moved,
             accepted,
         })
+    }
+}
+
+impl Writer {
+    /// The key that signs an acceptance when the checkpoint log lost every key entry, introduced
+    /// again at the kept size, with the log's origin.
+    fn key_reintroduced(
+        &self,
+        key: &SigningKey,
+        kept: u64,
+        time: ledger_proof::Timestamp,
+        reason: &str,
+    ) -> CheckpointEntry {
+        CheckpointEntry::KeyIntroduced {
+            public_key: key.public_key(),
+            tree_size: kept,
+            time,
+            reason: format!(
+                "the checkpoint log named no key when a loss was accepted: {}",
+                one_line(reason)
+            ),
+            origin: if self.origin.is_empty() {
+                super::signing::default_origin(&key.public_key())
+            } else {
+                self.origin.clone()
+            },
+        }
     }
 }
 

@@ -223,6 +223,45 @@ impl Report {
     }
 
     /// The report as a person reads it.
+    /// The replay figures and the hash rates they are measured against.
+    fn replay_lines(&self, out: &mut String) {
+        let (p, f, b) = (&self.parameters, &self.figures, &self.baselines);
+        let _ = writeln!(
+            out,
+            "replay of a freshly reopened ledger ({} events, median of {} rounds)",
+            count(p.replayed_events),
+            p.replay_rounds
+        );
+        line(
+            out,
+            "replay + full verify",
+            f.replay_verify_events_per_s,
+            "events/s",
+            "",
+        );
+        line(
+            out,
+            "plain replay (read_range, decode)",
+            f.replay_events_per_s,
+            "events/s",
+            "",
+        );
+        line(
+            out,
+            &format!("raw blake3, {}-byte messages", p.payload_bytes),
+            b.blake3_hashes_per_s,
+            "hashes/s",
+            "",
+        );
+        line(
+            out,
+            "raw SHA-256, 65-byte Merkle node inputs",
+            b.sha256_node_hashes_per_s,
+            "hashes/s",
+            "",
+        );
+    }
+
     pub(super) fn to_text(&self) -> String {
         let p = &self.parameters;
         let f = &self.figures;
@@ -316,40 +355,7 @@ impl Report {
             "inserts/s",
             "",
         );
-        let _ = writeln!(
-            out,
-            "replay of a freshly reopened ledger ({} events, median of {} rounds)",
-            count(p.replayed_events),
-            p.replay_rounds
-        );
-        line(
-            &mut out,
-            "replay + full verify",
-            f.replay_verify_events_per_s,
-            "events/s",
-            "",
-        );
-        line(
-            &mut out,
-            "plain replay (read_range, decode)",
-            f.replay_events_per_s,
-            "events/s",
-            "",
-        );
-        line(
-            &mut out,
-            &format!("raw blake3, {}-byte messages", p.payload_bytes),
-            b.blake3_hashes_per_s,
-            "hashes/s",
-            "",
-        );
-        line(
-            &mut out,
-            "raw SHA-256, 65-byte Merkle node inputs",
-            b.sha256_node_hashes_per_s,
-            "hashes/s",
-            "",
-        );
+        self.replay_lines(&mut out);
         let _ = writeln!(
             out,
             "inclusion proofs ({} against a checkpoint of {} events)",

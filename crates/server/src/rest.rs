@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use service::{Caller, ServiceError};
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The HTTP status of each error code; the body is always the structured error.
 pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
@@ -83,7 +83,7 @@ impl FromRequest<AppState> for RequestBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
-        let bytes = crate::server::read_body(request.into_body(), state.request_bytes_max).await?;
+        let bytes = crate::app::read_body(request.into_body(), state.request_bytes_max).await?;
         Ok(RequestBody(bytes))
     }
 }
@@ -252,17 +252,26 @@ async fn list(State(state): State<AppState>) -> Json<Value> {
         .tools()
         .into_iter()
         .map(|t| {
+            // The annotations MCP's `tools/list` gives: only what differs from its defaults.
+            let mut annotations = serde_json::Map::new();
+            if t.read_only {
+                annotations.insert("readOnlyHint".into(), json!(true));
+            } else {
+                annotations.insert("destructiveHint".into(), json!(false));
+            }
+            if t.idempotent {
+                annotations.insert("idempotentHint".into(), json!(true));
+            }
+            if !t.open_world {
+                annotations.insert("openWorldHint".into(), json!(false));
+            }
             json!({
                 "name": t.name,
                 "title": t.title,
                 "description": t.description,
                 "inputSchema": t.input_schema,
                 "outputSchema": t.output_schema,
-                "annotations": {
-                    "readOnlyHint": t.read_only,
-                    "idempotentHint": t.idempotent,
-                    "destructiveHint": false,
-                },
+                "annotations": annotations,
             })
         })
         .collect();

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ledger::ledger_proof::Tile;
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The routes.
 pub(crate) fn routes() -> Router<AppState> {

@@ -1,0 +1,413 @@
+//! The table of built-in tools: for each, its title, its description (when a model should call
+//! it), the JSON Schemas of its arguments and of its result, the role it needs, and its handler.
+//!
+//! Input schemas are generated from the argument types the handlers read, so a schema cannot
+//! drift from what a call accepts.
+
+use research::Tool;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{
+    Call, ToolDef, ToolOutput, ToolSpec, check, evaluation, evidence, parse, search, task,
+};
+use crate::args::*;
+use crate::error::ServiceError;
+use crate::tokens::Role;
+
+/// A handler: what a call of the tool does with its parsed arguments.
+type Run<A> = fn(&mut Call<'_>, A) -> Result<ToolOutput, ServiceError>;
+
+fn define<A: DeserializeOwned + JsonSchema + 'static>(
+    tool: Tool,
+    read_only: bool,
+    title: &str,
+    description: &str,
+    output_schema: Value,
+    run: Run<A>,
+) -> ToolDef {
+    ToolDef {
+        tool,
+        spec: ToolSpec {
+            name: tool.name().to_owned(),
+            title: title.to_owned(),
+            description: description.to_owned(),
+            input_schema: schema_of::<A>(),
+            output_schema,
+            read_only,
+            idempotent: read_only,
+            open_world: false,
+            role: if read_only {
+                Role::Auditor
+            } else {
+                Role::Writer
+            },
+        },
+        check: check::<A>,
+        run: Box::new(move |call| {
+            let arguments = parse::<A>(call.arguments)?;
+            run(call, arguments)
+        }),
+    }
+}
+
+/// A tool that writes to the ledger: it needs the writer role.
+fn write<A: DeserializeOwned + JsonSchema + 'static>(
+    tool: Tool,
+    title: &str,
+    description: &str,
+    output_schema: Value,
+    run: Run<A>,
+) -> ToolDef {
+    define(tool, false, title, description, output_schema, run)
+}
+
+/// A tool that changes nothing: read-only and idempotent, open to auditors.
+fn read<A: DeserializeOwned + JsonSchema + 'static>(
+    tool: Tool,
+    title: &str,
+    description: &str,
+    output_schema: Value,
+    run: Run<A>,
+) -> ToolDef {
+    define(tool, true, title, description, output_schema, run)
+}
+
+impl ToolDef {
+    fn for_role(mut self, role: Role) -> Self {
+        self.spec.role = role;
+        self
+    }
+}
+
+/// The entry of each built-in tool: one function per tool below, in the order clients list
+/// them.
+pub(super) fn entry(tool: Tool) -> ToolDef {
+    match tool {
+        Tool::ResearchOpenTask => research_open_task(tool),
+        Tool::ResearchExpandSubquestions => research_expand_subquestions(tool),
+        Tool::RetrievalSearchEvidence => retrieval_search_evidence(tool),
+        Tool::RetrievalAddEvidence => retrieval_add_evidence(tool),
+        Tool::RetrievalGetSourceDetail => retrieval_get_source_detail(tool),
+        Tool::RetrievalListCandidates => retrieval_list_candidates(tool),
+        Tool::RetrievalRetractEvidence => retrieval_retract_evidence(tool),
+        Tool::SynthesisScreenEvidence => synthesis_screen_evidence(tool),
+        Tool::SynthesisResearchSynthesis => synthesis_research_synthesis(tool),
+        Tool::EvaluationConflictResolution => evaluation_conflict_resolution(tool),
+        Tool::EvaluationResolveConflict => evaluation_resolve_conflict(tool),
+        Tool::EvaluationBuildDecisionMatrix => evaluation_build_decision_matrix(tool),
+        Tool::EvaluationGenerateConclusion => evaluation_generate_conclusion(tool),
+        Tool::EvaluationExplainReasoning => evaluation_explain_reasoning(tool),
+        Tool::ResearchSummarizeState => research_summarize_state(tool),
+        Tool::ResearchCloseTask => research_close_task(tool),
+        Tool::ResearchRunPipeline => research_run_pipeline(tool),
+        Tool::ResearchJobStatus => research_job_status(tool),
+        Tool::AuditVerify => audit_verify(tool),
+    }
+}
+
+fn research_open_task(tool: Tool) -> ToolDef {
+    write::<OpenTaskArgs>(
+        tool,
+        "Open a research task",
+        "Call first, once per question: opens a task and returns its task_id. Constraints, research date and rule overrides are recorded here for good.",
+        write_output(&[
+            ("question", json!({"type": "string"})),
+            ("research_date", json!({"type": "string"})),
+            (
+                "mode",
+                json!({"type": "string", "enum": ["tool_constrained", "agent_led"]}),
+            ),
+            ("rules", obj()),
+        ]),
+        task::open,
+    )
+}
+
+fn research_expand_subquestions(tool: Tool) -> ToolDef {
+    write::<ExpandSubquestionsArgs>(
+        tool,
+        "Add sub-questions",
+        "Call when the question splits into parts answered separately: each gets an id (sq-N) that scopes searches, evidence and conflicts.",
+        write_output(&[("sub_questions", arr())]),
+        task::expand_subquestions,
+    )
+}
+
+fn retrieval_search_evidence(tool: Tool) -> ToolDef {
+    write::<SearchEvidenceArgs>(
+        tool,
+        "Search for evidence",
+        "Call to find evidence: searches the sources (the corpus by default) and adds new hits as candidates, scored by the service. Screen them next with synthesis_screen_evidence.",
+        write_output(&[
+            ("search_id", json!({"type": "string"})),
+            ("query", json!({"type": "string"})),
+            (
+                "sources",
+                json!({"type": "array", "items": {"type": "string"}}),
+            ),
+            ("index_state", json!({"type": "string"})),
+            ("candidates", arr()),
+        ]),
+        search::search_evidence,
+    )
+}
+
+fn retrieval_add_evidence(tool: Tool) -> ToolDef {
+    write::<AddEvidenceArgs>(
+        tool,
+        "Add evidence you found",
+        "Call with evidence the sources did not return: its full text, source, type and date. The service scores it; the conclusion reports the share of such evidence.",
+        write_output(&[
+            ("evidence_id", json!({"type": "string"})),
+            ("evidence", obj()),
+        ]),
+        evidence::add,
+    )
+}
+
+fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
+    read::<SourceDetailArgs>(
+        tool,
+        "Read an evidence item in full",
+        "Call when a summary is not enough: the item's full text and its hash.",
+        output(
+            true,
+            &[
+                ("evidence", obj()),
+                ("content", json!({"type": "string"})),
+                ("content_hash", json!({"type": "string"})),
+            ],
+        ),
+        evidence::source_detail,
+    )
+}
+
+fn retrieval_list_candidates(tool: Tool) -> ToolDef {
+    read::<ListCandidatesArgs>(
+        tool,
+        "List a task's items",
+        "Call to see a task's candidates (or items of another status) a page at a time, compact, without reading its whole state.",
+        output(
+            true,
+            &[
+                ("total", json!({"type": "integer"})),
+                ("items", arr()),
+                ("next_cursor", json!({"type": "string"})),
+            ],
+        ),
+        evidence::list_candidates,
+    )
+}
+
+fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
+    write::<RetractEvidenceArgs>(
+        tool,
+        "Retract an evidence item",
+        "Call when an item proves wrong or unusable: it leaves the verdict with the reason; nothing is deleted.",
+        write_output(&[
+            ("evidence_id", json!({"type": "string"})),
+            ("status", json!({"type": "string", "enum": ["retracted"]})),
+        ]),
+        evidence::retract,
+    )
+}
+
+fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
+    write::<ScreenEvidenceArgs>(
+        tool,
+        "Screen candidates",
+        "Call after a search: adopt each candidate with its stance toward the main question, or reject it. Every candidate is screened before conflicts are resolved.",
+        write_output(&[
+            ("screened", arr()),
+            ("candidates_remaining", json!({"type": "integer"})),
+        ]),
+        evidence::screen,
+    )
+}
+
+fn synthesis_research_synthesis(tool: Tool) -> ToolDef {
+    write::<TaskArgs>(
+        tool,
+        "Synthesise viewpoints",
+        "Call after screening, if useful: groups adopted evidence into viewpoints by scope and stance.",
+        write_output(&[("synthesis", obj())]),
+        evaluation::synthesis,
+    )
+}
+
+fn evaluation_conflict_resolution(tool: Tool) -> ToolDef {
+    write::<TaskArgs>(
+        tool,
+        "Resolve conflicts by the rules",
+        "Call after the last change to the evidence: where adopted items disagree within a scope, the rules decide by authority, then recency, or leave the conflict pending.",
+        write_output(&[("conflicts", arr())]),
+        evaluation::conflict_resolution,
+    )
+}
+
+fn evaluation_resolve_conflict(tool: Tool) -> ToolDef {
+    write::<ResolveConflictArgs>(
+        tool,
+        "Decide a conflict as a person",
+        "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
+        write_output(&[("conflict", obj())]),
+        evaluation::resolve_conflict,
+    )
+    .for_role(Role::Reviewer)
+}
+
+fn evaluation_build_decision_matrix(tool: Tool) -> ToolDef {
+    write::<TaskArgs>(
+        tool,
+        "Build the decision matrix",
+        "Call after conflicts are settled: a row per item (authority, reliability, relevance, recency, stance, status) and totals per stance.",
+        write_output(&[("matrix", obj())]),
+        evaluation::decision_matrix,
+    )
+}
+
+fn evaluation_generate_conclusion(tool: Tool) -> ToolDef {
+    write::<TaskArgs>(
+        tool,
+        "Issue the verdict",
+        "Call after the matrix: the service computes the verdict and confidence from the recorded evidence by the task's rules and returns the conclusion card.",
+        write_output(&[
+            ("conclusion_id", json!({"type": "string"})),
+            (
+                "stance",
+                json!({"type": "string", "enum": ["supportive", "opposing", "uncertain", "evidence_insufficient"]}),
+            ),
+            ("confidence", json!({"type": "number"})),
+            ("components", obj()),
+            ("evidence", arr()),
+            ("adjudications", arr()),
+            ("rules", obj()),
+            ("client_share", json!({"type": "number"})),
+            ("stale", json!({"type": "boolean"})),
+            ("markdown", json!({"type": "string"})),
+        ]),
+        evaluation::conclusion,
+    )
+}
+
+fn evaluation_explain_reasoning(tool: Tool) -> ToolDef {
+    write::<TaskArgs>(
+        tool,
+        "Explain the verdict",
+        "Call after a conclusion: why the verdict is what it is, each line citing the ledger events it rests on.",
+        write_output(&[
+            ("explanation_id", json!({"type": "string"})),
+            ("conclusion_id", json!({"type": "string"})),
+            ("markdown", json!({"type": "string"})),
+        ]),
+        evaluation::explain,
+    )
+}
+
+fn research_summarize_state(tool: Tool) -> ToolDef {
+    read::<TaskReadArgs>(
+        tool,
+        "Summarise a task",
+        "Call for a compact view of a task: status, counts, next steps, conflicts and the verdict.",
+        output(true, &[("summary", obj()), ("pending_actions", arr())]),
+        task::summarize,
+    )
+}
+
+fn research_close_task(tool: Tool) -> ToolDef {
+    write::<CloseTaskArgs>(
+        tool,
+        "Close a task",
+        "Call when the research is finished: nothing more can be written to the task.",
+        write_output(&[("status", json!({"type": "string"}))]),
+        task::close,
+    )
+}
+
+fn research_run_pipeline(tool: Tool) -> ToolDef {
+    write::<RunPipelineArgs>(
+        tool,
+        "Run the research pipeline",
+        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation) and returns a job_id; follow it with research_job_status. It stops at screening for your judgement; screen, then call again to resume.",
+        job_output(),
+        task::run_pipeline,
+    )
+}
+
+fn research_job_status(tool: Tool) -> ToolDef {
+    read::<JobStatusArgs>(
+        tool,
+        "Read a pipeline job",
+        "Call to follow a pipeline job: its status, its step (\"step 2/8: retrieving evidence 2/3\"), the steps done, and what it waits for.",
+        job_output(),
+        task::job_status,
+    )
+}
+
+fn audit_verify(tool: Tool) -> ToolDef {
+    read::<NoArgs>(
+        tool,
+        "Verify the ledger",
+        "Call to check that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
+        output(
+            false,
+            &[
+                ("intact", json!({"type": "boolean"})),
+                ("size", json!({"type": "integer"})),
+                ("root", json!({"type": "string"})),
+            ],
+        ),
+        task::verify,
+    )
+}
+
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut value = serde_json::to_value(schemars::schema_for!(T))
+        .unwrap_or_else(|_| json!({"type": "object"}));
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    super::compact::compact(value)
+}
+
+/// An output schema: an object with the given properties. The fields every result about a
+/// task carries (`task_id`, `session_version`, `replayed`) are described once, in the server's
+/// instructions ([`super::compact::SHARED_RESULTS`]); a result holds more than its schema
+/// names, as JSON Schema allows.
+fn output(_task: bool, properties: &[(&str, Value)]) -> Value {
+    let props: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+        .collect();
+    json!({"type": "object", "properties": props})
+}
+
+fn obj() -> Value {
+    json!({"type": "object"})
+}
+
+fn arr() -> Value {
+    json!({"type": "array"})
+}
+
+fn write_output(properties: &[(&str, Value)]) -> Value {
+    output(true, properties)
+}
+
+/// The structured result of the job tools: the job as it stands.
+fn job_output() -> Value {
+    let status = json!({
+        "type": "string",
+        "enum": ["running", "waiting", "completed", "failed", "interrupted"],
+    });
+    write_output(&[
+        ("job_id", json!({"type": "string"})),
+        ("status", status),
+        ("step", json!({"type": "integer"})),
+        ("progress", json!({"type": "string"})),
+        ("pending_actions", arr()),
+    ])
+}

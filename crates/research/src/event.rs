@@ -524,7 +524,7 @@ pub struct Decider {
 }
 
 /// A decision on a pending conflict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ConflictResolved {
     /// The conflict.
     pub conflict_id: ConflictId,
@@ -535,12 +535,13 @@ pub struct ConflictResolved {
     /// An earlier human decision on the same conflict that this one replaces.
     pub previous_outcome: Option<HumanOutcome>,
     /// Who decided (schema version 3; absent in what earlier versions wrote, which did not
-    /// tell a person from an assistant).
+    /// tell a person from an assistant). Left out of the JSON view when absent.
+    #[serde(default)]
     pub decided_by: Option<Decider>,
 }
 
 /// A person appealed an automatic adjudication.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct AdjudicationAppealed {
     /// The conflict.
     pub conflict_id: ConflictId,
@@ -554,7 +555,9 @@ pub struct AdjudicationAppealed {
     pub reason: String,
     /// An earlier human decision on the same conflict that this one replaces.
     pub previous_outcome: Option<HumanOutcome>,
-    /// Who decided (schema version 3; absent in what earlier versions wrote).
+    /// Who decided (schema version 3; absent in what earlier versions wrote). Left out of the
+    /// JSON view when absent.
+    #[serde(default)]
     pub decided_by: Option<Decider>,
 }
 
@@ -843,4 +846,25 @@ crate::v2_part::serialize_with_v2_part!(
         supersedes
     ],
     v2
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    ConflictResolved,
+    "ConflictResolved",
+    [conflict_id, outcome, reason, previous_outcome],
+    decided_by
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    AdjudicationAppealed,
+    "AdjudicationAppealed",
+    [
+        conflict_id,
+        overturned_tier,
+        overturned_winner,
+        outcome,
+        reason,
+        previous_outcome
+    ],
+    decided_by
 );

@@ -7,7 +7,8 @@
 //! binary form (postcard, not self-describing) always holds the part, absent or not, so that a
 //! task state, which holds these records, decodes field for field. The stored form of events is
 //! the codec's business: it writes events without `v2` parts in their version 1 shape
-//! ([`crate::codec`]).
+//! ([`crate::codec`]). The same holds for the part schema version 3 added, who decided a
+//! conflict ([`crate::event::ConflictResolved::decided_by`]).
 
 /// Implements `Serialize` for a struct whose last field, `$part`, is a `v2` part: every field in
 /// declaration order, then the part, which a human-readable format leaves out when it is `None`.

@@ -15,6 +15,7 @@ ENUMS = {
     "ScreeningDecision": ["adopt", "reject"],
     "Tier": ["authority", "recency", "pending", "human", "weight"],
     "HumanOutcome": ["supports", "opposes", "both_stand"],
+    "DecidedBy": ["person", "assistant"],
     "EvidenceStatus": ["candidate", "adopted", "rejected", "retracted", "overruled"],
     "Verdict": ["supportive", "opposing", "uncertain", "evidence_insufficient"],
     "VerdictRule": [
@@ -102,6 +103,7 @@ STRUCTS = {
         ("weights_applied", "Weights"), ("supports_relevance", "f64"), ("opposes_relevance", "f64"),
     ],
     "Cite": [("seq", "u64"), ("version", "u64"), ("hash", "hash")],
+    "Decider": [("by", "DecidedBy"), ("via", "string")],
     "ExplanationNode": [("parent", ("option", "u32")), ("text", "string"), ("cites", ("list", "Cite"))],
 }
 
@@ -137,11 +139,12 @@ KINDS = {
     ],
     "conflict_resolved": [
         ("conflict_id", "string"), ("outcome", "HumanOutcome"), ("reason", "string"),
-        ("previous_outcome", ("option", "HumanOutcome")),
+        ("previous_outcome", ("option", "HumanOutcome")), ("decided_by", ("option", "Decider")),
     ],
     "adjudication_appealed": [
         ("conflict_id", "string"), ("overturned_tier", "Tier"), ("overturned_winner", ("option", "Side")),
         ("outcome", "HumanOutcome"), ("reason", "string"), ("previous_outcome", ("option", "HumanOutcome")),
+        ("decided_by", ("option", "Decider")),
     ],
     "decision_matrix_built": [
         ("matrix_id", "string"), ("rows", ("list", "MatrixRow")), ("aggregates", ("list", "StanceAggregate")),
@@ -172,6 +175,12 @@ V2_PARTS = {
     "conclusion_issued": "v2",
 }
 
+# The part schema version 3 added, who decided a conflict: present only in version 3 bytes.
+V3_PARTS = {
+    "conflict_resolved": "decided_by",
+    "adjudication_appealed": "decided_by",
+}
+
 
 def _date(text: str) -> str:
     parts = text.split("-")
@@ -193,6 +202,7 @@ class _Decoder:
         self.r = Reader(data)
         self.version = version
         self.parts: list[bool] = []
+        self.parts3: list[bool] = []
 
     def value(self, t):
         r = self.r
@@ -232,7 +242,16 @@ class _Decoder:
     def struct(self, name, fields):
         out = {}
         part = V2_PARTS.get(name)
+        part3 = V3_PARTS.get(name)
         for field, t in fields:
+            if field == part3:
+                if self.version < 3:
+                    continue
+                value = self.value(t)
+                self.parts3.append(value is not None)
+                if value is not None:
+                    out[field] = value
+                continue
             if field == part:
                 if self.version == 1:
                     self.parts.append(False)
@@ -253,7 +272,7 @@ def decode(kind: str, payload: bytes) -> dict:
     if len(payload) < 2:
         raise DecodeError("event bytes too short for the schema version")
     version = int.from_bytes(payload[:2], "little")
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise DecodeError(f"unknown event schema version {version}")
     d = _Decoder(payload[2:], version)
     view = d.struct(kind, KINDS[kind])
@@ -261,6 +280,9 @@ def decode(kind: str, payload: bytes) -> dict:
         raise DecodeError(f"`{kind}` payload has {d.r.left()} trailing bytes")
     # Version 2 holds exactly the events with v2 parts, every part present.
     if version == 2 and (not d.parts or not all(d.parts)):
+        raise DecodeError(f"`{kind}` payload is not in its canonical schema version")
+    # Version 3 holds exactly the decisions that name who decided.
+    if version == 3 and (not d.parts3 or not all(d.parts3)):
         raise DecodeError(f"`{kind}` payload is not in its canonical schema version")
     return {"type": kind, **view}
 

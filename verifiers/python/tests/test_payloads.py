@@ -1,0 +1,49 @@
+"""Payload versions as docs/event-payloads.md gives them, built by hand from the tables: a
+decision that names who made it is version 3, one that does not is version 1, and a version
+that could have been another is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from research_ledger_verify.postcard import DecodeError
+from research_ledger_verify.payloads import decode
+
+
+def string(text: str) -> bytes:
+    raw = text.encode()
+    assert len(raw) < 128
+    return bytes([len(raw)]) + raw
+
+
+V1_BODY = string("cf-1") + bytes([0]) + string("the wider record") + bytes([0])
+DECIDER = bytes([1]) + bytes([1]) + string("pytest-assistant")  # some(Decider{assistant, …})
+
+
+def test_version_1_reads_without_who_decided() -> None:
+    view = decode("conflict_resolved", b"\x01\x00" + V1_BODY)
+    assert view == {
+        "type": "conflict_resolved",
+        "conflict_id": "cf-1",
+        "outcome": "supports",
+        "reason": "the wider record",
+        "previous_outcome": None,
+    }
+
+
+def test_version_3_reads_who_decided() -> None:
+    view = decode("conflict_resolved", b"\x03\x00" + V1_BODY + DECIDER)
+    assert view["decided_by"] == {"by": "assistant", "via": "pytest-assistant"}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x03\x00" + V1_BODY + b"\x00",  # version 3 without who decided
+        b"\x02\x00" + V1_BODY,  # no version 2 of a decision
+        b"\x01\x00" + V1_BODY + DECIDER,  # version 1 with a part it cannot hold
+    ],
+)
+def test_a_decision_in_a_version_it_could_not_have_is_refused(payload: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decode("conflict_resolved", payload)

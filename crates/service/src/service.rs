@@ -4,8 +4,10 @@
 //! A write goes: idempotency key first (a retry of a command that succeeded is answered from the
 //! events it wrote, even if the same command would now be refused), then the expected version,
 //! then `research::decide` on the task's state, then one conditional append, then the
-//! projection catches up so the caller reads its own write. Content blobs are made durable
-//! before the event that cites them is appended.
+//! projection folds the events the ledger's writer hands it, so the caller reads its own write
+//! without the events being read back. Each check is made once: the key is looked up by the
+//! ledger's writer as it appends, or by the service when the command is refused before the
+//! append. Content blobs are made durable before the event that cites them is appended.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -494,22 +496,37 @@ impl Service {
                         ),
                     ));
                 }
-                let fingerprint = fingerprint(tool, arguments, &caller.actor);
-                // The key first: a retry of a command that succeeded gets its original result.
-                if let Some(record) = inner
-                    .ledger
-                    .idempotency(key)
-                    .map_err(ServiceError::unavailable)?
-                {
-                    if record.fingerprint != fingerprint {
-                        return Err(ServiceError::IdempotencyKeyReused { key: key.clone() });
-                    }
-                    return self.replay(&record);
-                }
                 Some(Idempotency {
                     key: key.clone(),
-                    fingerprint,
+                    fingerprint: fingerprint(tool, arguments, &caller.actor),
                 })
+            }
+        };
+        // The key is checked before anything else, but only where the answer can differ: a
+        // command that is decided and appended carries its key to the ledger, whose writer
+        // checks it (once, atomically with the append) and answers a retry with the original
+        // receipt; a command refused before the append looks the key up, once, since a retry
+        // of a command that succeeded must get its original result even when the same command
+        // would now be refused.
+        let refused = |error: ServiceError| -> Result<Written, ServiceError> {
+            let Some(idem) = &idempotency else {
+                return Err(error);
+            };
+            match inner
+                .ledger
+                .idempotency(&idem.key)
+                .map_err(ServiceError::unavailable)?
+            {
+                Some(record) if record.fingerprint == idem.fingerprint => self.replay(
+                    &record.stream,
+                    record.stream_version,
+                    record.first_seq,
+                    record.event_count as usize,
+                ),
+                Some(_) => Err(ServiceError::IdempotencyKeyReused {
+                    key: idem.key.clone(),
+                }),
+                None => Err(error),
             }
         };
 
@@ -518,24 +535,33 @@ impl Service {
             attempts += 1;
             let state = match target {
                 Target::New(_) => Arc::new(TaskState::new()),
-                Target::Existing(id) => self.state(id)?,
+                Target::Existing(id) => match self.state(id) {
+                    Ok(state) => state,
+                    Err(e) => return refused(e),
+                },
             };
             let current = state.version();
             if let Some(expected) = guard.expected_version
                 && expected != current
             {
-                return Err(ServiceError::SessionConflict {
+                return refused(ServiceError::SessionConflict {
                     task_id,
                     expected_version: expected,
                     current_version: current,
                 });
             }
-            let command = make(&state)?;
+            let command = match make(&state) {
+                Ok(command) => command,
+                Err(e) => return refused(e),
+            };
             let context = CommandContext {
                 now: inner.clock.now(),
                 limits: inner.options.research.clone(),
             };
-            let decided = research::decide(&state, &command, &context)?;
+            let decided = match research::decide(&state, &command, &context) {
+                Ok(decided) => decided,
+                Err(e) => return refused(e.into()),
+            };
             let events: Vec<NewEvent> = decided
                 .iter()
                 .map(|e| NewEvent {
@@ -587,26 +613,23 @@ impl Service {
             match appended {
                 Ok(receipt) => {
                     if receipt.replayed {
-                        // Another call with the same key and command won the race.
-                        let record = inner
-                            .ledger
-                            .idempotency(
-                                &idempotency
-                                    .as_ref()
-                                    .map(|i| i.key.clone())
-                                    .unwrap_or_default(),
-                            )
-                            .map_err(ServiceError::outcome_unknown)?
-                            .ok_or_else(|| {
-                                ServiceError::outcome_unknown("a replayed append has no record")
-                            })?;
-                        return self.replay(&record);
+                        // The key was used before, for this very command: its original result,
+                        // from the receipt the ledger answered with.
+                        let first = receipt.events.first().map_or(0, |e| e.seq);
+                        return self.replay(
+                            &receipt.stream,
+                            receipt.stream_version,
+                            first,
+                            receipt.events.len(),
+                        );
                     }
                     // Durable from here on: a failure to show the result is no failure to write.
                     let last = receipt.events.last().map_or(0, |e| e.seq);
+                    // The events just written, folded from the writer's memory: nothing is
+                    // read back, decoded or encoded again.
                     inner
                         .projector
-                        .catch_up_to(last)
+                        .fold_appended(last)
                         .map_err(ServiceError::outcome_unknown)?;
                     let state = self.state(&task_id)?;
                     let events = receipt
@@ -655,29 +678,39 @@ impl Service {
         }
     }
 
-    /// The original result of a command, rebuilt from the events it wrote.
-    fn replay(&self, record: &ledger::IdempotencyRecord) -> Result<Written, ServiceError> {
+    /// The original result of a command, rebuilt from the events it wrote: `count` events of
+    /// `stream` from `first_seq`, which left the stream at `version`.
+    fn replay(
+        &self,
+        stream: &str,
+        version: u64,
+        first_seq: u64,
+        count: usize,
+    ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
-        let last = record.first_seq + u64::from(record.event_count.max(1)) - 1;
+        let last = first_seq + (count.max(1) as u64) - 1;
         inner
             .projector
             .catch_up_to(last)
             .map_err(ServiceError::unavailable)?;
         let recorded = inner
             .ledger
-            .read_range(record.first_seq, record.event_count as usize)
+            .read_range(first_seq, count)
             .map_err(ServiceError::unavailable)?;
+        if recorded.len() != count || recorded.iter().any(|e| e.stream != stream) {
+            return Err(ServiceError::unavailable(format!(
+                "the original events of a retried command are not at seq {first_seq}"
+            )));
+        }
         let mut events = Vec::with_capacity(recorded.len());
         for e in recorded {
             let event = research::decode(&e.kind, &e.payload).map_err(ServiceError::unavailable)?;
             events.push((e.seq, e.hash, event));
         }
-        let state = inner
-            .projector
-            .state_at(&record.stream, record.stream_version)?;
+        let state = inner.projector.state_at(stream, version)?;
         Ok(Written {
-            task_id: record.stream.clone(),
-            session_version: record.stream_version,
+            task_id: stream.to_owned(),
+            session_version: version,
             events,
             replayed: true,
             state,

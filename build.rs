@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/sample");
+    // Read when the script runs, not when it was compiled: a build directory reused by another
+    // checkout must still bundle this checkout's corpus.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let root = Path::new(&manifest_dir).join("corpus/sample");
     println!("cargo:rerun-if-changed={}", root.display());
     let documents = root.join("documents");
     println!("cargo:rerun-if-changed={}", documents.display());

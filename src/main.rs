@@ -4,20 +4,13 @@
 //! check failed (the ledger does not verify, a proof is invalid); 2 when the command could not
 //! run (bad arguments, the data directory is locked, an I/O error).
 
-mod auth;
 mod commands;
 mod config;
 mod demo;
-mod export;
-mod hosts;
 mod listener;
 mod remote;
-mod remote_api;
-mod rest;
 mod server;
-mod streams;
 mod tls;
-mod tokens_api;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

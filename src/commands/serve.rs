@@ -9,11 +9,12 @@ use anyhow::{Context, bail};
 use service::tokens::TokenStore;
 
 use crate::Outcome;
-use crate::auth::Auth;
-use crate::hosts::HostAllowList;
 use crate::listener::ConnectionLimits;
-use crate::server::{HttpLimits, ServerOptions};
+use crate::server::ServerOptions;
 use crate::tls::TlsConfig;
+use server::auth::Auth;
+use server::hosts::HostAllowList;
+use server::{AppOptions, HttpLimits};
 
 /// Arguments of `serve`. Each can also be set in `research-ledger.toml` under `[serve]`, with
 /// underscores for dashes; flags win, then environment variables, then the file.
@@ -190,7 +191,7 @@ impl Args {
             .allowed_origins
             .extend(self.mcp_allowed_origins.iter().cloned());
         let g = &self.graphql;
-        ServerOptions {
+        let app = AppOptions {
             graphql: graphql::Options {
                 limits: graphql::Limits {
                     depth_levels_max: g.graphql_depth_levels_max,
@@ -211,9 +212,13 @@ impl Args {
                 request_time_max: Duration::from_secs(self.request_secs_max),
                 requests_in_flight_max: self.requests_in_flight_max,
                 body_read_time_max: Duration::from_secs(self.body_read_secs_max),
-                shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             },
             hosts,
+            export_concurrent_max: self.export_concurrent_max,
+        };
+        ServerOptions {
+            app,
+            shutdown_time_max: Duration::from_secs(self.shutdown_secs_max),
             connections: ConnectionLimits {
                 connections_max: crate::listener::fit_to_descriptors(self.connections_max),
                 connections_per_address_max: self.connections_per_address_max,
@@ -221,7 +226,6 @@ impl Args {
                 idle_time_max: Duration::from_secs(self.idle_secs_max),
             },
             tls,
-            export_concurrent_max: self.export_concurrent_max,
         }
     }
 

@@ -123,7 +123,7 @@ fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
             let tokens: Vec<Value> = store
                 .list()?
                 .iter()
-                .map(crate::tokens_api::listing)
+                .map(server::tokens_api::listing)
                 .collect();
             print_list(&tokens, *json)?;
         }

@@ -44,10 +44,12 @@ pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
         .expect("the binary runs")
 }
 
+/// What a finished command wrote to stdout, as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// What a finished command wrote to stderr, as text.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

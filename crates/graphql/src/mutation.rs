@@ -14,6 +14,7 @@
 
 use async_graphql::{Context, ID, InputObject, Json, MaybeUndefined, Object, SimpleObject};
 use serde_json::{Map, Value, json};
+use service::research::Tool;
 use service::research::event::Tier as DomainTier;
 use service::research::ids::ConflictId;
 use service::{ServiceError, ToolOutput};
@@ -314,13 +315,13 @@ fn rules_json(rules: RulesInput) -> Value {
 /// Calls a tool as the caller of this request.
 async fn call(
     ctx: &Context<'_>,
-    tool: &str,
+    tool: Tool,
     arguments: Arguments,
 ) -> async_graphql::Result<WriteResult> {
     let service = context::service(ctx)?;
     let caller = context::caller(ctx)?;
     let output = service
-        .call_tool_async(caller, tool.to_owned(), arguments.into_value())
+        .call_tool_async(caller, tool.name().to_owned(), arguments.into_value())
         .await
         .map_err(to_gql)?;
     WriteResult::of(output)
@@ -407,7 +408,7 @@ impl Mutation {
             .maybe("mode", mode)
             .maybe("rules", input.rules.map(rules_json))
             .guard(expected_version, idempotency_key);
-        call(ctx, "research_open_task", arguments).await
+        call(ctx, Tool::ResearchOpenTask, arguments).await
     }
 
     /// Adds sub-questions (`research_expand_subquestions`); each gets an id to scope evidence.
@@ -422,7 +423,7 @@ impl Mutation {
         let arguments = Arguments::task(&task_id)
             .put("sub_questions", sub_questions)
             .guard(expected_version, idempotency_key);
-        call(ctx, "research_expand_subquestions", arguments).await
+        call(ctx, Tool::ResearchExpandSubquestions, arguments).await
     }
 
     /// Searches the sources and adds new results as candidates (`retrieval_search_evidence`).
@@ -441,7 +442,7 @@ impl Mutation {
             .maybe("sources", input.sources)
             .maybe("limit", input.limit)
             .guard(expected_version, idempotency_key);
-        call(ctx, "retrieval_search_evidence", arguments).await
+        call(ctx, Tool::RetrievalSearchEvidence, arguments).await
     }
 
     /// Adds evidence the client found itself (`retrieval_add_evidence`).
@@ -466,7 +467,7 @@ impl Mutation {
             .maybe("citation_count", input.citation_count)
             .maybe("sub_question", input.sub_question.map(|s| s.0))
             .guard(expected_version, idempotency_key);
-        call(ctx, "retrieval_add_evidence", arguments).await
+        call(ctx, Tool::RetrievalAddEvidence, arguments).await
     }
 
     /// Retracts an item, with the reason (`retrieval_retract_evidence`); nothing is deleted.
@@ -483,7 +484,7 @@ impl Mutation {
             .put("evidence_id", evidence_id.0)
             .put("reason", reason)
             .guard(expected_version, idempotency_key);
-        call(ctx, "retrieval_retract_evidence", arguments).await
+        call(ctx, Tool::RetrievalRetractEvidence, arguments).await
     }
 
     /// Adopts or rejects candidates (`synthesis_screen_evidence`).
@@ -514,7 +515,7 @@ impl Mutation {
         let arguments = Arguments::task(&task_id)
             .put("decisions", decisions)
             .guard(expected_version, idempotency_key);
-        call(ctx, "synthesis_screen_evidence", arguments).await
+        call(ctx, Tool::SynthesisScreenEvidence, arguments).await
     }
 
     /// Groups adopted evidence into viewpoints (`synthesis_research_synthesis`).
@@ -526,7 +527,7 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "synthesis_research_synthesis", arguments).await
+        call(ctx, Tool::SynthesisResearchSynthesis, arguments).await
     }
 
     /// Runs the conflict rules over every scope (`evaluation_conflict_resolution`).
@@ -538,7 +539,7 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_conflict_resolution", arguments).await
+        call(ctx, Tool::EvaluationConflictResolution, arguments).await
     }
 
     /// A person decides a conflict the rules left pending: a winning side, or both stand.
@@ -560,7 +561,7 @@ impl Mutation {
             .put("winner", winner.name())
             .put("reason", reason)
             .guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_resolve_conflict", arguments).await
+        call(ctx, Tool::EvaluationResolveConflict, arguments).await
     }
 
     /// A person overturns (or confirms) a conflict the rules decided by authority or recency.
@@ -582,7 +583,7 @@ impl Mutation {
             .put("winner", winner.name())
             .put("reason", reason)
             .guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_resolve_conflict", arguments).await
+        call(ctx, Tool::EvaluationResolveConflict, arguments).await
     }
 
     /// Builds the decision matrix (`evaluation_build_decision_matrix`).
@@ -594,7 +595,7 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_build_decision_matrix", arguments).await
+        call(ctx, Tool::EvaluationBuildDecisionMatrix, arguments).await
     }
 
     /// Issues the verdict by the task's rule set (`evaluation_generate_conclusion`).
@@ -606,7 +607,7 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_generate_conclusion", arguments).await
+        call(ctx, Tool::EvaluationGenerateConclusion, arguments).await
     }
 
     /// Records why the verdict is what it is, every line citing ledger events
@@ -619,7 +620,7 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "evaluation_explain_reasoning", arguments).await
+        call(ctx, Tool::EvaluationExplainReasoning, arguments).await
     }
 
     /// Closes the task (`research_close_task`): nothing can be written to it afterwards.
@@ -634,7 +635,7 @@ impl Mutation {
         let arguments = Arguments::task(&task_id)
             .maybe("reason", reason)
             .guard(expected_version, idempotency_key);
-        call(ctx, "research_close_task", arguments).await
+        call(ctx, Tool::ResearchCloseTask, arguments).await
     }
 
     /// Starts the research pipeline on the task as a background job (`research_run_pipeline`)
@@ -648,26 +649,26 @@ impl Mutation {
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
-        call(ctx, "research_run_pipeline", arguments).await
+        call(ctx, Tool::ResearchRunPipeline, arguments).await
     }
 }
 
 /// The tool each mutation calls; a test checks that every write tool has one.
 #[cfg(test)]
-pub(crate) const MUTATION_TOOLS: [(&str, &str); 15] = [
-    ("openTask", "research_open_task"),
-    ("expandSubQuestions", "research_expand_subquestions"),
-    ("searchEvidence", "retrieval_search_evidence"),
-    ("addEvidence", "retrieval_add_evidence"),
-    ("retractEvidence", "retrieval_retract_evidence"),
-    ("screenEvidence", "synthesis_screen_evidence"),
-    ("recordSynthesis", "synthesis_research_synthesis"),
-    ("runConflictResolution", "evaluation_conflict_resolution"),
-    ("resolveConflict", "evaluation_resolve_conflict"),
-    ("appealAdjudication", "evaluation_resolve_conflict"),
-    ("buildDecisionMatrix", "evaluation_build_decision_matrix"),
-    ("generateConclusion", "evaluation_generate_conclusion"),
-    ("explainReasoning", "evaluation_explain_reasoning"),
-    ("closeTask", "research_close_task"),
-    ("runPipeline", "research_run_pipeline"),
+pub(crate) const MUTATION_TOOLS: [(&str, Tool); 15] = [
+    ("openTask", Tool::ResearchOpenTask),
+    ("expandSubQuestions", Tool::ResearchExpandSubquestions),
+    ("searchEvidence", Tool::RetrievalSearchEvidence),
+    ("addEvidence", Tool::RetrievalAddEvidence),
+    ("retractEvidence", Tool::RetrievalRetractEvidence),
+    ("screenEvidence", Tool::SynthesisScreenEvidence),
+    ("recordSynthesis", Tool::SynthesisResearchSynthesis),
+    ("runConflictResolution", Tool::EvaluationConflictResolution),
+    ("resolveConflict", Tool::EvaluationResolveConflict),
+    ("appealAdjudication", Tool::EvaluationResolveConflict),
+    ("buildDecisionMatrix", Tool::EvaluationBuildDecisionMatrix),
+    ("generateConclusion", Tool::EvaluationGenerateConclusion),
+    ("explainReasoning", Tool::EvaluationExplainReasoning),
+    ("closeTask", Tool::ResearchCloseTask),
+    ("runPipeline", Tool::ResearchRunPipeline),
 ];

@@ -72,7 +72,7 @@ impl Query {
         let output = service
             .call_tool(
                 &context::caller(ctx)?,
-                "research_job_status",
+                service::research::Tool::ResearchJobStatus.name(),
                 &json!({ "job_id": id.0 }),
             )
             .map_err(to_gql)?;

@@ -100,7 +100,7 @@ fn every_write_tool_has_a_mutation_and_every_listed_mutation_exists() {
         assert!(
             crate::mutation::MUTATION_TOOLS
                 .iter()
-                .any(|(_, tool)| *tool == spec.name),
+                .any(|(_, tool)| tool.name() == spec.name),
             "the tool {} has no mutation",
             spec.name
         );

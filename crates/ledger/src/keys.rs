@@ -7,13 +7,14 @@
 //! steps leaves a statement naming a key that `signing.key.new` holds; the next open finishes
 //! the rename. The old secret is not kept: nothing may sign with a retired key.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use ledger_proof::SigningKey;
 
+use crate::durable::sync_dir;
 use crate::storage::StorageError;
 
 const KEY_FILE: &str = "signing.key";
@@ -150,12 +151,6 @@ impl KeyFiles {
             .map_err(io_err("write key", path))?;
         sync_dir(&self.dir)
     }
-}
-
-fn sync_dir(path: &Path) -> Result<(), StorageError> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("sync directory", path, e))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 pub mod bundle;
 mod chain;
 pub mod clock;
+mod durable;
 pub mod envelope;
 pub mod error;
 mod keys;

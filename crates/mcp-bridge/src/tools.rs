@@ -23,7 +23,7 @@ use crate::error::internal;
 
 /// The tool that starts pipeline jobs: with a progress token it reports every step, and with
 /// the tasks extension it becomes an MCP task.
-const RUN_PIPELINE: &str = "research_run_pipeline";
+const RUN_PIPELINE: &str = service::research::Tool::ResearchRunPipeline.name();
 
 /// Progress messages queued between the blocking call and the notifier.
 const PROGRESS_QUEUE: usize = 64;

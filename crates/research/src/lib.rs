@@ -22,6 +22,7 @@ pub mod refusal;
 pub mod rules;
 pub mod state;
 pub mod text;
+pub mod tool;
 mod v2_part;
 pub mod views;
 mod workflow;

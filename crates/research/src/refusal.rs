@@ -8,58 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// A tool a client may call next, by its MCP name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tool {
-    /// Open a research task.
-    ResearchOpenTask,
-    /// Add sub-questions.
-    ResearchExpandSubquestions,
-    /// Search the sources for evidence.
-    RetrievalSearchEvidence,
-    /// Add evidence the client found itself.
-    RetrievalAddEvidence,
-    /// Withdraw an evidence item.
-    RetrievalRetractEvidence,
-    /// Adopt or reject candidates.
-    SynthesisScreenEvidence,
-    /// Group adopted evidence into viewpoints.
-    SynthesisResearchSynthesis,
-    /// Run the conflict rules.
-    EvaluationConflictResolution,
-    /// A person decides a conflict or appeals an automatic adjudication.
-    EvaluationResolveConflict,
-    /// Build the decision matrix.
-    EvaluationBuildDecisionMatrix,
-    /// Issue a conclusion.
-    EvaluationGenerateConclusion,
-    /// Explain the current conclusion.
-    EvaluationExplainReasoning,
-    /// Close the task.
-    ResearchCloseTask,
-}
-
-impl Tool {
-    /// The MCP tool name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tool::ResearchOpenTask => "research_open_task",
-            Tool::ResearchExpandSubquestions => "research_expand_subquestions",
-            Tool::RetrievalSearchEvidence => "retrieval_search_evidence",
-            Tool::RetrievalAddEvidence => "retrieval_add_evidence",
-            Tool::RetrievalRetractEvidence => "retrieval_retract_evidence",
-            Tool::SynthesisScreenEvidence => "synthesis_screen_evidence",
-            Tool::SynthesisResearchSynthesis => "synthesis_research_synthesis",
-            Tool::EvaluationConflictResolution => "evaluation_conflict_resolution",
-            Tool::EvaluationResolveConflict => "evaluation_resolve_conflict",
-            Tool::EvaluationBuildDecisionMatrix => "evaluation_build_decision_matrix",
-            Tool::EvaluationGenerateConclusion => "evaluation_generate_conclusion",
-            Tool::EvaluationExplainReasoning => "evaluation_explain_reasoning",
-            Tool::ResearchCloseTask => "research_close_task",
-        }
-    }
-}
+pub use crate::tool::Tool;
 
 /// A step the client can take next, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,30 +161,5 @@ mod tests {
         };
         assert_eq!(limit.code(), "limit_exceeded");
         assert_eq!(limit.to_json()["limit"], json!("summary_chars_max"));
-    }
-
-    #[test]
-    fn tool_names_are_the_mcp_names() {
-        for tool in [
-            Tool::ResearchOpenTask,
-            Tool::ResearchExpandSubquestions,
-            Tool::RetrievalSearchEvidence,
-            Tool::RetrievalAddEvidence,
-            Tool::RetrievalRetractEvidence,
-            Tool::SynthesisScreenEvidence,
-            Tool::SynthesisResearchSynthesis,
-            Tool::EvaluationConflictResolution,
-            Tool::EvaluationResolveConflict,
-            Tool::EvaluationBuildDecisionMatrix,
-            Tool::EvaluationGenerateConclusion,
-            Tool::EvaluationExplainReasoning,
-            Tool::ResearchCloseTask,
-        ] {
-            assert_eq!(serde_json::to_value(tool).unwrap(), json!(tool.name()));
-            let name = tool.name();
-            assert!(
-                name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            );
-        }
     }
 }

@@ -378,33 +378,4 @@ impl From<ModeArg> for research::rules::Mode {
     }
 }
 
-/// Reads the arguments of a built-in tool as a call would, without calling it: what is wrong
-/// with them, or nothing.
-pub fn parse_for_tool(
-    name: &str,
-    arguments: &serde_json::Value,
-) -> Result<(), crate::ServiceError> {
-    use crate::tools::parse;
-    match name {
-        "research_open_task" => parse::<OpenTaskArgs>(arguments).map(drop),
-        "research_expand_subquestions" => parse::<ExpandSubquestionsArgs>(arguments).map(drop),
-        "retrieval_search_evidence" => parse::<SearchEvidenceArgs>(arguments).map(drop),
-        "retrieval_add_evidence" => parse::<AddEvidenceArgs>(arguments).map(drop),
-        "retrieval_get_source_detail" => parse::<SourceDetailArgs>(arguments).map(drop),
-        "retrieval_retract_evidence" => parse::<RetractEvidenceArgs>(arguments).map(drop),
-        "synthesis_screen_evidence" => parse::<ScreenEvidenceArgs>(arguments).map(drop),
-        "synthesis_research_synthesis"
-        | "evaluation_conflict_resolution"
-        | "evaluation_build_decision_matrix"
-        | "evaluation_generate_conclusion"
-        | "evaluation_explain_reasoning" => parse::<TaskArgs>(arguments).map(drop),
-        "evaluation_resolve_conflict" => parse::<ResolveConflictArgs>(arguments).map(drop),
-        "research_summarize_state" => parse::<TaskReadArgs>(arguments).map(drop),
-        "research_close_task" => parse::<CloseTaskArgs>(arguments).map(drop),
-        "audit_verify" => parse::<NoArgs>(arguments).map(drop),
-        other => Err(crate::ServiceError::NotFound {
-            resource: "tool",
-            id: other.to_owned(),
-        }),
-    }
-}
+pub use crate::tools::parse_for_tool;

@@ -123,6 +123,8 @@ pub(crate) fn spec_of(contract: &Contract) -> ToolSpec {
         read_only: false,
         idempotent: false,
         open_world: true,
+        // Their calls are recorded in the ledger.
+        role: crate::tokens::Role::Writer,
     }
 }
 

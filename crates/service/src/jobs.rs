@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use crate::args::{JobStatusArgs, RunPipelineArgs};
 use crate::error::ServiceError;
 use crate::service::{Caller, Service, fingerprint};
-use crate::tools::{ToolOutput, parse};
+use crate::tools::ToolOutput;
 
 /// The steps of a pipeline job, in order: a short name and what the job is doing meanwhile.
 pub const STEPS: [(&str, &str); 8] = [
@@ -434,8 +434,7 @@ impl Service {
     }
 
     /// `research_job_status`.
-    pub(crate) fn job_status_tool(&self, arguments: &Value) -> Result<ToolOutput, ServiceError> {
-        let a: JobStatusArgs = parse(arguments)?;
+    pub(crate) fn job_status_tool(&self, a: &JobStatusArgs) -> Result<ToolOutput, ServiceError> {
         let mut job = self.job(&a.job_id)?;
         // The task may have moved since the job last did: report its version now.
         if let Ok(state) = self.state(&job.task_id) {
@@ -450,9 +449,9 @@ impl Service {
         &self,
         caller: &Caller,
         arguments: &Value,
+        a: &RunPipelineArgs,
     ) -> Result<ToolOutput, ServiceError> {
-        let a: RunPipelineArgs = parse(arguments)?;
-        let (job, replayed) = self.start_pipeline(caller, arguments, &a)?;
+        let (job, replayed) = self.start_pipeline(caller, arguments, a)?;
         Ok(job.to_output(replayed))
     }
 
@@ -475,8 +474,12 @@ impl Service {
                 }
                 Some(KeyRecord {
                     key: key.clone(),
-                    fingerprint: fingerprint("research_run_pipeline", arguments, &caller.actor)
-                        .to_hex(),
+                    fingerprint: fingerprint(
+                        research::Tool::ResearchRunPipeline.name(),
+                        arguments,
+                        &caller.actor,
+                    )
+                    .to_hex(),
                 })
             }
         };

@@ -31,10 +31,12 @@ pub fn options(seed: u64) -> LedgerOptions {
     }
 }
 
+/// A ledger over `dir` with the test options.
 pub fn open(dir: &Path) -> Ledger {
     Ledger::open(dir, options(1)).expect("ledger opens")
 }
 
+/// An event of `kind` carrying `payload`.
 pub fn event(kind: &str, payload: &[u8]) -> NewEvent {
     NewEvent {
         kind: kind.into(),
@@ -43,6 +45,7 @@ pub fn event(kind: &str, payload: &[u8]) -> NewEvent {
     }
 }
 
+/// An append of one event per payload to `stream`.
 pub fn request(stream: &str, expected: ExpectedVersion, payloads: &[&[u8]]) -> AppendRequest {
     AppendRequest {
         stream: stream.into(),
@@ -53,6 +56,7 @@ pub fn request(stream: &str, expected: ExpectedVersion, payloads: &[&[u8]]) -> A
     }
 }
 
+/// `request` with an idempotency key.
 pub fn keyed(mut request: AppendRequest, key: &str) -> AppendRequest {
     let mut hasher = blake3::Hasher::new();
     hasher.update(request.stream.as_bytes());
@@ -66,6 +70,7 @@ pub fn keyed(mut request: AppendRequest, key: &str) -> AppendRequest {
     request
 }
 
+/// `event` naming `causes`.
 pub fn caused_by(mut event: NewEvent, causes: &[Causation]) -> NewEvent {
     event.causation = causes.to_vec();
     event

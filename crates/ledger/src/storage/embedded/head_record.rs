@@ -29,6 +29,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::durable::sync_dir;
 use crate::envelope::Digest;
 use crate::storage::StorageError;
 
@@ -149,9 +150,7 @@ impl HeadFile {
         head.write(record)?;
         head.sync()?;
         if created && let Some(dir) = path.parent() {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| StorageError::io("sync directory", dir, e))?;
+            sync_dir(dir)?;
         }
         Ok(head)
     }

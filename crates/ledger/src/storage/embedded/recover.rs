@@ -22,7 +22,6 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::frame::{self, FRAME_HEADER_LEN, FrameDefect, SEGMENT_HEADER_LEN};
 use super::head_record::{self, HeadFile, HeadFound, HeadRecord};
 use super::{
     CHECKPOINT_LOG, CheckpointLog, EmbeddedOptions, EmbeddedStorage, Index, IndexBatch,
@@ -31,6 +30,7 @@ use super::{
 };
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::Digest;
+use crate::storage::frame::{self, FRAME_HEADER_LEN, FrameDefect, SEGMENT_HEADER_LEN};
 use crate::storage::{
     CheckpointEntry, PendingCut, Storage, StorageError, StorageProblem, signed_claim,
 };

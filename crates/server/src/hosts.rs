@@ -19,7 +19,7 @@ use crate::rest::ApiError;
 
 /// The names this server answers to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HostAllowList {
+pub struct HostAllowList {
     /// Lower-case names, each `host` (any port) or `host:port`; IPv6 addresses in brackets.
     allowed: Vec<String>,
 }
@@ -29,7 +29,7 @@ const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 impl HostAllowList {
     /// The loopback names and `extra` (`host` or `host:port`, as `--allowed-host` takes them).
-    pub(crate) fn new(extra: &[String]) -> Self {
+    pub fn new(extra: &[String]) -> Self {
         let mut allowed: Vec<String> = LOOPBACK.iter().map(|s| (*s).to_owned()).collect();
         for name in extra {
             let name = normalise(name.trim());
@@ -42,7 +42,7 @@ impl HostAllowList {
 
     /// The names given besides the loopback ones, as the MCP endpoint's own list wants them:
     /// without brackets or ports.
-    pub(crate) fn names(&self) -> Vec<String> {
+    pub fn names(&self) -> Vec<String> {
         self.allowed
             .iter()
             .map(|n| {
@@ -55,7 +55,7 @@ impl HostAllowList {
     }
 
     /// Whether a request naming `authority` (a `Host` header's value) is for this server.
-    pub(crate) fn allows(&self, authority: &str) -> bool {
+    pub fn allows(&self, authority: &str) -> bool {
         let authority = normalise(authority.trim());
         let (host, port) = split_port(&authority);
         if host.is_empty() {
@@ -101,7 +101,7 @@ fn split_port(authority: &str) -> (&str, Option<&str>) {
 }
 
 /// The middleware: refuses a request for a name the server does not answer to.
-pub(crate) async fn layer(
+pub async fn layer(
     State(hosts): State<Arc<HostAllowList>>,
     request: Request,
     next: Next,

@@ -20,7 +20,7 @@ use axum::routing::get;
 use ledger::bundle::Scope;
 use service::ServiceError;
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The export routes.
 pub(crate) fn routes() -> Router<AppState> {

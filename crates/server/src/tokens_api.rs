@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use service::tokens::{Role, TokenEntry, TokenError};
 use service::{Caller, ServiceError};
 
+use crate::app::AppState;
 use crate::rest::{ApiError, PathParam, RequestBody, caller, json_body};
-use crate::server::AppState;
 
 /// The token routes.
 pub(crate) fn routes() -> Router<AppState> {
@@ -37,7 +37,7 @@ fn service_error(e: TokenError) -> ServiceError {
 }
 
 /// A token as listed: never its hash, which would let a guesser check guesses offline.
-pub(crate) fn listing(entry: &TokenEntry) -> Value {
+pub fn listing(entry: &TokenEntry) -> Value {
     json!({
         "name": entry.name,
         "role": entry.role.name(),

@@ -38,8 +38,8 @@ use service::{Caller, ServiceError};
 use sources::AddReport;
 use tokio::sync::Semaphore;
 
+use crate::app::AppState;
 use crate::rest::{ApiError, RequestBody, blocking, caller, json_body};
-use crate::server::AppState;
 
 /// The routes.
 pub(crate) fn routes() -> Router<AppState> {

@@ -32,7 +32,7 @@ use service::{Caller, ServiceError};
 
 /// The access check the server puts in front of its routes.
 #[derive(Debug)]
-pub(crate) struct Auth {
+pub struct Auth {
     store: TokenStore,
     table: Mutex<TokenTable>,
     loopback: bool,
@@ -42,7 +42,7 @@ pub(crate) struct Auth {
 
 /// How often the token file is checked for changes while nothing asks: open streams learn of
 /// a revocation (or of the first token) within this.
-pub(crate) const TOKEN_POLL: Duration = Duration::from_millis(250);
+pub const TOKEN_POLL: Duration = Duration::from_millis(250);
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
 const OPEN_PATHS: [&str; 1] = ["/health"];
@@ -56,7 +56,7 @@ const LATE_AUTH_PATH: &str = "/graphql/ws";
 
 impl Auth {
     /// The check over `store` for a server listening on a loopback address or not.
-    pub(crate) fn new(store: TokenStore, loopback: bool) -> Self {
+    pub fn new(store: TokenStore, loopback: bool) -> Self {
         Auth {
             store,
             table: Mutex::new(TokenTable::default()),
@@ -66,13 +66,13 @@ impl Auth {
     }
 
     /// Told the table's generation each time the token file was read again.
-    pub(crate) fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
     }
 
     /// Checks the token file every [`TOKEN_POLL`], so that streams hear of changes even when
     /// no request comes. Runs until aborted.
-    pub(crate) fn poll(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+    pub fn poll(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let auth = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(TOKEN_POLL);
@@ -102,16 +102,13 @@ impl Auth {
     }
 
     /// The token file.
-    pub(crate) fn store(&self) -> &TokenStore {
+    pub fn store(&self) -> &TokenStore {
         &self.store
     }
 
     /// The caller of a request that presents `token`, or none: `Ok(None)` for a local caller
     /// (no tokens in force, loopback), `Ok(Some)` for a token's holder.
-    pub(crate) fn caller_of_token(
-        &self,
-        token: Option<&str>,
-    ) -> Result<Option<Caller>, ServiceError> {
+    pub fn caller_of_token(&self, token: Option<&str>) -> Result<Option<Caller>, ServiceError> {
         let table = self.table();
         match token {
             Some(token) => match table.holder(token) {
@@ -148,7 +145,7 @@ impl Auth {
 }
 
 /// The token in an `Authorization: Bearer TOKEN` header (or the same text elsewhere).
-pub(crate) fn bearer_text(text: &str) -> Result<&str, ServiceError> {
+pub fn bearer_text(text: &str) -> Result<&str, ServiceError> {
     let malformed =
         || ServiceError::Unauthenticated("the Authorization header is not `Bearer TOKEN`".into());
     let (scheme, token) = text.trim().split_once(' ').ok_or_else(malformed)?;
@@ -169,7 +166,7 @@ fn bearer(value: &HeaderValue) -> Result<&str, ServiceError> {
 
 /// The refusal of a request without valid credentials: 401 with the structured error, and
 /// the challenge HTTP asks for.
-pub(crate) fn unauthenticated(error: ServiceError) -> Response {
+pub fn unauthenticated(error: ServiceError) -> Response {
     let mut response = crate::rest::ApiError::from(error).into_response();
     *response.status_mut() = StatusCode::UNAUTHORIZED;
     response.headers_mut().insert(
@@ -181,11 +178,7 @@ pub(crate) fn unauthenticated(error: ServiceError) -> Response {
 
 /// The middleware: puts the caller into the request's extensions, where every front end reads
 /// it (the MCP bridge through the request parts rmcp hands it).
-pub(crate) async fn layer(
-    State(auth): State<Arc<Auth>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn layer(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let page = request.method() == axum::http::Method::GET && request.uri().path() == PAGE_PATH;
     if OPEN_PATHS.contains(&request.uri().path()) || page {
         return next.run(request).await;

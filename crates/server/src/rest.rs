@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use service::{Caller, ServiceError};
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The HTTP status of each error code; the body is always the structured error.
 pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
@@ -83,7 +83,7 @@ impl FromRequest<AppState> for RequestBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
-        let bytes = crate::server::read_body(request.into_body(), state.request_bytes_max).await?;
+        let bytes = crate::app::read_body(request.into_body(), state.request_bytes_max).await?;
         Ok(RequestBody(bytes))
     }
 }

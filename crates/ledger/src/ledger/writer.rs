@@ -1,0 +1,291 @@
+//! The writer thread: it owns the write path, gathers every waiting append into one group
+//! commit, and keeps the right edge of the Merkle tree over what it wrote.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use ledger_proof::{Blake3, Frontier, SigningKey, Timestamp};
+use tokio::sync::{broadcast, mpsc};
+
+use super::{AcceptedLoss, AppendJob, Core, Handle, Job, Ledger, LedgerOptions, request_bytes};
+use crate::clock::{Clock, IdGenerator};
+use crate::envelope::Digest;
+use crate::error::SigningError;
+use crate::keys::KeyFiles;
+use crate::storage::{ChainHead, Storage, StorageError};
+use crate::tree::StoredNodes;
+use crate::verify::Verified;
+
+/// How much longer than one interval of the periodic checkpointer a reader waits for it: the
+/// writer may be busy with a group when the timer fires.
+pub(super) const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
+
+impl Ledger {
+    pub(super) fn start_checked(
+        storage: Arc<dyn Storage>,
+        options: LedgerOptions,
+        key: Option<SigningKey>,
+        files: Option<KeyFiles>,
+        accept_loss: Option<&str>,
+    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
+        let limits = options.limits.clone();
+        let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
+        let core = Arc::new(Core {
+            storage: Arc::clone(&storage),
+            limits: limits.clone(),
+            poison: Mutex::new(None),
+            events,
+            verified: Mutex::new(Verified::default()),
+            signer: RwLock::new(Err("no signing key".into())),
+            open_problems: Mutex::new(Vec::new()),
+            checkpoint_wait: match options.checkpoint_interval {
+                Some(every) if !every.is_zero() && !storage.is_read_only() => {
+                    Some(every + CHECKPOINT_WAIT_SLACK)
+                }
+                _ => None,
+            },
+        });
+        if let Some(problem) = storage.problems().first() {
+            core.poison(format!(
+                "the ledger found a problem when it opened{}: {}",
+                problem
+                    .seq
+                    .map(|s| format!(" at seq {s}"))
+                    .unwrap_or_default(),
+                problem.detail
+            ));
+        } else if storage.is_read_only() {
+            // Asked for: not an error to log.
+            *core.poison.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some("the ledger was opened read-only".into());
+        }
+        let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
+        let mut writer = Writer {
+            core: Arc::clone(&core),
+            head: storage.head(),
+            versions: HashMap::new(),
+            ids: match options.id_seed {
+                Some(seed) => IdGenerator::seeded(seed),
+                None => IdGenerator::from_entropy(),
+            },
+            clock: Arc::clone(&options.clock),
+            last_time: None,
+            frontier: Frontier::new(),
+            key: None,
+            files,
+            last_signed: None,
+            checkpoint_every_events: options.checkpoint_every_events,
+            unadopted: None,
+        };
+        if let Err(e) = writer.catch_up_tree() {
+            core.poison(format!(
+                "the Merkle tree could not be brought up to date: {e}"
+            ));
+        }
+        writer.set_up_key(key);
+        let accepted = writer.check_on_open(accept_loss);
+        let thread = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer.run(rx));
+        let writer = match thread {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                core.poison(format!("could not start the writer thread: {e}"));
+                None
+            }
+        };
+        let (timer_stop, timer) = match options.checkpoint_interval {
+            Some(every) if !every.is_zero() && !storage.is_read_only() => {
+                let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+                let ticks = tx.clone();
+                let timer = std::thread::Builder::new()
+                    .name("ledger-checkpoint-timer".into())
+                    .spawn(move || {
+                        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                            stop_rx.recv_timeout(every)
+                        {
+                            // A full queue means the writer is busy; the next tick will do.
+                            let _ = ticks.try_send(Job::Tick);
+                        }
+                    })
+                    .ok();
+                (Some(stop_tx), timer)
+            }
+            _ => (None, None),
+        };
+        let ledger = Ledger {
+            handle: Arc::new(Handle {
+                core,
+                queue: Mutex::new(Some(tx)),
+                writer: Mutex::new(writer),
+                timer_stop: Mutex::new(timer_stop),
+                timer: Mutex::new(timer),
+            }),
+        };
+        (ledger, accepted)
+    }
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    pub(super) core: Arc<Core>,
+    pub(super) head: ChainHead,
+    /// Stream versions already looked up or written; storage is asked only once per stream.
+    pub(super) versions: HashMap<String, u64>,
+    pub(super) ids: IdGenerator,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) last_time: Option<DateTime<Utc>>,
+    /// The right edge of the Merkle tree over every event written.
+    pub(super) frontier: Frontier,
+    /// The key that signs checkpoints, when it is the one the checkpoint log names.
+    pub(super) key: Option<SigningKey>,
+    pub(super) files: Option<KeyFiles>,
+    /// Size and time of the last checkpoint or rotation.
+    pub(super) last_signed: Option<(u64, Timestamp)>,
+    pub(super) checkpoint_every_events: Option<u64>,
+    /// The key found on disk, whether or not the checkpoint log names it: what signs the
+    /// acceptance of a loss that took the checkpoint log with it.
+    pub(super) unadopted: Option<SigningKey>,
+}
+
+impl Writer {
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        let limits = self.core.limits.clone();
+        let mut next: Option<Job> = None;
+        loop {
+            let Some(job) = next.take().or_else(|| rx.blocking_recv()) else {
+                break;
+            };
+            let (request, reply) = match job {
+                Job::Append { request, reply } => (request, reply),
+                other => {
+                    self.run_other(other);
+                    continue;
+                }
+            };
+            let mut events = request.events.len();
+            let mut bytes = request_bytes(&request);
+            let mut jobs = vec![AppendJob { request, reply }];
+            // Take every append already waiting, up to one group's worth: this is the group
+            // commit. Appends that arrive during the sync below form the next group; any other
+            // job waits until this group is written.
+            while events < limits.group_events_max && bytes < limits.group_bytes_max {
+                match rx.try_recv() {
+                    Ok(Job::Append { request, reply }) => {
+                        events += request.events.len();
+                        bytes += request_bytes(&request);
+                        jobs.push(AppendJob { request, reply });
+                    }
+                    Ok(other) => {
+                        next = Some(other);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.process(jobs);
+        }
+    }
+
+    pub(super) fn run_other(&mut self, job: Job) {
+        match job {
+            Job::Append { .. } => {}
+            Job::Checkpoint { reply } => {
+                let _ = reply.send(self.write_checkpoint());
+            }
+            Job::Rotate { reply } => {
+                let _ = reply.send(self.rotate());
+            }
+            Job::SignManifest { manifest, reply } => {
+                let signed = match &self.key {
+                    None => Err(SigningError::NoKey("no usable signing key".into())),
+                    Some(key) => (*manifest)
+                        .sign(key)
+                        .map_err(|e| SigningError::Manifest(e.to_string())),
+                };
+                let _ = reply.send(signed);
+            }
+            Job::Tick => {
+                if self
+                    .last_signed
+                    .is_none_or(|(size, _)| self.frontier.size() > size)
+                    && let Err(e) = self.write_checkpoint()
+                {
+                    tracing::warn!(error = %e, "the periodic checkpoint was not written");
+                }
+            }
+        }
+    }
+
+    /// Brings the stored Merkle tree up to the head of the log, from wherever the stored nodes
+    /// end; rebuilds it from the first event if they cannot be read.
+    pub(super) fn catch_up_tree(&mut self) -> Result<(), String> {
+        let storage = Arc::clone(&self.core.storage);
+        let stored = storage.merkle_size().map_err(|e| e.to_string())?;
+        self.frontier = match Frontier::load(&StoredNodes(&*storage), stored) {
+            Ok(frontier) => frontier,
+            Err(e) => {
+                tracing::warn!(error = %e, "rebuilding the Merkle tree from the first event");
+                // Nodes are stored once each, so what is left of the old ones goes first.
+                storage.clear_merkle_nodes().map_err(|e| e.to_string())?;
+                Frontier::new()
+            }
+        };
+        let head = self.head.size;
+        while self.frontier.size() < head {
+            let events = self
+                .core
+                .storage
+                .read_range(self.frontier.size(), 8192)
+                .map_err(|e| e.to_string())?;
+            if events.is_empty() {
+                return Err(format!(
+                    "the log ends at {} before its head",
+                    self.frontier.size()
+                ));
+            }
+            let hashes: Vec<Digest> = events
+                .iter()
+                .map(|raw| {
+                    crate::envelope::split_stored(&raw.bytes)
+                        .map(|(_, hash)| hash)
+                        .map_err(|e| format!("seq {}: {e}", raw.seq))
+                })
+                .collect::<Result<_, _>>()?;
+            self.grow_tree(&hashes).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Adds event hashes as leaves and stores the perfect subtrees they complete.
+    pub(super) fn grow_tree(&mut self, hashes: &[Digest]) -> Result<(), StorageError> {
+        let mut nodes = Vec::with_capacity(hashes.len() * 2);
+        for hash in hashes {
+            let completed = self
+                .frontier
+                .push(&Blake3, hash.as_bytes())
+                .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
+            nodes.extend(completed);
+        }
+        self.core
+            .storage
+            .put_merkle_nodes(&nodes, self.frontier.size())
+    }
+
+    /// The time for a group: the clock, but never earlier than the previous group's, so
+    /// `recorded_at` never decreases along the log.
+    pub(super) fn tick(&mut self) -> DateTime<Utc> {
+        // To the microsecond, the precision the envelope stores: the events handed to live
+        // readers must be the events a read gives back.
+        let now = self.clock.now();
+        let now = DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now);
+        let now = match self.last_time {
+            Some(last) if last > now => last,
+            _ => now,
+        };
+        self.last_time = Some(now);
+        now
+    }
+}

@@ -1,0 +1,178 @@
+//! The indexer thread: the index of each group commit is written after its frame is durable,
+//! off the path that acknowledges appends, and readers wait until it covers the head.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::EmbeddedStorage;
+use super::head_record;
+use super::index::{IndexBatch, Tail};
+use super::index_tree::IndexTree;
+use crate::storage::{Storage, StorageError};
+
+/// One group commit's index writes, on their way to sled, and where the log ends after it.
+pub(super) struct IndexJob {
+    pub(super) batch: IndexBatch,
+    pub(super) tail: Tail,
+}
+
+/// Group commits whose frames are durable but not yet indexed, at most: past it, the writer
+/// waits for the indexer, so that the index never falls far behind the log.
+pub(super) const INDEX_QUEUE_JOBS: usize = 4;
+
+/// How far the index has caught up with the log, shared by the backend and its indexer thread.
+#[derive(Debug, Default)]
+pub(super) struct IndexProgress {
+    pub(super) state: Mutex<IndexState>,
+    pub(super) changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct IndexState {
+    /// Events the index covers.
+    pub(super) indexed: u64,
+    /// Why the index stopped following the log, if it did: a batch could not be written.
+    pub(super) failed: Option<String>,
+}
+
+impl IndexProgress {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, IndexState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The indexer thread: writes the index of each group commit after its frame is durable, off
+/// the path that acknowledges appends, and merges whatever jobs wait into one sled batch.
+pub(super) fn run_indexer(
+    tree: Arc<IndexTree>,
+    progress: Arc<IndexProgress>,
+    jobs: Receiver<IndexJob>,
+    head_sync: Option<(PathBuf, File)>,
+) {
+    /// However the thread ends, a reader still waiting for it is told rather than left waiting.
+    struct Stopped<'a>(&'a IndexProgress);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            let mut state = self.0.lock();
+            if state.failed.is_none() {
+                state.failed = Some("the indexer has stopped".into());
+            }
+            drop(state);
+            self.0.changed.notify_all();
+        }
+    }
+    let _stopped = Stopped(&progress);
+    let mut last_head_sync = std::time::Instant::now();
+    while let Ok(IndexJob {
+        mut batch,
+        mut tail,
+    }) = jobs.recv()
+    {
+        while let Ok(later) = jobs.try_recv() {
+            batch.append(later.batch);
+            tail = later.tail;
+        }
+        let written = batch.apply(&tree, &tail);
+        // The head record was written (not synced) when the frames were acknowledged; syncing
+        // it here, off the acknowledgement's path, bounds how far a power loss can set it back.
+        if let Some((path, file)) = &head_sync
+            && last_head_sync.elapsed()
+                >= std::time::Duration::from_millis(head_record::HEAD_SYNC_EVERY_MS)
+        {
+            if let Err(e) = file.sync_data() {
+                tracing::warn!(error = %e, path = %path.display(), "the head record could not be synced");
+            }
+            last_head_sync = std::time::Instant::now();
+        }
+        let mut state = progress.lock();
+        match written {
+            Ok(()) => state.indexed = tail.next_seq,
+            Err(e) => {
+                state.failed = Some(format!(
+                    "the index could not be written at seq {}: {e}",
+                    state.indexed
+                ));
+            }
+        }
+        let failed = state.failed.is_some();
+        drop(state);
+        progress.changed.notify_all();
+        if failed {
+            // Dropping the queue refuses every later frame: the log must not run ahead of an
+            // index that cannot follow it.
+            return;
+        }
+    }
+}
+
+impl EmbeddedStorage {
+    /// Starts the indexer thread, once recovery has brought the index up to the log.
+    pub(super) fn start_indexer(&mut self) -> Result<(), StorageError> {
+        self.progress.lock().indexed = self.head().size;
+        let (queue, jobs) = std::sync::mpsc::sync_channel(INDEX_QUEUE_JOBS);
+        let tree = Arc::clone(&self.index.tree);
+        let progress = Arc::clone(&self.progress);
+        let head_sync = match &*self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(head) => Some(head.sync_handle()?),
+            None => None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ledger-indexer".into())
+            .spawn(move || run_indexer(tree, progress, jobs, head_sync))
+            .map_err(|e| StorageError::io("start the indexer thread", &self.log_dir, e))?;
+        *self.indexer.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).queue = Some(queue);
+        Ok(())
+    }
+
+    /// Why the index stopped following the log, if it did.
+    pub(super) fn index_failure(&self) -> Option<String> {
+        self.progress.lock().failed.clone()
+    }
+
+    /// Waits until the index covers the first `size` events (at most the time the indexer takes
+    /// for the groups queued before them), so that whatever an acknowledged append wrote can be
+    /// found by stream, id or hash as soon as the acknowledgement is given.
+    pub(super) fn wait_indexed(&self, size: u64) -> Result<(), StorageError> {
+        let mut state = self.progress.lock();
+        loop {
+            if state.indexed >= size {
+                return Ok(());
+            }
+            if let Some(reason) = &state.failed {
+                return Err(StorageError::Index(reason.clone()));
+            }
+            state = self
+                .progress
+                .changed
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits until the index covers every event appended so far.
+    pub(super) fn index_caught_up(&self) -> Result<u64, StorageError> {
+        let size = self.head().size;
+        self.wait_indexed(size)?;
+        Ok(size)
+    }
+
+    /// Stops the indexer once it has written every queued job.
+    pub(super) fn stop_indexer(&self) {
+        self.writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .take();
+        if let Some(thread) = self
+            .indexer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The evidence tools: add an item the client found, read one in full, retract one, screen
+//! candidates; and the relevance the task's rule set computes for a text.
+
+use research::command::{
+    AddEvidence, Command, EvidenceInput, RetractEvidence, ScopeChoice, ScreenEvidence,
+    ScreeningInput,
+};
+use research::event::{Event, RelevanceBasis, ScreeningDecision};
+use serde_json::{Value, json};
+
+use super::{Call, ToolOutput, base, done, evidence_view, guard, hex_of, suffix, to_json};
+use crate::args::*;
+use crate::error::ServiceError;
+use crate::service::{Service, Target};
+
+pub(super) fn add(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput, ServiceError> {
+    let service = call.service;
+    let written = call.write(
+        Target::Existing(&a.task_id),
+        &guard(a.expected_version, &a.idempotency_key),
+        &mut |state| {
+            let task = state.task().ok_or_else(|| ServiceError::NotFound {
+                resource: "task",
+                id: a.task_id.clone(),
+            })?;
+            // The content goes into the store, durably, before the event that cites it.
+            let content_hash = service
+                .blobs()
+                .put(a.content.as_bytes())
+                .map_err(|e| match e {
+                    sources::BlobError::TooLarge { bytes, limit } => ServiceError::LimitExceeded {
+                        limit: "content_bytes_max".into(),
+                        max: limit,
+                        actual: bytes,
+                    },
+                    other => ServiceError::unavailable(other),
+                })?;
+            let (relevance, relevance_basis, relevance_inputs) = match a.relevance {
+                Some(r) => (r, RelevanceBasis::GivenByClient, None),
+                None => service.computed_relevance(task, None, &a.content)?,
+            };
+            let summary = match &a.summary {
+                Some(s) => s.clone(),
+                None => sources::summarize(
+                    &a.content,
+                    usize::try_from(service.options().research.summary_chars_max)
+                        .unwrap_or(usize::MAX),
+                ),
+            };
+            Ok(Command::AddEvidence(AddEvidence {
+                items: vec![EvidenceInput {
+                    source: Some(a.source.clone()),
+                    url: a.url.clone(),
+                    publish_date: a.publish_date.clone(),
+                    publish_date_defaulted: a.publish_date_defaulted.unwrap_or(false),
+                    source_type: a.source_type.clone(),
+                    citation_count: a.citation_count,
+                    summary,
+                    content_hash,
+                    relevance,
+                    relevance_basis,
+                    relevance_inputs,
+                    stance: a.stance.map(Into::into),
+                    sub_question: a.sub_question.clone(),
+                }],
+            }))
+        },
+    )?;
+    let id = written
+        .events
+        .iter()
+        .find_map(|(_, _, e)| match e {
+            Event::EvidenceAdded(x) => Some(x.evidence_id.as_str().to_owned()),
+            _ => None,
+        })
+        .ok_or_else(|| ServiceError::unavailable("evidence was added but no event says so"))?;
+    let mut map = base(&written);
+    map.insert("evidence".into(), evidence_view(&written.state, &id));
+    let text = format!(
+        "Added {id} as a candidate; screen it next.{}",
+        suffix(&written)
+    );
+    map.insert("evidence_id".into(), json!(id));
+    Ok(done(map, text))
+}
+
+pub(super) fn source_detail(
+    call: &mut Call<'_>,
+    a: SourceDetailArgs,
+) -> Result<ToolOutput, ServiceError> {
+    let state = call.service.state(&a.task_id)?;
+    let item = state
+        .evidence_views()
+        .into_iter()
+        .find(|v| v.evidence_id.as_str() == a.evidence_id)
+        .ok_or_else(|| ServiceError::NotFound {
+            resource: "evidence",
+            id: a.evidence_id.clone(),
+        })?;
+    let bytes = call
+        .service
+        .blobs()
+        .get(&item.content_hash)
+        .map_err(ServiceError::unavailable)?;
+    let content = String::from_utf8_lossy(&bytes).into_owned();
+    let mut map = serde_json::Map::new();
+    map.insert("task_id".into(), json!(a.task_id));
+    map.insert("session_version".into(), json!(state.version()));
+    map.insert("content_hash".into(), json!(hex_of(&item.content_hash)));
+    map.insert("content".into(), json!(content));
+    let text = format!(
+        "{} ({} characters of full text).",
+        a.evidence_id,
+        content.chars().count()
+    );
+    map.insert("evidence".into(), to_json(&item));
+    Ok(done(map, text))
+}
+
+pub(super) fn retract(
+    call: &mut Call<'_>,
+    a: RetractEvidenceArgs,
+) -> Result<ToolOutput, ServiceError> {
+    let written = call.write(
+        Target::Existing(&a.task_id),
+        &guard(a.expected_version, &a.idempotency_key),
+        &mut |_| {
+            Ok(Command::RetractEvidence(RetractEvidence {
+                evidence_id: a.evidence_id.clone(),
+                reason: a.reason.clone(),
+            }))
+        },
+    )?;
+    let mut map = base(&written);
+    map.insert(
+        "evidence".into(),
+        evidence_view(&written.state, &a.evidence_id),
+    );
+    let text = format!("Retracted {}.{}", a.evidence_id, suffix(&written));
+    Ok(done(map, text))
+}
+
+pub(super) fn screen(
+    call: &mut Call<'_>,
+    a: ScreenEvidenceArgs,
+) -> Result<ToolOutput, ServiceError> {
+    let decisions: Vec<ScreeningInput> = a
+        .decisions
+        .iter()
+        .map(|d| ScreeningInput {
+            evidence_id: d.evidence_id.clone(),
+            decision: if d.adopt {
+                ScreeningDecision::Adopt
+            } else {
+                ScreeningDecision::Reject
+            },
+            stance: d.stance.map(Into::into),
+            sub_question: match &d.sub_question {
+                None => ScopeChoice::Keep,
+                Some(None) => ScopeChoice::MainQuestion,
+                Some(Some(id)) => ScopeChoice::SubQuestion(id.clone()),
+            },
+            reason: d.reason.clone().unwrap_or_default(),
+        })
+        .collect();
+    let written = call.write(
+        Target::Existing(&a.task_id),
+        &guard(a.expected_version, &a.idempotency_key),
+        &mut |_| {
+            Ok(Command::ScreenEvidence(ScreenEvidence {
+                decisions: decisions.clone(),
+            }))
+        },
+    )?;
+    let screened: Vec<Value> = a
+        .decisions
+        .iter()
+        .map(|d| evidence_view(&written.state, &d.evidence_id))
+        .collect();
+    let remaining = written
+        .state
+        .evidence_views()
+        .iter()
+        .filter(|v| matches!(v.status, research::event::EvidenceStatus::Candidate))
+        .count();
+    let mut map = base(&written);
+    let text = format!(
+        "Screened {} item(s); {remaining} candidate(s) left.{}",
+        screened.len(),
+        suffix(&written)
+    );
+    map.insert("screened".into(), Value::Array(screened));
+    map.insert("candidates_remaining".into(), json!(remaining));
+    Ok(done(map, text))
+}
+
+impl Service {
+    /// The relevance the task's rule set computes for `text` when neither a source nor the
+    /// client scored it: under `v1` IDF coverage of the question's terms; under `v2` topicality
+    /// over the content terms of the question and of `query` (the search that found it), with
+    /// the inputs to record.
+    pub(crate) fn computed_relevance(
+        &self,
+        task: &research::state::TaskInfo,
+        query: Option<&str>,
+        text: &str,
+    ) -> Result<
+        (
+            f64,
+            RelevanceBasis,
+            Option<research::rules::RelevanceInputs>,
+        ),
+        ServiceError,
+    > {
+        let Some(params) = &task.rules.v2 else {
+            return Ok((
+                self.coverage(&task.question, text)?,
+                RelevanceBasis::IdfCoverage,
+                None,
+            ));
+        };
+        let (terms, from_question) = v2_terms(&task.question, query);
+        let (docs, freqs) = self
+            .corpus()
+            .term_frequencies(&terms)
+            .map_err(ServiceError::unavailable)?;
+        let in_text: std::collections::HashSet<String> =
+            sources::tokenize(text).into_iter().collect();
+        let found: Vec<bool> = terms.iter().map(|t| in_text.contains(t)).collect();
+        let inputs = v2_inputs(docs, &freqs, &found, &from_question, query);
+        let relevance = research::rules::v2::topical_relevance(&inputs, params);
+        Ok((relevance, RelevanceBasis::Topicality, Some(inputs)))
+    }
+
+    /// IDF coverage of the question's terms in `text`, over the corpus (SPEC §4); with an empty
+    /// corpus every term weighs `ln 2`, which is plain coverage.
+    pub(crate) fn coverage(&self, question: &str, text: &str) -> Result<f64, ServiceError> {
+        let terms = question_terms_v1(question);
+        let (docs, freqs) = self
+            .corpus()
+            .term_frequencies(&terms)
+            .map_err(ServiceError::unavailable)?;
+        let question_terms: Vec<research::rules::QuestionTerm<'_>> = freqs
+            .iter()
+            .map(|f| research::rules::QuestionTerm {
+                term: &f.term,
+                doc_freq: f.doc_freq,
+            })
+            .collect();
+        let tokens = sources::tokenize(text);
+        let text_terms: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        Ok(research::rules::idf_coverage(
+            &question_terms,
+            &text_terms,
+            docs,
+        ))
+    }
+}
+
+/// The terms `v1` weighs: every token of the question, once, in the order first seen.
+pub(super) fn question_terms_v1(question: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for t in sources::tokenize(question) {
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+    }
+    terms
+}
+
+/// The terms `v2` relevance weighs: the question's content terms in the order first seen, then
+/// the query's that the question lacks; and for each whether it is the question's.
+pub(super) fn v2_terms(question: &str, query: Option<&str>) -> (Vec<String>, Vec<bool>) {
+    let mut terms = sources::content_terms(question);
+    let mut from_question = vec![true; terms.len()];
+    if let Some(query) = query {
+        for term in sources::content_terms(query) {
+            if !terms.contains(&term) {
+                terms.push(term);
+                from_question.push(false);
+            }
+        }
+    }
+    (terms, from_question)
+}
+
+/// The inputs of `v2` relevance from the corpus statistics of [`v2_terms`]' terms and whether
+/// the text holds each.
+pub(super) fn v2_inputs(
+    corpus_docs: u64,
+    freqs: &[sources::TermFrequency],
+    found: &[bool],
+    from_question: &[bool],
+    query: Option<&str>,
+) -> research::rules::RelevanceInputs {
+    let query_terms = query.map(sources::content_terms).unwrap_or_default();
+    research::rules::RelevanceInputs {
+        corpus_docs,
+        terms: freqs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| research::rules::TermInput {
+                term: f.term.clone(),
+                doc_freq: f.doc_freq,
+                in_question: from_question.get(i).copied().unwrap_or(false),
+                in_query: query_terms.contains(&f.term),
+                found: found.get(i).copied().unwrap_or(false),
+            })
+            .collect(),
+    }
+}

@@ -17,7 +17,6 @@
 //! tools; no error leaves without its SPEC §10 code (`error.rs` is the one place they are made);
 //! no query runs past the depth, complexity and page limits (`limits.rs`).
 
-
 mod context;
 mod enums;
 mod error;

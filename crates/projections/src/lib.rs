@@ -28,7 +28,6 @@
 //! (the rules live in `research`); a read model never answers from a snapshot the ledger does
 //! not confirm.
 
-
 pub mod audit;
 pub mod error;
 mod feed;

@@ -42,6 +42,8 @@ pub(crate) struct Summary {
     pub(crate) mode: Mode,
     pub(crate) research_date: NaiveDate,
     pub(crate) opened_at: DateTime<Utc>,
+    /// Whether a search of the task asked the embedded corpus.
+    pub(crate) corpus_searched: bool,
 }
 
 impl Summary {
@@ -58,6 +60,10 @@ impl Summary {
             mode: task.mode,
             research_date: task.research_date,
             opened_at: task.opened.recorded_at,
+            corpus_searched: state
+                .searches()
+                .iter()
+                .any(|s| s.event.sources.iter().any(|source| source == "corpus")),
         })
     }
 }

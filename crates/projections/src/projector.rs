@@ -909,6 +909,23 @@ impl Projector {
         projection_hash(&self.read())
     }
 
+    /// Every task a search of which asked the embedded corpus, in the order they were opened:
+    /// what a check that the corpus is still there needs to read, without reading the ledger.
+    pub fn tasks_that_searched_the_corpus(&self) -> Vec<String> {
+        let model = self.read();
+        model
+            .order
+            .values()
+            .filter(|id| {
+                model
+                    .tasks
+                    .get(*id)
+                    .is_some_and(|e| e.summary.corpus_searched)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// A page of the task index.
     pub fn tasks(&self, query: &TaskQuery) -> Result<TaskPage, QueryError> {
         index::page(&self.read(), query, &self.inner.limits)

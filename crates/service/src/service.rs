@@ -224,34 +224,34 @@ impl std::fmt::Debug for Service {
 
 /// An empty corpus under a ledger whose searches ran on a corpus of documents: the corpus
 /// folder was deleted or replaced. Reported rather than searched, since an empty corpus would
-/// answer every search with nothing, silently.
-fn missing_corpus(ledger: &Ledger, corpus: &Corpus) -> Option<String> {
+/// answer every search with nothing, silently. Only the tasks whose searches asked the corpus
+/// are read (the task index knows them), so an open does not read the whole ledger.
+fn missing_corpus(projector: &Projector, corpus: &Corpus) -> Option<String> {
     let empty = corpus.index_state();
     if empty.documents > 0 {
         return None;
     }
-    let mut from = 0u64;
     let mut last: Option<(u64, String)> = None;
     let mut count = 0u64;
-    loop {
-        let chunk = ledger.read_range(from, 4096).ok()?;
-        let Some(end) = chunk.last().map(|e| e.seq + 1) else {
-            break;
-        };
-        for event in chunk {
-            if event.kind != "search_recorded" {
+    for task in projector.tasks_that_searched_the_corpus() {
+        let state = match projector.state(&task) {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::warn!(error = %e, %task, "a task's searches could not be read");
                 continue;
             }
-            if let Ok(research::Event::SearchRecorded(search)) =
-                research::decode(&event.kind, &event.payload)
-                && search.sources.iter().any(|s| s == "corpus")
-                && search.index_state != empty.id
+        };
+        for search in state.searches() {
+            if search.event.sources.iter().any(|s| s == "corpus")
+                && search.event.index_state != empty.id
             {
                 count += 1;
-                last = Some((event.seq, search.index_state));
+                let seq = search.provenance.cite.seq;
+                if last.as_ref().is_none_or(|(at, _)| *at < seq) {
+                    last = Some((seq, search.event.index_state.clone()));
+                }
             }
         }
-        from = end;
     }
     let (seq, state) = last?;
     Some(format!(
@@ -332,7 +332,7 @@ impl Service {
         let corpus_missing = if read_only {
             None
         } else {
-            missing_corpus(&ledger, &corpus)
+            missing_corpus(&projector, &corpus)
         };
         if let Some(why) = &corpus_missing {
             tracing::error!(%why, "the corpus is missing");
@@ -432,6 +432,10 @@ impl Service {
             && let Err(e) = self.inner.projector.snapshot()
         {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
+        }
+        // Every blob's file made durable, so the next open has no journal to replay.
+        if let Err(e) = self.inner.blobs.checkpoint() {
+            tracing::warn!(error = %e, "the content journal was not emptied on shutdown; the next open replays it");
         }
         // A signed checkpoint of everything appended, so the next audit starts from it.
         let ledger = &self.inner.ledger;

@@ -290,7 +290,9 @@ impl Service {
     /// each search; it does not search), and jobs are read as they are. Every write is refused.
     pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
         let read_only = options.ledger.read_only;
+        let started = std::time::Instant::now();
         let ledger = Ledger::open(&options.layout.ledger, options.ledger.clone())?;
+        let ledger_opened = started.elapsed();
         let projector = Projector::open(
             ledger.clone(),
             ProjectorOptions {
@@ -298,6 +300,7 @@ impl Service {
                 snapshot_dir: (!read_only).then(|| options.layout.projections.clone()),
             },
         )?;
+        let projections_opened = started.elapsed();
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
@@ -334,6 +337,15 @@ impl Service {
         } else {
             missing_corpus(&projector, &corpus)
         };
+        // Where an open's time goes, for an operator waiting on a large ledger.
+        tracing::info!(
+            events = ledger.head().size,
+            tasks = projector.status().tasks,
+            ledger_ms = ledger_opened.as_millis() as u64,
+            read_models_ms = (projections_opened - ledger_opened).as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "the service is open"
+        );
         if let Some(why) = &corpus_missing {
             tracing::error!(%why, "the corpus is missing");
         }
@@ -375,6 +387,17 @@ impl Service {
             return None;
         }
         self.inner.corpus_missing.as_deref()
+    }
+
+    /// Why the service refuses writes, if it does: the ledger refuses appends (see
+    /// [`Ledger::poisoned`]), or the content store refuses puts after a failed write or sync.
+    pub fn refusing_writes(&self) -> Option<String> {
+        self.inner.ledger.poisoned().or_else(|| {
+            self.inner
+                .blobs
+                .failure()
+                .map(|reason| format!("the content store: {reason}"))
+        })
     }
 
     /// The ledger.

@@ -479,6 +479,14 @@ impl BlobStore {
         }
     }
 
+    /// Why the store refuses puts, if it does: a write or sync of its journal failed, so what
+    /// it holds is unknown until the next open replays it.
+    pub fn failure(&self) -> Option<String> {
+        self.journal
+            .as_ref()
+            .and_then(|j| lock(&j.state).failed.clone())
+    }
+
     /// How many times the journal was synced: what group commit shares among puts.
     pub fn journal_syncs(&self) -> u64 {
         self.journal

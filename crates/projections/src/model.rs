@@ -228,6 +228,21 @@ pub(crate) struct Source {
 }
 
 impl Source {
+    /// States from `ledger` and, when given, the snapshots in `store`.
+    pub(crate) fn new(
+        ledger: &Ledger,
+        store: Option<Arc<SnapshotStore>>,
+        limits: &crate::limits::Limits,
+    ) -> Self {
+        Source {
+            ledger: ledger.clone(),
+            store,
+            keep: limits.snapshots_per_task_max,
+            batch: limits.catch_up_batch_events.max(1),
+            discarded: Mutex::new(Vec::new()),
+        }
+    }
+
     /// The state of a task at `entry.version`: from the newest snapshot at or below it that the
     /// ledger confirms, folded forward along the task's stream; from its first event when there
     /// is none.

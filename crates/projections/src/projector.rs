@@ -204,21 +204,14 @@ impl Projector {
         // Taken before anything is folded, so that no event appended from here on is missed;
         // what it holds of events folded meanwhile is skipped by seq.
         let live = ledger.live_events();
-        let store = match &snapshot_dir {
-            None => None,
-            Some(dir) => Some(SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?),
-        };
-        let (store, wiped) = match store {
+        let (store, wiped) = match &snapshot_dir {
             None => (None, None),
-            Some((store, wiped)) => (Some(Arc::new(store)), wiped),
+            Some(dir) => {
+                let (store, wiped) = SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?;
+                (Some(Arc::new(store)), wiped)
+            }
         };
-        let source = Arc::new(Source {
-            ledger: ledger.clone(),
-            store: store.clone(),
-            keep: limits.snapshots_per_task_max,
-            batch: limits.catch_up_batch_events.max(1),
-            discarded: Mutex::new(Vec::new()),
-        });
+        let source = Arc::new(Source::new(&ledger, store.clone(), &limits));
         let Loaded {
             model,
             start,
@@ -275,22 +268,7 @@ impl Projector {
         }
         let caught_up = projector.next_seq() - before;
         let stall = projector.stall();
-        let due = {
-            let every = projector.inner.limits.snapshot_every_events;
-            let model = projector.read();
-            every > 0 && model.next_seq.saturating_sub(model.snapshot_seq) >= every
-        };
-        let snapshot = if (write_snapshot || due) && projector.inner.store.is_some() {
-            match projector.snapshot() {
-                Ok(report) => Some(report),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not write snapshots at open");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let snapshot = projector.snapshot_at_open(write_snapshot);
         // Nothing else holds the Arc yet, so the report can still be completed in place.
         if let Some(inner) = Arc::get_mut(&mut projector.inner) {
             inner.report.events_caught_up = caught_up;
@@ -298,6 +276,25 @@ impl Projector {
             inner.report.snapshot = snapshot;
         }
         Ok(projector)
+    }
+
+    /// The snapshots an open writes: when the directory needs them, or one is due.
+    fn snapshot_at_open(&self, needed: bool) -> Option<SnapshotReport> {
+        let due = {
+            let every = self.inner.limits.snapshot_every_events;
+            let model = self.read();
+            every > 0 && model.next_seq.saturating_sub(model.snapshot_seq) >= every
+        };
+        if !(needed || due) || self.inner.store.is_none() {
+            return None;
+        }
+        match self.snapshot() {
+            Ok(report) => Some(report),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write snapshots at open");
+                None
+            }
+        }
     }
 
     /// What happened when the projector opened.
@@ -741,13 +738,7 @@ impl Projector {
         let ledger = &self.inner.ledger;
         let batch = self.inner.limits.catch_up_batch_events;
         // From scratch: no state of the fresh model comes from a snapshot.
-        let scratch = Arc::new(Source {
-            ledger: ledger.clone(),
-            store: None,
-            keep: self.inner.limits.snapshots_per_task_max,
-            batch: batch.max(1),
-            discarded: Mutex::new(Vec::new()),
-        });
+        let scratch = Arc::new(Source::new(ledger, None, &self.inner.limits));
         let mut fresh = Model::new(scratch, self.inner.limits.task_states_cached_max);
         let mut events_folded = fold_model(ledger, &mut fresh, u64::MAX, batch)?;
         let (previous, rebuilt, next_seq) = {

@@ -260,6 +260,25 @@ fn missing_corpus(projector: &Projector, corpus: &Corpus) -> Option<String> {
     ))
 }
 
+/// The registered tools' contracts, none named like a built-in tool.
+fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
+    let built_in: Vec<String> = crate::tools::tool_specs()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
+    let registry = sources::contracts::Registry::load(
+        &options.layout.contracts,
+        options.tool_endpoint_allow.clone(),
+        options.contract_limits,
+        &reserved,
+    );
+    for problem in registry.problems() {
+        tracing::warn!(%problem, "a contract is left out");
+    }
+    registry
+}
+
 /// Why the service could not open.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -316,20 +335,7 @@ impl Service {
             )
         };
         let clock = Arc::clone(&options.ledger.clock);
-        let built_in: Vec<String> = crate::tools::tool_specs()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
-        let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
-        let registry = sources::contracts::Registry::load(
-            &options.layout.contracts,
-            options.tool_endpoint_allow.clone(),
-            options.contract_limits,
-            &reserved,
-        );
-        for problem in registry.problems() {
-            tracing::warn!(%problem, "a contract is left out");
-        }
+        let registry = load_registry(&options);
         let (tools_version, _) = tokio::sync::watch::channel(0);
         let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone(), read_only)?;
         let corpus_missing = if read_only {
@@ -529,33 +535,7 @@ impl Service {
                 })
             }
         };
-        // The key is checked before anything else, but only where the answer can differ: a
-        // command that is decided and appended carries its key to the ledger, whose writer
-        // checks it (once, atomically with the append) and answers a retry with the original
-        // receipt; a command refused before the append looks the key up, once, since a retry
-        // of a command that succeeded must get its original result even when the same command
-        // would now be refused.
-        let refused = |error: ServiceError| -> Result<Written, ServiceError> {
-            let Some(idem) = &idempotency else {
-                return Err(error);
-            };
-            match inner
-                .ledger
-                .idempotency(&idem.key)
-                .map_err(ServiceError::unavailable)?
-            {
-                Some(record) if record.fingerprint == idem.fingerprint => self.replay(
-                    &record.stream,
-                    record.stream_version,
-                    record.first_seq,
-                    record.event_count as usize,
-                ),
-                Some(_) => Err(ServiceError::IdempotencyKeyReused {
-                    key: idem.key.clone(),
-                }),
-                None => Err(error),
-            }
-        };
+        let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
         let mut attempts = 0;
         loop {
@@ -616,26 +596,7 @@ impl Service {
             if let Ok(receipt) = &appended
                 && !receipt.replayed
             {
-                inner
-                    .metrics
-                    .append(receipt.events.len() as u64, started.elapsed());
-                for event in &decided {
-                    match &event.event {
-                        research::Event::ConflictsAdjudicated(c) => {
-                            for a in &c.adjudications {
-                                inner.metrics.conflict(a.tier.name());
-                            }
-                        }
-                        research::Event::ConflictResolved(_)
-                        | research::Event::AdjudicationAppealed(_) => {
-                            inner.metrics.conflict("human");
-                        }
-                        research::Event::ConclusionIssued(c) => {
-                            inner.metrics.conclusion(c.stance.name());
-                        }
-                        _ => {}
-                    }
-                }
+                self.count_written(receipt.events.len(), started.elapsed(), &decided);
             }
             match appended {
                 Ok(receipt) => {
@@ -701,6 +662,66 @@ impl Service {
                     });
                 }
                 Err(e) => return Err(ServiceError::from(e)),
+            }
+        }
+    }
+
+    /// The answer to a command refused before its append. The key is checked before anything
+    /// else, but only where the answer can differ: a command that is decided and appended
+    /// carries its key to the ledger, whose writer checks it (once, atomically with the append)
+    /// and answers a retry with the original receipt; a command refused before the append
+    /// looks the key up here, once, since a retry of a command that succeeded must get its
+    /// original result even when the same command would now be refused.
+    fn refused(
+        &self,
+        idempotency: Option<&Idempotency>,
+        error: ServiceError,
+    ) -> Result<Written, ServiceError> {
+        let Some(idem) = idempotency else {
+            return Err(error);
+        };
+        match self
+            .inner
+            .ledger
+            .idempotency(&idem.key)
+            .map_err(ServiceError::unavailable)?
+        {
+            Some(record) if record.fingerprint == idem.fingerprint => self.replay(
+                &record.stream,
+                record.stream_version,
+                record.first_seq,
+                record.event_count as usize,
+            ),
+            Some(_) => Err(ServiceError::IdempotencyKeyReused {
+                key: idem.key.clone(),
+            }),
+            None => Err(error),
+        }
+    }
+
+    /// Counts an append and the verdicts and adjudications it recorded.
+    fn count_written(
+        &self,
+        events: usize,
+        took: std::time::Duration,
+        decided: &[research::NewEvent],
+    ) {
+        let metrics = &self.inner.metrics;
+        metrics.append(events as u64, took);
+        for event in decided {
+            match &event.event {
+                research::Event::ConflictsAdjudicated(c) => {
+                    for a in &c.adjudications {
+                        metrics.conflict(a.tier.name());
+                    }
+                }
+                research::Event::ConflictResolved(_) | research::Event::AdjudicationAppealed(_) => {
+                    metrics.conflict("human");
+                }
+                research::Event::ConclusionIssued(c) => {
+                    metrics.conclusion(c.stance.name());
+                }
+                _ => {}
             }
         }
     }

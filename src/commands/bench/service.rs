@@ -104,7 +104,11 @@ struct ScaleRun {
     events: u64,
     tasks: u64,
     generated_secs: f64,
+    /// The first start after the ledger was written (sled then replays its own log).
+    cold_start_first_ms: f64,
+    /// A restart after a clean stop: the median of three.
     cold_start_ms: f64,
+    /// Resident memory after the reads below.
     rss_mib: f64,
     task_read: Latency,
     tasks_page: Latency,
@@ -123,108 +127,24 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     let root = scratch.path().to_owned();
 
     phase("the ledger's own concurrent appends");
-    let mut engine = Vec::new();
-    for &c in &args.connections {
-        let dir = root.join(format!("engine-{c}"));
-        let ledger = open_ledger(&dir)?;
-        let appends = (c as u64 * 200).clamp(2_000, 20_000);
-        let (elapsed, _) = append_concurrently(&ledger, c, appends)?;
-        ledger.shutdown();
-        engine.push(rate(appends, elapsed));
-    }
+    let engine = engine_rates(&root, &args.connections)?;
 
     phase("writes through the server");
     let server = Served::start(&root.join("writes"))?;
-    let mut writes = Vec::new();
-    for (&c, &engine) in args.connections.iter().zip(&engine) {
-        let cpu_before = server.cpu_secs()?;
-        let (rest, rest_latency) =
-            concurrent_writes(&server.base, Transport::Rest, c, args.write_secs)?;
-        let cpu = server.cpu_secs()? - cpu_before;
-        let (mcp, mcp_latency) =
-            concurrent_writes(&server.base, Transport::McpSession, c, args.write_secs)?;
-        writes.push(WriteRun {
-            connections: c,
-            engine_appends_per_s: engine,
-            rest_writes_per_s: rest.0,
-            rest_latency,
-            rest_ratio: rest.0 / engine.max(1e-9),
-            mcp_writes_per_s: mcp.0,
-            mcp_latency,
-            mcp_ratio: mcp.0 / engine.max(1e-9),
-            server_cpu_ms_per_write: cpu * 1e3 / (rest.1.max(1) as f64),
-        });
-    }
+    let writes = write_runs(&server, &args.connections, &engine, args.write_secs)?;
 
     phase("reads through the server");
-    let task = seeded_task(&server.base)?;
-    let mut reads = Vec::new();
-    for transport in [
-        Transport::Rest,
-        Transport::McpSession,
-        Transport::McpStateless,
-    ] {
-        let call = |client: &mut Client| {
-            client
-                .call_tool("research_summarize_state", json!({"task_id": task}))
-                .map(drop)
-        };
-        reads.push(ReadRun {
-            what: format!("research_summarize_state over {}", transport.name()),
-            one: concurrent_reads(&server.base, transport, 1, args.reads, &call)?,
-            sixteen: concurrent_reads(&server.base, transport, 16, args.reads, &call)?,
-        });
-    }
-    let query = |client: &mut Client| {
-        client
-            .graphql(
-                "query($t: ID!) { task(id: $t) { sessionVersion status evidence { evidenceId source stance status } } }",
-                json!({"t": task}),
-            )
-            .map(drop)
-    };
-    reads.push(ReadRun {
-        what: "GraphQL task query".into(),
-        one: concurrent_reads(&server.base, Transport::Rest, 1, args.reads, &query)?,
-        sixteen: concurrent_reads(&server.base, Transport::Rest, 16, args.reads, &query)?,
-    });
+    let reads = read_runs(&server.base, args.reads)?;
     server.stop()?;
 
     let mut scale = Vec::new();
     for &events in &args.sizes {
         phase(&format!("a generated ledger of {events} events"));
-        let dir = root.join(format!("ledger-{events}"));
-        let generated = generate::generate(&dir, events)?;
-        let started = Instant::now();
-        let server = Served::start(&dir)?;
-        let cold_start = started.elapsed();
-        let task_ids = first_tasks(&server.base)?;
-        // Tasks in turn, across the first pages of the index, so that reads are not all
-        // served from one task's state in memory.
-        let turn = AtomicUsize::new(0);
-        let task_read = concurrent_reads(&server.base, Transport::Rest, 1, args.reads, &|c| {
-            let i = turn.fetch_add(1, Ordering::Relaxed) % task_ids.len();
-            c.call_tool("research_summarize_state", json!({"task_id": task_ids[i]}))
-                .map(drop)
-        })?;
-        let tasks_page = concurrent_reads(&server.base, Transport::Rest, 1, args.reads, &|c| {
-            c.graphql(
-                "{ tasks(first: 20, status: CONCLUDED) { edges { node { id question sessionVersion status } } pageInfo { endCursor } } }",
-                json!({}),
-            )
-            .map(drop)
-        })?;
-        let rss = server.rss_bytes()?;
-        server.stop()?;
-        scale.push(ScaleRun {
-            events: generated.events,
-            tasks: generated.tasks,
-            generated_secs: generated.elapsed.as_secs_f64(),
-            cold_start_ms: cold_start.as_secs_f64() * 1e3,
-            rss_mib: rss as f64 / (1024.0 * 1024.0),
-            task_read,
-            tasks_page,
-        });
+        scale.push(scale_run(
+            &root.join(format!("ledger-{events}")),
+            events,
+            args.reads,
+        )?);
     }
 
     let report = Report {
@@ -248,6 +168,130 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         eprintln!("kept in {}", root.display());
     }
     Ok(Outcome::Passed)
+}
+
+/// The ledger's own concurrent durable appends at each connection count, each count in a
+/// directory of its own.
+fn engine_rates(root: &Path, connections: &[usize]) -> anyhow::Result<Vec<f64>> {
+    let mut engine = Vec::new();
+    for &c in connections {
+        let dir = root.join(format!("engine-{c}"));
+        let ledger = open_ledger(&dir)?;
+        let appends = (c as u64 * 200).clamp(2_000, 20_000);
+        let (elapsed, _) = append_concurrently(&ledger, c, appends)?;
+        ledger.shutdown();
+        engine.push(rate(appends, elapsed));
+    }
+    Ok(engine)
+}
+
+/// Writes over REST and MCP at each connection count, beside the engine's rate there.
+fn write_runs(
+    server: &Served,
+    connections: &[usize],
+    engine: &[f64],
+    secs: f64,
+) -> anyhow::Result<Vec<WriteRun>> {
+    let mut writes = Vec::new();
+    for (&c, &engine) in connections.iter().zip(engine) {
+        let cpu_before = server.cpu_secs()?;
+        let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
+        let cpu = server.cpu_secs()? - cpu_before;
+        let (mcp, mcp_latency) = concurrent_writes(&server.base, Transport::McpSession, c, secs)?;
+        writes.push(WriteRun {
+            connections: c,
+            engine_appends_per_s: engine,
+            rest_writes_per_s: rest.0,
+            rest_latency,
+            rest_ratio: rest.0 / engine.max(1e-9),
+            mcp_writes_per_s: mcp.0,
+            mcp_latency,
+            mcp_ratio: mcp.0 / engine.max(1e-9),
+            server_cpu_ms_per_write: cpu * 1e3 / (rest.1.max(1) as f64),
+        });
+    }
+    Ok(writes)
+}
+
+/// Read tool calls over each transport, and a GraphQL task query, at 1 and 16 connections.
+fn read_runs(base: &str, per_client: usize) -> anyhow::Result<Vec<ReadRun>> {
+    let task = seeded_task(base)?;
+    let mut reads = Vec::new();
+    for transport in [
+        Transport::Rest,
+        Transport::McpSession,
+        Transport::McpStateless,
+    ] {
+        let call = |client: &mut Client| {
+            client
+                .call_tool("research_summarize_state", json!({"task_id": task}))
+                .map(drop)
+        };
+        reads.push(ReadRun {
+            what: format!("research_summarize_state over {}", transport.name()),
+            one: concurrent_reads(base, transport, 1, per_client, &call)?,
+            sixteen: concurrent_reads(base, transport, 16, per_client, &call)?,
+        });
+    }
+    let query = |client: &mut Client| {
+        client
+            .graphql(
+                "query($t: ID!) { task(id: $t) { sessionVersion status evidence { evidenceId source stance status } } }",
+                json!({"t": task}),
+            )
+            .map(drop)
+    };
+    reads.push(ReadRun {
+        what: "GraphQL task query".into(),
+        one: concurrent_reads(base, Transport::Rest, 1, per_client, &query)?,
+        sixteen: concurrent_reads(base, Transport::Rest, 16, per_client, &query)?,
+    });
+    Ok(reads)
+}
+
+/// A ledger of `events` generated in `dir`, then `serve` on it: its first start, reads and
+/// memory, and restarts.
+fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<ScaleRun> {
+    let generated = generate::generate(dir, events)?;
+    let started = Instant::now();
+    let server = Served::start(dir)?;
+    let cold_start = started.elapsed();
+    let task_ids = first_tasks(&server.base)?;
+    // Tasks in turn, across the first pages of the index, so that reads are not all served
+    // from one task's state in memory.
+    let turn = AtomicUsize::new(0);
+    let task_read = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
+        let i = turn.fetch_add(1, Ordering::Relaxed) % task_ids.len();
+        c.call_tool("research_summarize_state", json!({"task_id": task_ids[i]}))
+            .map(drop)
+    })?;
+    let tasks_page = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
+        c.graphql(
+            "{ tasks(first: 20, status: CONCLUDED) { edges { node { id question sessionVersion status } } pageInfo { endCursor } } }",
+            json!({}),
+        )
+        .map(drop)
+    })?;
+    let rss = server.rss_bytes()?;
+    server.stop()?;
+    let mut restarts = Vec::with_capacity(RESTARTS);
+    for _ in 0..RESTARTS {
+        let started = Instant::now();
+        let server = Served::start(dir)?;
+        restarts.push(started.elapsed());
+        server.stop()?;
+    }
+    restarts.sort();
+    Ok(ScaleRun {
+        events: generated.events,
+        tasks: generated.tasks,
+        generated_secs: generated.elapsed.as_secs_f64(),
+        cold_start_first_ms: cold_start.as_secs_f64() * 1e3,
+        cold_start_ms: restarts[RESTARTS / 2].as_secs_f64() * 1e3,
+        rss_mib: rss as f64 / (1024.0 * 1024.0),
+        task_read,
+        tasks_page,
+    })
 }
 
 fn print_report(report: &Report) {
@@ -289,21 +333,23 @@ fn print_report(report: &Report) {
     println!();
     println!("generated ledgers, serve started on each");
     println!(
-        "{:>9} {:>7} {:>10} {:>13} {:>9} {:>18} {:>18}",
+        "{:>9} {:>7} {:>10} {:>14} {:>13} {:>9} {:>18} {:>18}",
         "events",
         "tasks",
         "written s",
-        "cold start ms",
+        "first start ms",
+        "restart ms",
         "RSS MiB",
         "task read p50/p99",
         "tasks page p50/p99"
     );
     for s in &report.scale {
         println!(
-            "{:>9} {:>7} {:>10.1} {:>13.0} {:>9.1} {:>18} {:>18}",
+            "{:>9} {:>7} {:>10.1} {:>14.0} {:>13.0} {:>9.1} {:>18} {:>18}",
             s.events,
             s.tasks,
             s.generated_secs,
+            s.cold_start_first_ms,
             s.cold_start_ms,
             s.rss_mib,
             format!("{:.3}/{:.3}", s.task_read.p50_ms, s.task_read.p99_ms),
@@ -436,6 +482,9 @@ fn open_task(client: &mut Client, name: &str) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow!("an opened task has no id: {opened}"))
 }
 
+/// Restarts timed on each generated ledger.
+const RESTARTS: usize = 3;
+
 /// Evidence adds a task takes before a writer moves to a new one, below the domain's bound on
 /// evidence per task.
 const ADDS_PER_TASK: u64 = 200;
@@ -464,7 +513,7 @@ fn concurrent_writes(
                     let began = Instant::now();
                     let mut n = 0u64;
                     while began.elapsed() < duration {
-                        if n > 0 && n % ADDS_PER_TASK == 0 {
+                        if n > 0 && n.is_multiple_of(ADDS_PER_TASK) {
                             task = open_task(&mut client, &name)?;
                         }
                         let arguments = json!({
@@ -473,7 +522,7 @@ fn concurrent_writes(
                             "publish_date": "2025-01-10",
                             "source_type": "government",
                             "content": format!("{name} item {n}: the series shows supply growing faster than demand over five years."),
-                            "stance": if n % 3 == 0 { "opposes" } else { "supports" },
+                            "stance": if n.is_multiple_of(3) { "opposes" } else { "supports" },
                         });
                         let sent = Instant::now();
                         client.call_tool("retrieval_add_evidence", arguments)?;

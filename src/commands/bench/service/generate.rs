@@ -111,7 +111,7 @@ fn research_task(service: &Service, caller: &Caller, n: u64) -> anyhow::Result<(
     let mut decisions = Vec::with_capacity(ITEMS_PER_TASK);
     for i in 0..ITEMS_PER_TASK {
         let (source, source_type) = SOURCES[(n as usize + i) % SOURCES.len()];
-        let stance = if (n as usize + i) % 3 == 0 {
+        let stance = if (n as usize + i).is_multiple_of(3) {
             "opposes"
         } else {
             "supports"

@@ -253,9 +253,7 @@ fn read_runs(base: &str, per_client: usize) -> anyhow::Result<Vec<ReadRun>> {
 /// memory, and restarts.
 fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<ScaleRun> {
     let generated = generate::generate(dir, events)?;
-    let started = Instant::now();
-    let server = Served::start(dir)?;
-    let cold_start = started.elapsed();
+    let (server, cold_start) = Served::start_timed(dir)?;
     let task_ids = first_tasks(&server.base)?;
     // Tasks in turn, across the first pages of the index, so that reads are not all served
     // from one task's state in memory.
@@ -276,9 +274,8 @@ fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<Scale
     server.stop()?;
     let mut restarts = Vec::with_capacity(RESTARTS);
     for _ in 0..RESTARTS {
-        let started = Instant::now();
-        let server = Served::start(dir)?;
-        restarts.push(started.elapsed());
+        let (server, took) = Served::start_timed(dir)?;
+        restarts.push(took);
         server.stop()?;
     }
     restarts.sort();
@@ -367,9 +364,32 @@ struct Served {
 }
 
 impl Served {
+    /// [`Served::start`], and how long it took to answer `/health`. The process that wrote
+    /// the directory before may still be letting go of its locks (sled does so from a thread
+    /// of its own): a start refused for a held lock is tried again, and timed from the try
+    /// that succeeded.
+    fn start_timed(data: &Path) -> anyhow::Result<(Served, Duration)> {
+        let mut tries = 0;
+        loop {
+            let started = Instant::now();
+            match Served::start(data) {
+                Ok(server) => return Ok((server, started.elapsed())),
+                Err(e) if tries < 20 && format!("{e:#}").contains("lock") => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Starts `serve` on a free loopback port and waits for `/health` to answer.
     fn start(data: &Path) -> anyhow::Result<Served> {
         let exe = std::env::current_exe().context("cannot find this program")?;
+        // What the server says goes beside its data, for when it does not start.
+        let log_path = data.with_extension("serve.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut child = Command::new(exe)
             .arg("--data-dir")
             .arg(data)
@@ -383,7 +403,7 @@ impl Served {
             .env_remove("RESEARCH_LEDGER_DATA_DIR")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .context("cannot start serve")?;
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
@@ -393,7 +413,9 @@ impl Served {
             .context("serve said nothing")?;
         let Some(addr) = line.trim().strip_prefix("listening on http://") else {
             let _ = child.kill();
-            bail!("serve did not start: {line:?}");
+            let _ = child.wait();
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("serve did not start: {line:?}; it said: {said}");
         };
         let base = format!("http://{addr}");
         let probe = Client::connect(&base, Transport::Rest, "bench-health")?;

@@ -458,3 +458,50 @@ fn events_the_handover_missed_are_read_from_the_ledger() {
     assert_eq!(projector.next_seq(), last + 1);
     assert_eq!(projector.status().tasks, 6);
 }
+
+#[test]
+fn the_feed_tells_of_an_event_only_once_it_is_folded() {
+    // The appends block, so the feed is driven by a runtime of its own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let ledger = memory_ledger(81);
+    let mut world = World::new(&ledger);
+    let projector = projector(&ledger);
+    let first = world.ok("fed", open_task("fed", "Told late?", &[], Mode::AgentLed));
+    projector.fold_appended(first[0].seq).unwrap();
+    // A subscriber from the start hears of what was folded before it subscribed.
+    let mut feed = projector.feed(0);
+    assert_eq!(runtime.block_on(feed.next()).unwrap().seq, first[0].seq);
+
+    // Appended but not folded: nothing is delivered.
+    let added = world.ok(
+        "fed",
+        add(vec![item(
+            "x.example.org",
+            "blog",
+            "2025-06-01",
+            Some(Stance::Supports),
+        )]),
+    );
+    let early = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_millis(200), feed.next()).await });
+    assert!(
+        early.is_err(),
+        "an event was delivered before it was folded"
+    );
+
+    // Folded: delivered, and what the subscriber reads holds it.
+    projector.fold_appended(added[0].seq).unwrap();
+    let told = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), feed.next()).await })
+        .expect("the folded event is delivered")
+        .unwrap();
+    assert_eq!(told.seq, added[0].seq);
+    assert_eq!(
+        projector.state("fed").unwrap().version(),
+        told.stream_version
+    );
+    assert_eq!(feed.next_seq(), added[0].seq + 1);
+}

@@ -69,7 +69,16 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
     options.corpus = limits.corpus.clone();
     options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
     options.blobs.journal_bytes_max = limits.blobs.journal_bytes_max;
+    options.ledger.origin = origin();
     options
+}
+
+/// The log origin an operator configured (`RESEARCH_LEDGER_ORIGIN`, or `serve --origin`), used
+/// when a ledger introduces its first key.
+pub(crate) fn origin() -> Option<String> {
+    std::env::var("RESEARCH_LEDGER_ORIGIN")
+        .ok()
+        .filter(|o| !o.is_empty())
 }
 
 /// Where the file is: the `--config` flag, the environment, or the working directory.

@@ -11,6 +11,7 @@ mod listener;
 mod remote;
 mod server;
 mod tls;
+mod witness_client;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,6 +94,9 @@ enum Command {
     VerifyProof(commands::prove::VerifyArgs),
     /// Show or rotate the key that signs checkpoints.
     Key(commands::key::Args),
+    /// An auditor's witness: cosigns a log's checkpoints once it has checked that the log only
+    /// grew (C2SP tlog-witness).
+    Witness(commands::witness::Args),
     /// Add documents (.md/.txt with YAML front matter, .json, .jsonl) to the embedded corpus.
     Ingest(commands::ingest::Args),
     /// Measure the product on this machine: figures next to raw baselines from the same run.
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),
         Command::VerifyProof(args) => commands::prove::verify(&cli.data_dir, args),
         Command::Key(args) => commands::key::run(&cli.data_dir, args),
+        Command::Witness(args) => commands::witness::run(args),
         Command::Ingest(args) => commands::ingest::run(&cli.data_dir, args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Token(args) => commands::token::run(&cli.data_dir, args),

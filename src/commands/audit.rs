@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ledger::bundle::{Bundle, BundleFailure, BundleReport, Scope};
-use ledger::ledger_proof::{PublicKey, SigningKey};
+use ledger::ledger_proof::{PublicKey, SigningKey, VerifierKey};
 use ledger::{Ledger, LedgerOptions, RecordedEvent};
 use research::TaskState;
 use serde::Deserialize;
@@ -372,10 +372,15 @@ fn export_remote(
 pub(crate) struct VerifyBundleArgs {
     /// The bundle.
     file: PathBuf,
-    /// The public key you trust (64 hex digits); without it, the first key inside the bundle
-    /// is trusted, and the command says so.
+    /// The public key you trust (64 hex digits, or the log's note verifier key
+    /// `origin+key ID+base64`); without it, the first key inside the bundle is trusted, and the
+    /// command says so.
     #[arg(long)]
     public_key: Option<String>,
+    /// A witness whose cosignature of the bundle's checkpoint is required, as its verifier key
+    /// (`name+key ID+base64`, type 0x04); may be given more than once.
+    #[arg(long = "witness", value_name = "VKEY")]
+    witnesses: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -394,12 +399,30 @@ fn read_bundle(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-fn parse_key(hex: Option<&String>) -> anyhow::Result<Option<PublicKey>> {
-    hex.map(|h| {
-        h.parse()
+/// A public key given as 64 hex digits or as a note verifier key of type 0x01.
+pub(crate) fn parse_key(text: Option<&String>) -> anyhow::Result<Option<PublicKey>> {
+    text.map(|t| {
+        if t.contains('+') {
+            return VerifierKey::parse_typed(t, ledger::ledger_proof::note::TYPE_ED25519)
+                .map(|v| *v.key())
+                .map_err(|e| anyhow::anyhow!("--public-key is not a verifier key: {e}"));
+        }
+        t.parse()
             .map_err(|e| anyhow::anyhow!("--public-key is not a public key: {e}"))
     })
     .transpose()
+}
+
+/// Witness verifier keys (type 0x04).
+pub(crate) fn parse_witnesses(texts: &[String]) -> anyhow::Result<Vec<VerifierKey>> {
+    texts
+        .iter()
+        .map(|t| {
+            VerifierKey::parse_typed(t, ledger::ledger_proof::note::TYPE_COSIGNATURE_V1).map_err(
+                |e| anyhow::anyhow!("--witness {t:?} is not a witness's verifier key: {e}"),
+            )
+        })
+        .collect()
 }
 
 /// What the check of a valid bundle found, in words.
@@ -414,6 +437,9 @@ fn print_bundle_report(report: &BundleReport, out: &mut dyn std::io::Write) -> s
     for note in &report.key_chain_breaks {
         writeln!(out, "WARNING: the chain of signing keys breaks: {note}")?;
     }
+    for witness in &report.witnesses {
+        writeln!(out, "cosigned by witness {witness}")?;
+    }
     writeln!(
         out,
         "valid: {} events of {} task(s), {} content blobs, {} signed checkpoints; all in the tree of {} events signed by the ledger",
@@ -427,8 +453,9 @@ fn print_bundle_report(report: &BundleReport, out: &mut dyn std::io::Write) -> s
 
 pub(crate) fn verify_bundle(args: &VerifyBundleArgs) -> anyhow::Result<Outcome> {
     let trusted = parse_key(args.public_key.as_ref())?;
+    let witnesses = parse_witnesses(&args.witnesses)?;
     let text = read_bundle(&args.file)?;
-    match service::audit::verify_bundle_text(&text, BUNDLE_BYTES_MAX, trusted) {
+    match service::audit::verify_bundle_witnessed(&text, BUNDLE_BYTES_MAX, trusted, witnesses) {
         Ok((_, report)) => {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

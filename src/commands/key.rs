@@ -16,8 +16,9 @@ pub(crate) struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Action {
-    /// Print the public key that signs checkpoints (hex), its fingerprint, and the chain of
-    /// keys before it.
+    /// Print the public key that signs checkpoints (hex, then as the C2SP note verifier key
+    /// `origin+key ID+base64` that checks its checkpoint notes), its fingerprint, and the chain
+    /// of keys before it.
     Show,
     /// Replace the signing key: the old key signs a statement that introduces the new one.
     Rotate,
@@ -33,8 +34,13 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             let key = ledger
                 .public_key()
                 .map_err(|reason| anyhow::anyhow!("no usable signing key: {reason}"))?;
+            let vkey = ledger
+                .verifier_key()
+                .map_err(|reason| anyhow::anyhow!("no verifier key: {reason}"))?;
             println!("{key}");
+            println!("{vkey}");
             eprintln!("fingerprint {}", key.fingerprint());
+            eprintln!("origin {}", ledger.origin());
             for (i, entry) in ledger.checkpoint_entries()?.iter().enumerate() {
                 match entry {
                     CheckpointEntry::KeyIntroduced {
@@ -57,6 +63,12 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                     CheckpointEntry::Recovery(r) => {
                         eprintln!("entry {}: {}", i + 1, r.summary());
                     }
+                    CheckpointEntry::Cosignature(c) => eprintln!(
+                        "entry {}: witness {} cosigned tree size {}",
+                        i + 1,
+                        c.witness.name(),
+                        c.tree_size
+                    ),
                     CheckpointEntry::Checkpoint(_) => {}
                 }
             }

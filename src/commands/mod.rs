@@ -13,6 +13,7 @@ pub(crate) mod repair;
 pub(crate) mod serve;
 pub(crate) mod token;
 pub(crate) mod verify;
+pub(crate) mod witness;
 
 use std::path::Path;
 
@@ -58,6 +59,7 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
         LedgerOptions {
             lock_note: Some(note),
             limits: crate::config::limits().ledger.clone(),
+            origin: crate::config::origin(),
             ..LedgerOptions::default()
         },
     )

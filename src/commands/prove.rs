@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ledger::ledger_proof::{
-    Checkpoint, ConsistencyProofFile, ProofFile, PublicKey, Verified, verify_proof_file,
-    verify_proof_file_json,
+    Checkpoint, ConsistencyProofFile, Cosignature, Note, ProofFile, PublicKey, Verified,
+    VerifierKey, verify_proof_file, verify_proof_file_json,
 };
 use serde::Deserialize;
 
@@ -51,14 +51,19 @@ pub(crate) struct VerifyArgs {
     /// A proof file written by `prove`.
     #[arg(required_unless_present = "since")]
     file: Option<PathBuf>,
-    /// A checkpoint saved earlier: prove from the data directory (or, with `--server`, from
-    /// the server's proof) that the ledger only grew since.
+    /// A checkpoint saved earlier — its JSON, or the signed note `GET /checkpoint` serves,
+    /// with any witness cosignatures on it: prove from the data directory (or, with
+    /// `--server`, from the server's proof) that the ledger only grew since.
     #[arg(long, conflicts_with = "file")]
     since: Option<PathBuf>,
-    /// The public key the auditor trusts (64 hex digits): the ledger's first key or any key
-    /// of its chain.
+    /// The public key the auditor trusts (64 hex digits, or the log's verifier key
+    /// `origin+key ID+base64`): the ledger's first key or any key of its chain.
     #[arg(long)]
     public_key: String,
+    /// With `--since` a note: a witness whose valid cosignature on it is required (its
+    /// verifier key, type 0x04); may be given more than once.
+    #[arg(long = "witness", value_name = "VKEY", requires = "since")]
+    witnesses: Vec<String>,
     #[command(flatten)]
     remote: ServerArgs,
 }
@@ -132,9 +137,46 @@ fn prove_remote(
     Ok(answer.proof)
 }
 
-fn trusted_key(hex: &str) -> anyhow::Result<PublicKey> {
-    hex.parse()
-        .map_err(|e| anyhow::anyhow!("--public-key is not a public key: {e}"))
+fn trusted_key(text: &str) -> anyhow::Result<PublicKey> {
+    super::audit::parse_key(Some(&text.to_owned()))?
+        .ok_or_else(|| anyhow::anyhow!("--public-key is required"))
+}
+
+/// The checkpoint an auditor saved: its JSON, or a signed note (the log's signature checked
+/// under `key`, and a valid cosignature required from each of `witnesses`).
+fn saved_checkpoint(
+    text: &str,
+    key: &PublicKey,
+    witnesses: &[VerifierKey],
+) -> anyhow::Result<Checkpoint> {
+    if text.trim_start().starts_with('{') {
+        if !witnesses.is_empty() {
+            bail!("--witness needs the saved checkpoint as a note, which carries cosignatures");
+        }
+        return serde_json::from_str(text).context("the saved checkpoint is not a checkpoint");
+    }
+    let note = Note::parse(text).context("the saved checkpoint is not a signed note")?;
+    let (origin, ..) = ledger::ledger_proof::checkpoint::parse_body(&note.text)
+        .context("the saved note is not a checkpoint")?;
+    let vkey = VerifierKey::ed25519(&origin, *key)?;
+    let checkpoint = Checkpoint::from_note(&note, &vkey)
+        .context("the saved checkpoint is not signed by the trusted key")?;
+    for witness in witnesses {
+        let line = note
+            .signatures
+            .iter()
+            .find(|s| s.is_by(witness))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the saved checkpoint carries no cosignature by {}",
+                    witness.name()
+                )
+            })?;
+        Cosignature::from_line(line, witness, &checkpoint)
+            .with_context(|| format!("the cosignature by {}", witness.name()))?;
+        eprintln!("cosigned by witness {}", witness.name());
+    }
+    Ok(checkpoint)
 }
 
 pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outcome> {
@@ -148,8 +190,10 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
         (None, Some(saved)) => {
             let text = std::fs::read_to_string(saved)
                 .with_context(|| format!("cannot read {}", saved.display()))?;
-            let saved: Checkpoint = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a checkpoint", saved.display()))?;
+            let witnesses = super::audit::parse_witnesses(&args.witnesses)?;
+            let saved = saved_checkpoint(&text, &key, &witnesses).with_context(|| {
+                format!("{} is not a checkpoint you can stand on", saved.display())
+            })?;
             if let Some(remote) = args.remote.remote()? {
                 let proof = growth_from_server(&remote, saved)?;
                 return report(verify_proof_file(&ProofFile::Consistency(proof), &key));

@@ -135,6 +135,21 @@ pub(crate) struct Args {
         default_value_t = 256
     )]
     subscriptions_per_client_max: usize,
+    /// A witness to push each new checkpoint to, as `URL,VKEY`: its submission prefix (C2SP
+    /// `tlog-witness`) and its verifier key (type 0x04); repeat for more. Their cosignatures
+    /// are kept in the checkpoint log.
+    #[arg(
+        long = "witness",
+        env = "RESEARCH_LEDGER_WITNESSES",
+        value_delimiter = ' ',
+        value_name = "URL,VKEY"
+    )]
+    witnesses: Vec<String>,
+    /// The log's origin (the first line of its checkpoints, the name of its key), taken when
+    /// the ledger introduces its first key; by default `research-ledger/` and that key's
+    /// fingerprint.
+    #[arg(long, env = "RESEARCH_LEDGER_ORIGIN")]
+    origin: Option<String>,
     #[command(flatten)]
     allow: super::contracts::AllowArgs,
     #[command(flatten)]
@@ -229,6 +244,25 @@ impl Args {
         }
     }
 
+    /// The witnesses to push checkpoints to.
+    fn witness_targets(&self) -> anyhow::Result<Vec<crate::witness_client::WitnessTarget>> {
+        self.witnesses
+            .iter()
+            .map(|w| crate::witness_client::WitnessTarget::parse(w))
+            .collect()
+    }
+
+    /// The service's options: the data directory's, with the endpoint allow-list and the
+    /// origin given here.
+    fn service_options(&self, data_dir: &Path) -> service::ServiceOptions {
+        let mut options = crate::config::service_options(data_dir);
+        options.tool_endpoint_allow = self.allow.allow_list();
+        if self.origin.is_some() {
+            options.ledger.origin.clone_from(&self.origin);
+        }
+        options
+    }
+
     /// Refuses settings that cannot work, before anything is opened.
     fn check(&self) -> anyhow::Result<()> {
         for (name, value) in [
@@ -268,6 +302,17 @@ impl Args {
     }
 }
 
+/// Who the server serves, in words for its operator.
+fn access(tokens: bool, required: bool) -> &'static str {
+    if tokens {
+        "access tokens required"
+    } else if required {
+        "access tokens required, and none is in force: serving no one until `token add`"
+    } else {
+        "loopback only: no access tokens are configured"
+    }
+}
+
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     args.check()?;
     super::private_data_dir(data_dir)?;
@@ -298,6 +343,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             args.listen
         );
     }
+    let witnesses = args.witness_targets()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let auth = Arc::new(Auth::new(store, loopback));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -308,8 +354,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         let (listener, bound) = crate::server::bind(args.listen).await?;
         // The data directory's lock names the address, so a command that finds it held can
         // say where the server is.
-        let mut options = crate::config::service_options(data_dir);
-        options.tool_endpoint_allow = args.allow.allow_list();
+        let mut options = args.service_options(data_dir);
         options.ledger.lock_note = Some(format!(
             "research-ledger serve on {scheme}://{bound} (pid {})",
             std::process::id()
@@ -323,19 +368,14 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .with_context(|| format!("cannot open the data directory {}", data_dir.display()))?;
         // The one line on stdout a supervisor or a test waits for.
         println!("listening on {scheme}://{bound}");
-        let required = auth.store().tokens_required().unwrap_or(true);
-        let access = if tokens {
-            "access tokens required"
-        } else if required {
-            "access tokens required, and none is in force: serving no one until `token add`"
-        } else {
-            "loopback only: no access tokens are configured"
-        };
+        let access = access(tokens, auth.store().tokens_required().unwrap_or(true));
         eprintln!(
             "research-ledger serving {} on {scheme}://{bound} ({access})",
             data_dir.display()
         );
-        crate::server::serve(service, listener, args.options(auth, tls), stop).await
+        let ledger = service.ledger().clone();
+        let served = crate::server::serve(service, listener, args.options(auth, tls), stop);
+        crate::witness_client::while_serving(ledger, witnesses, served).await
     })?;
     Ok(Outcome::Passed)
 }

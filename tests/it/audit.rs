@@ -6,7 +6,7 @@ use std::path::Path;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::{run, stderr, stdout};
+use super::{first_line, run, stderr, stdout};
 
 /// Runs the demo for one question and returns its task id.
 fn demo_task(data: &Path, question: &str) -> String {
@@ -125,9 +125,7 @@ fn a_bundle_verifies_offline_and_every_tampering_is_located() {
         &["export", &task, "--out", bundle.to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let key = stdout(&run(data.path(), &["key", "show"]))
-        .trim()
-        .to_owned();
+    let key = first_line(&stdout(&run(data.path(), &["key", "show"])));
 
     let nowhere = tempfile::tempdir().unwrap();
     let out = run(

@@ -16,12 +16,13 @@ const FIGURES: [&str; 6] = [
     "inclusion_proofs_verified_per_s",
 ];
 
-const BASELINES: [&str; 5] = [
+const BASELINES: [&str; 6] = [
     "file_sync_each_appends_per_s",
     "file_sync_grouped_appends_per_s",
     "sled_sync_each_inserts_per_s",
     "sled_sync_grouped_inserts_per_s",
     "blake3_hashes_per_s",
+    "sha256_node_hashes_per_s",
 ];
 
 fn positive(report: &Value, section: &str, key: &str) -> f64 {
@@ -102,6 +103,7 @@ fn the_ledger_benchmark_reports_every_figure_with_consistent_ratios() {
             ),
             ("replay_events_per_s", "blake3_hashes_per_s"),
             ("replay_verify_events_per_s", "blake3_hashes_per_s"),
+            ("replay_verify_events_per_s", "sha256_node_hashes_per_s"),
         ]
     );
     for r in ratios {

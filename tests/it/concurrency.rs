@@ -284,7 +284,15 @@ fn check_burst(tally: &Tally, task: &str, version: u64, in_flight_max: usize) ->
                 "message": body["message"],
                 "task_id": task,
                 "current_version": version + 1,
-                "suggested_action": "fetch_latest_session",
+                "suggested_action": "research_summarize_state",
+                "pending_actions": [{
+                    "tool": "research_summarize_state",
+                    "reason": format!(
+                        "the task is at version {}: read what changed, then retry with expected_version {}",
+                        version + 1,
+                        version + 1
+                    ),
+                }],
             }),
             "writer {i}"
         );

@@ -242,7 +242,7 @@ fn a_search_uses_a_registered_evidence_source_beside_the_corpus() {
         candidates.iter().all(|c| c["origin"] == "kb_search"),
         "{result}"
     );
-    assert_eq!(candidates[0]["relevance_basis"], "scored_by_source");
+    assert_eq!(result["relevance_basis"]["kb_search"], "scored_by_source");
     assert_eq!(candidates[0]["source"], "example mining institute");
     let failed = result["failed_sources"].as_array().unwrap();
     assert_eq!(failed.len(), 1);

@@ -212,7 +212,9 @@ fn a_stale_version_is_a_session_conflict_and_a_retry_returns_the_original() {
     assert_eq!(
         error["extensions"],
         json!({"code": "SESSION_CONFLICT", "taskId": task, "currentVersion": 2,
-               "suggestedAction": "fetch_latest_session"}),
+               "suggestedAction": "research_summarize_state",
+               "pendingActions": [{"tool": "research_summarize_state",
+                   "reason": "the task is at version 2: read what changed, then retry with expected_version 2"}]}),
         "{error}"
     );
     assert_eq!(error["path"], json!(["addEvidence"]));

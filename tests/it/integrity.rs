@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::server::{Server, call_tool, get_json};
-use super::{run, stderr, stdout};
+use super::{first_line, run, stderr, stdout};
 
 /// A ledger made through the server, as an assistant would: one task and `items` pieces of
 /// evidence. Returns the task id and how many events `/health` said were acknowledged.
@@ -644,7 +644,7 @@ fn a_checkpoint_an_auditor_kept_is_evidence_of_a_loss() {
     let (_, acked) = research(data.path(), 3);
     Server::start(data.path(), &[]).stop();
     let out = run(data.path(), &["key", "show"]);
-    let key = stdout(&out).trim().to_owned();
+    let key = first_line(&stdout(&out));
     let entries = std::fs::read_to_string(data.path().join("ledger/checkpoints.jsonl")).unwrap();
     let kept: Value = entries
         .lines()

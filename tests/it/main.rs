@@ -9,6 +9,7 @@ mod concurrency;
 mod crash;
 mod demo;
 mod external;
+mod fixtures;
 mod graphql;
 mod ingest;
 mod integrity;
@@ -19,6 +20,7 @@ mod proofs;
 mod remote;
 mod server;
 mod tidy;
+mod transparency;
 mod verify;
 
 use std::path::Path;
@@ -47,6 +49,11 @@ pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
 /// What a finished command wrote to stdout, as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The first line of a command's output, trimmed: `key show` prints the hex key first.
+pub fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().trim().to_owned()
 }
 
 /// What a finished command wrote to stderr, as text.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{run, stderr, stdout};
+use super::{first_line, run, stderr, stdout};
 
 fn populate(data: &Path, from: u32, to: u32) {
     super::verify::populate_range(data, from, to);
@@ -11,7 +11,7 @@ fn populate(data: &Path, from: u32, to: u32) {
 fn public_key(data: &Path) -> String {
     let out = run(data, &["key", "show"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out).trim().to_owned()
+    first_line(&stdout(&out))
 }
 
 #[test]
@@ -162,8 +162,9 @@ fn a_saved_checkpoint_proves_in_one_command_that_the_ledger_only_grew() {
 
     let out = run(data.path(), &["verify"]);
     assert!(out.status.success(), "{}", stdout(&out));
+    // The saved one, the new key's at the rotation, and today's.
     assert!(
-        stdout(&out).contains("2 signed checkpoints checked"),
+        stdout(&out).contains("3 signed checkpoints checked"),
         "{}",
         stdout(&out)
     );

@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::{run, stderr, stdout};
+use super::{first_line, run, stderr, stdout};
 use crate::auth::add_token as token;
 use crate::server::{Server, ledger_size, request};
 
@@ -53,7 +53,7 @@ fn commands_through_a_server_print_what_they_print_on_the_data_directory() {
     let admin = token(data, "ada", "admin");
     let auditor = token(data, "audra", "auditor");
     let writer = token(data, "wes", "writer");
-    let key = stdout(&ok(run(data, &["key", "show"]))).trim().to_owned();
+    let key = first_line(&stdout(&ok(run(data, &["key", "show"]))));
     let first: Value = serde_json::from_slice(&ok(run(data, &["checkpoint"])).stdout).unwrap();
     let first_size = first["tree_size"].as_u64().unwrap().to_string();
     let files = tempfile::tempdir().unwrap();
@@ -248,7 +248,7 @@ fn a_saved_checkpoint_is_proved_grown_from_through_a_server() {
     let data = data.path();
     demo_task(data, "four-day-week-eastvale");
     let auditor = token(data, "audra", "auditor");
-    let key = stdout(&ok(run(data, &["key", "show"]))).trim().to_owned();
+    let key = first_line(&stdout(&ok(run(data, &["key", "show"]))));
     // The auditor keeps a checkpoint; the ledger grows after it.
     let saved_text = stdout(&ok(run(data, &["checkpoint"])));
     demo_task(data, "lake-varden-blooms");

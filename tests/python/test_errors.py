@@ -61,7 +61,7 @@ async def test_refusals_are_tool_results_with_structured_errors(target: Any, mod
         )
         assert stale["error"] == "session_conflict"
         assert stale["current_version"] == 1
-        assert stale["suggested_action"] == "fetch_latest_session"
+        assert stale["suggested_action"] == "research_summarize_state"
         ok = await call(
             client,
             "research_expand_subquestions",

@@ -18,6 +18,7 @@ EXPECTED_TOOLS = {
     "retrieval_search_evidence",
     "retrieval_add_evidence",
     "retrieval_get_source_detail",
+    "retrieval_list_candidates",
     "retrieval_retract_evidence",
     "synthesis_screen_evidence",
     "synthesis_research_synthesis",
@@ -93,7 +94,7 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
     for conflict in resolved["conflicts"]:
         if conflict["tier"] == "pending":
             assert "divergence" in conflict
-            await call(
+            decided = await call(
                 client,
                 "evaluation_resolve_conflict",
                 {
@@ -103,6 +104,9 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
                     "reason": "Both sides are recent and of near-equal authority.",
                 },
             )
+            # A decision sent through MCP is the assistant's, through the client it named.
+            last = decided["conflict"]["human_decisions"][-1]
+            assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
     await call(client, "evaluation_build_decision_matrix", {"task_id": task})
     card = await call(client, "evaluation_generate_conclusion", {"task_id": task})
     explained = await call(client, "evaluation_explain_reasoning", {"task_id": task})
@@ -119,11 +123,13 @@ async def test_tools_are_listed_with_schemas_and_annotations(target: Any, mode: 
             assert tool.input_schema["type"] == "object"
             assert tool.output_schema is not None and tool.output_schema["type"] == "object"
             assert tool.annotations is not None
-            assert tool.annotations.destructive_hint is False
+            # Only what differs from MCP's defaults is said; a read-only tool is not destructive.
+            assert tool.annotations.read_only_hint is True or tool.annotations.destructive_hint is False
+            assert tool.annotations.open_world_hint is False
         by_name = {t.name: t for t in tools}
         assert by_name["audit_verify"].annotations.read_only_hint is True
         assert by_name["research_summarize_state"].annotations.idempotent_hint is True
-        assert by_name["research_open_task"].annotations.read_only_hint is False
+        assert not by_name["research_open_task"].annotations.read_only_hint
         write = by_name["retrieval_add_evidence"].input_schema["properties"]
         assert "expected_version" in write and "idempotency_key" in write
 
@@ -186,3 +192,34 @@ async def test_resources_are_listed_and_read_at_head_and_at_a_version(target: An
         assert then["task"]["question"] == "Do lakes bloom after warm springs?"
         listing = await read_json(client, "ledger://tasks")
         assert task in [t["task_id"] for t in listing["tasks"]]
+
+
+async def test_a_decision_sent_through_mcp_is_recorded_as_the_assistants(target: Any, mode: str) -> None:
+    async with connect(target, mode) as client:
+        opened = await call(client, "research_open_task", {"question": "Is the sea level rising?", "mode": "agent_led"})
+        task = opened["task_id"]
+        ids = []
+        for source, stance in [("tide-office.example.org", "supports"), ("coast-office.example.org", "opposes")]:
+            added = await call(
+                client,
+                "retrieval_add_evidence",
+                {"task_id": task, "source": source, "source_type": "government", "publish_date": "2025-06-30",
+                 "content": f"{source} on the sea level.", "stance": stance},
+            )
+            ids.append(added["evidence_id"])
+        await call(client, "synthesis_screen_evidence",
+                   {"task_id": task, "decisions": [{"evidence_id": i, "adopt": True} for i in ids]})
+        conflicts = (await call(client, "evaluation_conflict_resolution", {"task_id": task}))["conflicts"]
+        pending = [c for c in conflicts if c["tier"] == "pending"]
+        assert pending, conflicts
+        decided = await call(
+            client,
+            "evaluation_resolve_conflict",
+            {"task_id": task, "conflict_id": pending[0]["conflict_id"], "winner": "supports",
+             "reason": "the tide record is the longer one"},
+        )
+        last = decided["conflict"]["human_decisions"][-1]
+        assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
+        await call(client, "evaluation_generate_conclusion", {"task_id": task})
+        explained = await call(client, "evaluation_explain_reasoning", {"task_id": task})
+        assert f"(the assistant, via {CLIENT_NAME})" in explained["markdown"], explained["markdown"]

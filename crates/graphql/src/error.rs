@@ -3,7 +3,7 @@
 //! Every error a client sees carries the SPEC §10 code in upper case in `extensions.code`, and
 //! the details of the service's wire form ([`ServiceError::to_json`]) beside it with their keys in
 //! camelCase, as GraphQL clients expect: a stale `expectedVersion` reads
-//! `{"code": "SESSION_CONFLICT", "currentVersion": 7, "suggestedAction": "fetch_latest_session"}`.
+//! `{"code": "SESSION_CONFLICT", "currentVersion": 7, "suggestedAction": "research_summarize_state"}`.
 //! Errors this crate finds itself (a page too large, a query too deep, the wrong mutation for a
 //! conflict) are made as [`ServiceError`]s first, so they take the same road.
 //!
@@ -184,7 +184,9 @@ mod tests {
         assert_eq!(error.message, "task t is at version 5, not 3");
         assert_eq!(
             extensions(&error),
-            json!({"code": "SESSION_CONFLICT", "taskId": "t", "currentVersion": 5, "suggestedAction": "fetch_latest_session"})
+            json!({"code": "SESSION_CONFLICT", "taskId": "t", "currentVersion": 5, "suggestedAction": "research_summarize_state",
+                   "pendingActions": [{"tool": "research_summarize_state",
+                                       "reason": "the task is at version 5: read what changed, then retry with expected_version 5"}]})
         );
     }
 

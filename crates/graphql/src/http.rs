@@ -94,6 +94,7 @@ fn caller_of(extensions: &axum::http::Extensions, options: &Options) -> Caller {
         .get::<Caller>()
         .cloned()
         .unwrap_or_else(|| Caller::new(options.anonymous_actor.clone()))
+        .deciding(service::research::event::DecidedBy::Person, "graphql")
 }
 
 /// `POST /graphql`: one query or mutation, as JSON.

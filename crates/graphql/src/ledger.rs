@@ -96,7 +96,7 @@ pub(crate) struct Checkpoint {
     pub(crate) time: String,
     /// The first 16 hex digits of blake3 of the signing key.
     pub(crate) key_fingerprint: String,
-    /// Ed25519 signature of `research-ledger checkpoint v1\n{treeSize}\n{root}\n{time}\n`.
+    /// Ed25519 signature of the C2SP checkpoint note `{origin}\n{treeSize}\n{base64 root}\ntime {time}\n`.
     pub(crate) signature: String,
     /// The checkpoint as `research-ledger checkpoint` prints it: keep it, and
     /// `research-ledger verify-proof --since` proves later that the ledger only grew.
@@ -257,7 +257,7 @@ pub(crate) struct InclusionProof {
     pub(crate) tree_size: u64,
     /// The event's hash.
     pub(crate) event_hash: String,
-    /// The Merkle leaf hash `blake3(0x00 ‖ eventHash)`.
+    /// The Merkle leaf hash `SHA-256(0x00 ‖ eventHash)`.
     pub(crate) leaf_hash: String,
     /// The audit path, from the leaf's sibling upwards.
     pub(crate) path: Vec<String>,

@@ -244,7 +244,7 @@ pub(crate) struct Participant {
     pub(crate) authority: f64,
 }
 
-/// A person's decision on a conflict.
+/// A decision on a conflict, a person's or an assistant's.
 #[derive(SimpleObject, Debug, Clone)]
 pub(crate) struct HumanDecision {
     /// A resolution of a pending conflict, or an appeal of an automatic adjudication.
@@ -255,10 +255,32 @@ pub(crate) struct HumanDecision {
     pub(crate) reason: String,
     /// Who decided.
     pub(crate) actor: String,
+    /// `person` or `assistant`; null for decisions recorded before the ledger told them apart.
+    pub(crate) decided_by: Option<String>,
+    /// The client the decision came through (`rest`, `graphql`, `cli`, an MCP client's name).
+    pub(crate) decided_via: Option<String>,
     /// Whether its conflict was superseded by a fresh adjudication, so it no longer applies.
     pub(crate) superseded: bool,
     /// The event that recorded it.
     pub(crate) decided: Provenance,
+}
+
+impl HumanDecision {
+    fn of(
+        h: &service::research::views::HumanDecisionView,
+        recorded: &service::research::state::HumanDecision,
+    ) -> Self {
+        HumanDecision {
+            kind: h.kind.into(),
+            outcome: h.outcome.into(),
+            reason: h.reason.clone(),
+            actor: h.actor.clone(),
+            decided_by: h.decided_by.map(|d| d.name().to_owned()),
+            decided_via: h.decided_via.clone(),
+            superseded: h.superseded,
+            decided: Provenance::from(&recorded.provenance),
+        }
+    }
 }
 
 /// One item of a divergence summary.
@@ -386,14 +408,7 @@ impl Conflict {
                 .human_decisions
                 .iter()
                 .zip(&record.human)
-                .map(|(h, recorded)| HumanDecision {
-                    kind: h.kind.into(),
-                    outcome: h.outcome.into(),
-                    reason: h.reason.clone(),
-                    actor: h.actor.clone(),
-                    superseded: h.superseded,
-                    decided: Provenance::from(&recorded.provenance),
-                })
+                .map(|(h, recorded)| HumanDecision::of(h, recorded))
                 .collect(),
             divergence,
             adjudicated: Provenance::from(&record.provenance),

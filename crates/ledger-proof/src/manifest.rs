@@ -7,20 +7,24 @@
 //! ledger's key. Removing, adding, duplicating or reordering anything, even for one task, then
 //! disagrees with a signed list.
 //!
-//! The signature covers this text, one item a line:
+//! The signature, by the key that signs when the bundle is made (the last key of the chain of
+//! keys), covers this text, one item a line, every line ending in `\n`:
 //!
 //! ```text
 //! research-ledger bundle manifest v1
 //! scope {scope}
 //! created_at {YYYY-MM-DDTHH:MM:SSZ}
-//! checkpoint {tree_size} {root}
-//! event {seq} {hash}            (one per event, in bundle order)
-//! task {task} {version} {hash}  (one per task head, in bundle order)
-//! content {hash}                (one per content blob, in bundle order)
-//! idempotency {blake3 of key} {fingerprint} {first seq} {event count}   (one per key)
+//! checkpoint {tree_size} {root hex}
+//! event {seq} {hash}                      (one per event, in bundle order)
+//! task {task} {version} {hash}            (one per task head, in bundle order)
+//! content {hash}                          (one per content blob, in bundle order)
+//! idempotency {blake3 of key} {fingerprint} {stream} {first seq} {event count} {stream version}
+//! log {entry}                             (one per checkpoint-log entry, in order)
 //! ```
 //!
-//! Idempotency keys are client text, so the manifest names each by its hash.
+//! Idempotency keys are client text, so the manifest names each by its hash. A `log` line says
+//! what a checkpoint-log entry is in words that cover every field of it the entry's own
+//! signature does not (the ledger writes them; `docs/bundle-format.md` gives each form).
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -46,11 +50,15 @@ pub struct Manifest {
     pub tasks: Vec<(String, u64, Digest)>,
     /// Every content blob's hash.
     pub content: Vec<Digest>,
-    /// Every idempotency key the bundle carries, as `[blake3 of the key, command fingerprint,
-    /// first seq, event count]`.
-    #[serde(default)]
-    pub idempotency: Vec<(Digest, Digest, u64, u32)>,
+    /// Every idempotency key the bundle carries.
+    pub idempotency: Vec<IdempotencyLine>,
+    /// One line for each entry of the bundle's checkpoint log, in order.
+    pub checkpoint_log: Vec<String>,
 }
+
+/// A manifest's line for one idempotency key: `[blake3 of the key, command fingerprint,
+/// stream, first seq, event count, stream version]`.
+pub type IdempotencyLine = (Digest, Digest, String, u64, u32, u64);
 
 /// A manifest with the signature of the key that made the bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,10 +117,17 @@ impl Manifest {
         for hash in &self.content {
             text.push_str(&format!("content {hash}\n"));
         }
-        for (key, fingerprint, first_seq, count) in &self.idempotency {
+        for (key, fingerprint, stream, first_seq, count, version) in &self.idempotency {
             text.push_str(&format!(
-                "idempotency {key} {fingerprint} {first_seq} {count}\n"
+                "idempotency {key} {fingerprint} {} {first_seq} {count} {version}\n",
+                writable(stream)?
             ));
+        }
+        for line in &self.checkpoint_log {
+            if line.is_empty() || line.chars().any(|c| c.is_control()) {
+                return Err(ManifestError::Unwritable(line.chars().take(64).collect()));
+            }
+            text.push_str(&format!("log {line}\n"));
         }
         Ok(text)
     }
@@ -156,7 +171,8 @@ mod tests {
             events: vec![(0, Digest([2; 32])), (2, Digest([3; 32]))],
             tasks: vec![("t1".into(), 2, Digest([3; 32]))],
             content: vec![Digest([4; 32])],
-            idempotency: vec![(Digest([5; 32]), Digest([6; 32]), 0, 1)],
+            idempotency: vec![(Digest([5; 32]), Digest([6; 32]), "t1".into(), 0, 1, 1)],
+            checkpoint_log: vec!["checkpoint 3 00".into()],
         }
     }
 
@@ -170,7 +186,7 @@ mod tests {
         back.verify(&key.public_key())
             .expect("verifies after a round trip");
 
-        let changes: [fn(&mut Manifest); 8] = [
+        let changes: [fn(&mut Manifest); 11] = [
             |m| m.scope = "all".into(),
             |m| m.tree_size = 4,
             |m| {
@@ -180,7 +196,10 @@ mod tests {
             |m| m.events.push((2, Digest([3; 32]))),
             |m| m.tasks[0].1 = 1,
             |m| m.content.clear(),
-            |m| m.idempotency[0].2 = 2,
+            |m| m.idempotency[0].3 = 2,
+            |m| m.idempotency[0].5 = 2,
+            |m| m.idempotency[0].2 = "t2".into(),
+            |m| m.checkpoint_log[0] = "checkpoint 3 01".into(),
         ];
         for change in changes {
             let mut doctored = signed.clone();

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `event_hash` is the ledger's hash of the event (the leaf's data); `leaf_hash` is its Merkle
-//! leaf hash `blake3(0x00 ‖ event_hash)`, stated so the file can be checked with RFC 9162 tools.
+//! leaf hash `SHA-256(0x00 ‖ event_hash)`, stated so the file can be checked with RFC 9162 tools.
 //!
 //! A consistency file:
 //!
@@ -31,7 +31,7 @@ use crate::checkpoint::Checkpoint;
 use crate::keys::PublicKey;
 use crate::rotation::{ChainError, KeyChain, KeyRotation, RotationError};
 use crate::verify::{ConsistencyError, InclusionError, verify_consistency, verify_inclusion};
-use crate::{Blake3, Digest, MerkleHasher};
+use crate::{Digest, MerkleHasher, Sha256};
 
 /// The largest proof file accepted, in bytes. A real proof file is a few kilobytes (a path has
 /// at most 64 hashes); the bound keeps a hostile file from costing more than that to refuse.
@@ -57,7 +57,7 @@ pub struct InclusionProofFile {
     pub leaf_index: u64,
     /// The event's hash: the leaf's data.
     pub event_hash: Digest,
-    /// The Merkle leaf hash `blake3(0x00 ‖ event_hash)`.
+    /// The Merkle leaf hash `SHA-256(0x00 ‖ event_hash)`.
     pub leaf_hash: Digest,
     /// The audit path, from the leaf's sibling upwards.
     pub path: Vec<Digest>,
@@ -101,7 +101,7 @@ impl InclusionProofFile {
             tree_size: checkpoint.tree_size,
             leaf_index,
             event_hash,
-            leaf_hash: Blake3.leaf(event_hash.as_bytes()),
+            leaf_hash: Sha256.leaf(event_hash.as_bytes()),
             path,
             checkpoint,
             key_rotations,
@@ -226,7 +226,7 @@ pub fn verify_proof_file(
             let chain = KeyChain::from_rotations(*trusted, &file.key_rotations)?;
             chain.verify_checkpoint(&file.checkpoint)?;
             same_size(file.tree_size, &file.checkpoint)?;
-            let computed = Blake3.leaf(file.event_hash.as_bytes());
+            let computed = Sha256.leaf(file.event_hash.as_bytes());
             if computed != file.leaf_hash {
                 return Err(ProofFileError::LeafHashMismatch {
                     event_hash: file.event_hash,
@@ -235,7 +235,7 @@ pub fn verify_proof_file(
                 });
             }
             verify_inclusion(
-                &Blake3,
+                &Sha256,
                 file.leaf_index,
                 file.tree_size,
                 &file.leaf_hash,
@@ -255,7 +255,7 @@ pub fn verify_proof_file(
             same_size(file.first_size, &file.first_checkpoint)?;
             same_size(file.second_size, &file.second_checkpoint)?;
             verify_consistency(
-                &Blake3,
+                &Sha256,
                 file.first_size,
                 file.second_size,
                 &file.first_checkpoint.root,

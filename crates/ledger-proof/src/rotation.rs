@@ -2,35 +2,40 @@
 //! could sign which checkpoint.
 //!
 //! A new key is introduced by a statement that the *old* key signs, fixing the tree size, root
-//! and time of the handover. The signature covers exactly the text
+//! and time of the handover. It is a checkpoint note of the log (`checkpoint.rs`) with one more
+//! extension line naming the new key as a C2SP verifier key; the old key's signature covers
+//! exactly the body
 //!
 //! ```text
-//! research-ledger key rotation v1\n{tree_size}\n{root_hex}\n{time}\n{old_key_fingerprint}\n{new_public_key_hex}\n
+//! {origin}\n{tree_size}\n{base64 root}\ntime {time}\nrotate-to {origin}+{key ID}+{base64(0x01 ‖ new key)}\n
 //! ```
 //!
-//! Binding the handover to a tree state means that a thief of a retired key cannot sign a
-//! "checkpoint" for a later log: the retired key's validity ends at the handover.
+//! so any tool that reads the log's checkpoints reads it as one, and only a reader that knows
+//! the extension takes it as a handover. Binding the handover to a tree state means that a
+//! thief of a retired key cannot sign a "checkpoint" for a later log: the retired key's
+//! validity ends at the handover.
 //!
 //! An auditor starts from a key it trusts and walks the statements forward ([`KeyChain`]). Each
 //! key is valid from its handover (tree size and time) up to and including the next one, both
-//! bounds inclusive: the checkpoint at the handover itself may be signed by either key. Trust
-//! only flows forward: statements before the trusted key's introduction are not needed and not
-//! used, and checkpoints signed by earlier keys are refused as unknown.
+//! bounds inclusive: the checkpoint at the handover itself may be signed by either key.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::checkpoint::{Checkpoint, CheckpointError, checkpoint_body};
 use crate::keys::{BadSignature, Fingerprint, PublicKey, Signature, SigningKey};
+use crate::note::{Note, NoteError, NoteSignature, VerifierKey};
 use crate::{Digest, Timestamp};
 
 /// A statement, signed by the old key, that from this tree state on `new_public_key` signs.
 ///
-/// JSON: `{"tree_size": 7, "root": "<64 hex>", "time": "2025-03-01T09:30:00Z",
+/// JSON: `{"origin": "…", "tree_size": 7, "root": "<64 hex>", "time": "2025-03-01T09:30:00Z",
 /// "old_key_fingerprint": "<16 hex>", "new_public_key": "<64 hex>", "signature": "<128 hex>"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyRotation {
+    /// The log's origin line.
+    pub origin: String,
     /// Tree size at the handover.
     pub tree_size: u64,
     /// Tree root at the handover.
@@ -47,42 +52,59 @@ pub struct KeyRotation {
 
 impl KeyRotation {
     /// The exact text a rotation statement's signature covers.
-    pub fn signed_text(
+    pub fn body(
+        origin: &str,
         tree_size: u64,
         root: &Digest,
         time: &Timestamp,
-        old_key_fingerprint: &Fingerprint,
         new_public_key: &PublicKey,
-    ) -> String {
-        format!(
-            "research-ledger key rotation v1\n{tree_size}\n{root}\n{time}\n{old_key_fingerprint}\n{new_public_key}\n"
-        )
+    ) -> Result<String, NoteError> {
+        let new_key = VerifierKey::ed25519(origin, *new_public_key)?;
+        Ok(format!(
+            "{}rotate-to {new_key}\n",
+            checkpoint_body(origin, tree_size, root, time)
+        ))
     }
 
     /// The old key's statement handing over to `new_public_key` at this tree state.
     pub fn sign(
         old_key: &SigningKey,
+        origin: &str,
         new_public_key: PublicKey,
         tree_size: u64,
         root: Digest,
         time: Timestamp,
-    ) -> Self {
-        let old_key_fingerprint = old_key.fingerprint();
-        let text = Self::signed_text(
-            tree_size,
-            &root,
-            &time,
-            &old_key_fingerprint,
-            &new_public_key,
-        );
-        Self {
+    ) -> Result<Self, NoteError> {
+        let text = Self::body(origin, tree_size, &root, &time, &new_public_key)?;
+        Ok(Self {
+            origin: origin.to_owned(),
             tree_size,
             root,
             time,
-            old_key_fingerprint,
+            old_key_fingerprint: old_key.fingerprint(),
             new_public_key,
             signature: old_key.sign(text.as_bytes()),
-        }
+        })
+    }
+
+    /// The statement as a signed note of the old key.
+    pub fn note(&self, old_key: PublicKey) -> Result<Note, NoteError> {
+        let text = Self::body(
+            &self.origin,
+            self.tree_size,
+            &self.root,
+            &self.time,
+            &self.new_public_key,
+        )?;
+        let vkey = VerifierKey::ed25519(&self.origin, old_key)?;
+        Ok(Note {
+            text,
+            signatures: vec![NoteSignature {
+                name: self.origin.clone(),
+                id: vkey.id(),
+                bytes: self.signature.0.to_vec(),
+            }],
+        })
     }
 
     /// The tree state this statement hands over at.
@@ -95,13 +117,14 @@ impl KeyRotation {
     }
 
     fn verify_signature(&self, old_key: &PublicKey) -> Result<(), BadSignature> {
-        let text = Self::signed_text(
+        let text = Self::body(
+            &self.origin,
             self.tree_size,
             &self.root,
             &self.time,
-            &self.old_key_fingerprint,
             &self.new_public_key,
-        );
+        )
+        .map_err(|_| BadSignature)?;
         old_key.verify(text.as_bytes(), &self.signature)
     }
 }
@@ -321,6 +344,16 @@ impl KeyChain {
         };
         let mut chain = Self::new(trusted);
         for (position, rotation) in rotations.iter().enumerate().skip(start) {
+            chain.rotate(position, rotation)?;
+        }
+        Ok(chain)
+    }
+
+    /// The chain of a checkpoint log's era: from its first key through every rotation after
+    /// it, in order, each of which must hand over from the key in force.
+    pub fn from_first(first: PublicKey, rotations: &[KeyRotation]) -> Result<Self, RotationError> {
+        let mut chain = Self::new(first);
+        for (position, rotation) in rotations.iter().enumerate() {
             chain.rotate(position, rotation)?;
         }
         Ok(chain)

@@ -13,20 +13,21 @@
 //! and the content hashes an event cites; verification asks the same functions again and
 //! compares, which is how a doctored view is caught.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use ledger_proof::{
-    Blake3, Checkpoint, KeyChain, KeyRotation, Manifest, MerkleHasher, PublicKey, SignedManifest,
-    Timestamp,
+    Checkpoint, Fingerprint, IdempotencyLine, KeyChain, Manifest, MerkleHasher, PublicKey, Sha256,
+    SignedManifest, Timestamp, VerifierKey,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::envelope::{Digest, RecordedEvent, decode_stored};
 use crate::error::{ProofError, ReadError, SigningError};
+use crate::key_history::KeyHistory;
 use crate::ledger::Ledger;
-use crate::storage::{CheckpointEntry, IdempotencyRecord, RawEvent};
+use crate::storage::{CheckpointEntry, IdempotencyRecord, RawEvent, Standing};
 use crate::tree::StoredNodes;
 
 /// The format name every bundle carries.
@@ -219,10 +220,66 @@ impl Ledger {
             .await_checkpoint(head)?
             .ok_or(ExportError::NoCheckpoint)?;
         let size = checkpoint.tree_size;
-        // The events, in seq order, below the checkpoint's size, with their stored bytes.
+        let raw = self.events_in_scope(&spec.scope, size)?;
+        let (events, heads, cited) = self.bundle_events(spec, &raw, size)?;
+        let mut content = Vec::new();
+        if !spec.without_content {
+            for hash in &cited {
+                let bytes = (spec.content)(hash).map_err(|detail| ExportError::Content {
+                    hash: *hash,
+                    detail,
+                })?;
+                content.push(ContentBlob {
+                    hash: *hash,
+                    bytes: Base64(bytes),
+                });
+            }
+        }
+        let idempotency = match spec.scope {
+            Scope::All => self
+                .idempotency_records()?
+                .into_iter()
+                .filter(|r| r.first_seq + u64::from(r.event_count) <= size)
+                .collect(),
+            Scope::Tasks(_) => Vec::new(),
+        };
+        let created_at = Timestamp::from_datetime(chrono::Utc::now())
+            .map_err(|e| SigningError::Time(e.to_string()))?;
+        let checkpoint_log = self.checkpoint_entries()?;
+        let manifest = Manifest {
+            scope: spec.scope.manifest_text(spec.without_content),
+            created_at,
+            tree_size: size,
+            root: checkpoint.root,
+            events: events.iter().map(|e| (e.seq, e.hash)).collect(),
+            tasks: heads
+                .iter()
+                .map(|(task, (version, hash))| (task.clone(), *version, *hash))
+                .collect(),
+            content: content.iter().map(|c| c.hash).collect(),
+            idempotency: idempotency.iter().map(idempotency_line).collect(),
+            checkpoint_log: checkpoint_log.iter().map(log_line).collect(),
+        };
+        let manifest = self.sign_manifest(manifest)?;
+        Ok(Bundle {
+            format: BUNDLE_FORMAT.into(),
+            created_at,
+            scope: spec.scope.clone(),
+            without_content: spec.without_content,
+            checkpoint_log,
+            checkpoint,
+            events,
+            content,
+            idempotency,
+            manifest,
+        })
+    }
+
+    /// The stored events of `scope` below `size`, in seq order.
+    fn events_in_scope(&self, scope: &Scope, size: u64) -> Result<Vec<RawEvent>, ExportError> {
         let core = self.core();
         let mut raw: Vec<RawEvent> = Vec::new();
-        match &spec.scope {
+        match scope {
             Scope::All => {
                 let mut next = 0;
                 while next < size {
@@ -258,20 +315,38 @@ impl Ledger {
                 raw.dedup_by_key(|r| r.seq);
             }
         }
+        Ok(raw)
+    }
 
+    /// Each event with its view and proof, each task's head, and the blobs they cite.
+    #[allow(clippy::type_complexity)]
+    fn bundle_events(
+        &self,
+        spec: &ExportSpec<'_>,
+        raw: &[RawEvent],
+        size: u64,
+    ) -> Result<
+        (
+            Vec<BundleEvent>,
+            BTreeMap<String, (u64, Digest)>,
+            Vec<Digest>,
+        ),
+        ExportError,
+    > {
+        let core = self.core();
         let nodes = StoredNodes(&*core.storage);
-        let mut bundle_events = Vec::with_capacity(raw.len());
+        let mut events = Vec::with_capacity(raw.len());
         let mut heads: BTreeMap<String, (u64, Digest)> = BTreeMap::new();
         let mut cited: Vec<Digest> = Vec::new();
         let mut seen = BTreeSet::new();
-        for stored in &raw {
+        for stored in raw {
             let event = core.decode(stored)?;
             let payload = (spec.payload_view)(&event).map_err(|detail| ExportError::View {
                 seq: event.seq,
                 detail,
             })?;
             let path =
-                ledger_proof::inclusion_proof(&Blake3, &nodes, event.seq, size).map_err(|e| {
+                ledger_proof::inclusion_proof(&Sha256, &nodes, event.seq, size).map_err(|e| {
                     ExportError::View {
                         seq: event.seq,
                         detail: format!("no inclusion proof: {e}"),
@@ -283,7 +358,7 @@ impl Ledger {
                     cited.push(hash);
                 }
             }
-            bundle_events.push(BundleEvent {
+            events.push(BundleEvent {
                 seq: event.seq,
                 hash: event.hash,
                 stored: Base64(stored.bytes.to_vec()),
@@ -291,71 +366,50 @@ impl Ledger {
                 proof: path,
             });
         }
-        let mut content = Vec::new();
-        if !spec.without_content {
-            for hash in &cited {
-                let bytes = (spec.content)(hash).map_err(|detail| ExportError::Content {
-                    hash: *hash,
-                    detail,
-                })?;
-                content.push(ContentBlob {
-                    hash: *hash,
-                    bytes: Base64(bytes),
-                });
-            }
-        }
-        let idempotency = match spec.scope {
-            Scope::All => self
-                .idempotency_records()?
-                .into_iter()
-                .filter(|r| r.first_seq + u64::from(r.event_count) <= size)
-                .collect(),
-            Scope::Tasks(_) => Vec::new(),
-        };
-        let created_at = Timestamp::from_datetime(chrono::Utc::now())
-            .map_err(|e| SigningError::Time(e.to_string()))?;
-        let manifest = Manifest {
-            scope: spec.scope.manifest_text(spec.without_content),
-            created_at,
-            tree_size: size,
-            root: checkpoint.root,
-            events: bundle_events.iter().map(|e| (e.seq, e.hash)).collect(),
-            tasks: heads
-                .iter()
-                .map(|(task, (version, hash))| (task.clone(), *version, *hash))
-                .collect(),
-            content: content.iter().map(|c| c.hash).collect(),
-            idempotency: idempotency.iter().map(idempotency_line).collect(),
-        };
-        let manifest = self.sign_manifest(manifest)?;
-        Ok(Bundle {
-            format: BUNDLE_FORMAT.into(),
-            created_at,
-            scope: spec.scope.clone(),
-            without_content: spec.without_content,
-            checkpoint_log: self.checkpoint_entries()?,
-            checkpoint,
-            events: bundle_events,
-            content,
-            idempotency,
-            manifest,
-        })
+        Ok((events, heads, cited))
     }
 }
 
-fn idempotency_line(r: &IdempotencyRecord) -> (Digest, Digest, u64, u32) {
+fn idempotency_line(r: &IdempotencyRecord) -> IdempotencyLine {
     (
         Digest(*blake3::hash(r.key.as_bytes()).as_bytes()),
         r.fingerprint,
+        r.stream.clone(),
         r.first_seq,
         r.event_count,
+        r.stream_version,
     )
 }
 
-/// What the checker of a bundle supplies: the same decoding the exporter used.
+/// The manifest's words for one checkpoint-log entry: what kind it is, the tree size it
+/// states, and what covers the rest — its signature, or, for a key introduced (which nothing
+/// signs), every field.
+pub fn log_line(entry: &CheckpointEntry) -> String {
+    match entry {
+        CheckpointEntry::KeyIntroduced {
+            public_key,
+            tree_size,
+            time,
+            reason,
+            origin,
+        } => format!("key_introduced {tree_size} {time} {public_key} {origin} {reason}"),
+        CheckpointEntry::Checkpoint(c) => format!("checkpoint {} {}", c.tree_size, c.signature),
+        CheckpointEntry::Rotation(r) => format!("rotation {} {}", r.tree_size, r.signature),
+        CheckpointEntry::Recovery(r) => format!("recovery {} {}", r.tree_size, r.signature),
+        CheckpointEntry::Cosignature(c) => format!(
+            "cosignature {} {} {} {}",
+            c.tree_size, c.witness, c.timestamp, c.signature
+        ),
+    }
+}
+
+/// What the checker of a bundle supplies: the same decoding the exporter used, and what it
+/// trusts.
 pub struct BundleCheck<'a> {
     /// The key the auditor trusts; `None` trusts the first key inside the bundle (and says so).
     pub trusted_key: Option<PublicKey>,
+    /// Witnesses whose cosignature of the bundle's checkpoint the auditor requires.
+    pub witnesses: Vec<VerifierKey>,
     /// The decoded view of an event's payload.
     pub payload_view: &'a dyn Fn(&RecordedEvent) -> Result<Value, String>,
     /// The content hashes an event cites.
@@ -366,6 +420,7 @@ impl std::fmt::Debug for BundleCheck<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BundleCheck")
             .field("trusted_key", &self.trusted_key)
+            .field("witnesses", &self.witnesses)
             .finish_non_exhaustive()
     }
 }
@@ -387,6 +442,8 @@ pub struct BundleReport {
     pub content: u64,
     /// Checkpoints whose signatures were checked.
     pub checkpoints: u64,
+    /// Witnesses whose cosignature of the bundle's checkpoint was checked.
+    pub witnesses: Vec<String>,
     /// Breaks in the chain of signing keys, stated so nobody misses them.
     pub key_chain_breaks: Vec<String>,
 }
@@ -428,56 +485,69 @@ pub fn verify_bundle_text(
     Ok((bundle, report))
 }
 
-/// The chain of keys of the segment of the checkpoint log that holds `trusted`, and the breaks.
-fn key_chain(
-    log: &[CheckpointEntry],
-    trusted: Option<PublicKey>,
-) -> Result<(KeyChain, PublicKey, bool, usize, Vec<String>), BundleFailure> {
-    let Some(CheckpointEntry::KeyIntroduced {
-        public_key: first, ..
-    }) = log.first()
-    else {
+/// The keys a bundle's check trusts: the chain of the era that holds the trusted key, and
+/// which of its keys may sign what the bundle stands on.
+struct Trust {
+    chain: KeyChain,
+    trusted: PublicKey,
+    from_bundle: bool,
+    /// Index of the era's `key_introduced` entry: the checkpoint log is checked from there.
+    era_start: usize,
+    /// Position of the trusted key in the chain: the bundle's checkpoint and manifest must be
+    /// signed by it or a key after it.
+    rank: usize,
+    breaks: Vec<String>,
+}
+
+impl Trust {
+    /// The position in the chain of the key with this fingerprint, if it may sign what the
+    /// bundle stands on.
+    fn signer(&self, fingerprint: &Fingerprint) -> Result<&PublicKey, String> {
+        let (rank, epoch) = self
+            .chain
+            .epochs()
+            .enumerate()
+            .find(|(_, e)| e.fingerprint() == *fingerprint)
+            .ok_or_else(|| format!("signed by key {fingerprint}, which is not in the chain"))?;
+        if rank < self.rank {
+            return Err(format!(
+                "signed by key {fingerprint}, which the trusted key {} replaced",
+                self.trusted.fingerprint()
+            ));
+        }
+        Ok(epoch.key())
+    }
+}
+
+/// The chain of keys of the era of the checkpoint log that holds `trusted` (or, when none is
+/// given, of the first era, from its first key), and the breaks.
+fn key_chain(log: &[CheckpointEntry], trusted: Option<PublicKey>) -> Result<Trust, BundleFailure> {
+    if !matches!(log.first(), Some(CheckpointEntry::KeyIntroduced { .. })) {
         return fail(
             "checkpoint log entry 1",
             "the log does not start with a signing key",
         );
-    };
-    // Segments: each starts at a key introduced.
-    let mut segments: Vec<(usize, PublicKey, Vec<KeyRotation>)> = Vec::new();
-    let mut breaks = Vec::new();
-    for (i, entry) in log.iter().enumerate() {
-        match entry {
-            CheckpointEntry::KeyIntroduced {
-                public_key,
-                tree_size,
-                reason,
-                ..
-            } => {
-                if i > 0 {
-                    breaks.push(format!(
-                        "checkpoint log entry {}: key {} starts a new chain at tree size {tree_size}: {reason}",
-                        i + 1,
-                        public_key.fingerprint()
-                    ));
-                }
-                segments.push((i, *public_key, Vec::new()));
-            }
-            CheckpointEntry::Rotation(r) => {
-                if let Some(last) = segments.last_mut() {
-                    last.2.push(r.clone());
-                }
-            }
-            CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
-        }
     }
-    let (trusted, from_bundle) = match trusted {
-        Some(key) => (key, false),
-        None => (*first, true),
+    let history = KeyHistory::of(log);
+    let breaks: Vec<String> = history
+        .breaks()
+        .iter()
+        .map(|era| {
+            format!(
+                "checkpoint log entry {}: key {} starts a new chain at tree size {}: {}",
+                era.entry + 1,
+                era.first.fingerprint(),
+                era.tree_size,
+                era.reason
+            )
+        })
+        .collect();
+    let (trusted, from_bundle) = match (trusted, history.eras.first()) {
+        (Some(key), _) => (key, false),
+        (None, Some(era)) => (era.first, true),
+        (None, None) => return fail("checkpoint log", "no key is introduced"),
     };
-    let holds = |(_, start, rotations): &(usize, PublicKey, Vec<KeyRotation>)| {
-        *start == trusted || rotations.iter().any(|r| r.new_public_key == trusted)
-    };
-    let Some(segment) = segments.iter().rposition(holds) else {
+    let Some(at) = history.eras.iter().rposition(|era| era.holds(&trusted)) else {
         return fail(
             "checkpoint log",
             format!(
@@ -486,22 +556,32 @@ fn key_chain(
             ),
         );
     };
-    let (start, _, rotations) = &segments[segment];
-    if segment + 1 < segments.len() {
-        let (next, key, _) = &segments[segment + 1];
+    if let Some(next) = history.eras.get(at + 1) {
         return fail(
-            format!("checkpoint log entry {}", next + 1),
+            format!("checkpoint log entry {}", next.entry + 1),
             format!(
                 "the chain of keys breaks here (key {} is not introduced by the trusted key); verify from that key with --public-key if you trust it",
-                key.fingerprint()
+                next.first.fingerprint()
             ),
         );
     }
-    let chain = KeyChain::from_rotations(trusted, rotations).map_err(|e| BundleFailure {
-        location: "checkpoint log".into(),
+    let era = &history.eras[at];
+    let chain = era.chain().map_err(|(entry, e)| BundleFailure {
+        location: format!("checkpoint log entry {}", entry + 1),
         problem: e.to_string(),
     })?;
-    Ok((chain, trusted, from_bundle, *start, breaks))
+    let rank = chain
+        .epochs()
+        .position(|e| *e.key() == trusted)
+        .unwrap_or(0);
+    Ok(Trust {
+        chain,
+        trusted,
+        from_bundle,
+        era_start: era.entry,
+        rank,
+        breaks,
+    })
 }
 
 /// Checks a bundle; see the module documentation for what, and [`BundleFailure`] for how the
@@ -516,91 +596,169 @@ pub fn verify_bundle(
             format!("format {:?} is not {BUNDLE_FORMAT}", bundle.format),
         );
     }
-    let (chain, trusted, from_bundle, segment_start, breaks) =
-        key_chain(&bundle.checkpoint_log, check.trusted_key)?;
+    let trust = key_chain(&bundle.checkpoint_log, check.trusted_key)?;
+    let checkpoints = check_checkpoint_log(bundle, &trust)?;
+    check_manifest(bundle, &trust)?;
+    let m = &bundle.manifest.manifest;
+    check_event_list(bundle, m)?;
+    let decoded = check_events(bundle, check)?;
+    if bundle.scope == Scope::All {
+        check_whole_chain(bundle, &decoded)?;
+    }
+    let listed = check_tasks(bundle, m, &decoded)?;
+    check_content(bundle, m, check, &decoded)?;
+    check_idempotency(bundle, m, &decoded)?;
+    let witnesses = check_witnesses(bundle, &check.witnesses)?;
+    Ok(BundleReport {
+        trusted_key: trust.trusted,
+        trusted_key_from_bundle: trust.from_bundle,
+        tree_size: bundle.checkpoint.tree_size,
+        events: bundle.events.len() as u64,
+        tasks: listed,
+        content: bundle.content.len() as u64,
+        checkpoints,
+        witnesses,
+        key_chain_breaks: trust.breaks,
+    })
+}
 
-    // Every checkpoint of the trusted stretch of the log, and the one the bundle stands on.
-    let mut checkpoints = 0u64;
-    let mut previous: Option<&Checkpoint> = None;
-    let mut covering_listed = false;
+/// Every entry of the trusted era of the checkpoint log: checkpoints and recovery statements
+/// under the chain, cosignatures under their witness, in order; and the checkpoint the bundle
+/// stands on among them, signed by the trusted key or a later one.
+fn check_checkpoint_log(bundle: &Bundle, trust: &Trust) -> Result<u64, BundleFailure> {
+    let mut walk = LogWalk {
+        origin: KeyHistory::of(&bundle.checkpoint_log)
+            .origin()
+            .unwrap_or_default()
+            .to_owned(),
+        ..LogWalk::default()
+    };
     let standing = crate::storage::standings(&bundle.checkpoint_log);
-    for (i, entry) in bundle.checkpoint_log.iter().enumerate().skip(segment_start) {
+    for (i, entry) in bundle
+        .checkpoint_log
+        .iter()
+        .enumerate()
+        .skip(trust.era_start)
+    {
         let at = format!("checkpoint log entry {}", i + 1);
         match (entry, standing[i]) {
-            (_, crate::storage::Standing::Disowned { .. }) => {}
-            (CheckpointEntry::Recovery(r), _) => {
-                let Some(epoch) = chain
-                    .epochs()
-                    .find(|e| e.fingerprint() == r.key_fingerprint)
-                else {
-                    return fail(
-                        at,
-                        format!(
-                            "a recovery statement signed by key {}, which is not in the chain",
-                            r.key_fingerprint
-                        ),
-                    );
-                };
-                if let Err(e) = r.verify(epoch.key()) {
-                    return fail(at, e.to_string());
-                }
-                // The log goes on from what an accepted loss kept.
-                if r.action == ledger_proof::RecoveryAction::LossAccepted {
-                    previous = None;
-                }
-            }
+            (_, Standing::Disowned { .. }) => {}
+            (CheckpointEntry::Recovery(r), _) => walk.recovery(trust, r, &at)?,
             (CheckpointEntry::Checkpoint(c), standing) => {
-                if let Err(e) = chain.verify_checkpoint(c) {
-                    return fail(at, e.to_string());
-                }
-                if let Some(p) = previous
-                    && (c.tree_size < p.tree_size || c.time < p.time)
-                {
-                    return fail(at, "a checkpoint older than the one before it");
-                }
+                walk.checkpoint(trust, c, &at)?;
                 if c == &bundle.checkpoint {
-                    if standing != crate::storage::Standing::Counts {
+                    if standing != Standing::Counts {
                         return fail(
                             at,
                             "the bundle stands on a checkpoint of history given up by an accepted loss",
                         );
                     }
-                    covering_listed = true;
+                    trust
+                        .signer(&c.key_fingerprint)
+                        .or_else(|e| fail("checkpoint", e))?;
+                    walk.covering_listed = true;
                 }
-                previous = Some(c);
-                checkpoints += 1;
+            }
+            (CheckpointEntry::Cosignature(c), _) => {
+                c.verify().or_else(|e| fail(&at, e.to_string()))?;
+                if !walk.bodies.contains(&c.body()) {
+                    return fail(
+                        at,
+                        "a cosignature of a checkpoint the log does not hold before it",
+                    );
+                }
             }
             _ => {}
         }
     }
-    if !covering_listed {
+    if !walk.covering_listed {
         return fail(
             "checkpoint",
             "the checkpoint the bundle stands on is not in its checkpoint log",
         );
     }
-    let size = bundle.checkpoint.tree_size;
-    let root = bundle.checkpoint.root;
+    Ok(walk.checkpoints)
+}
 
-    // The manifest: signed by a key of the chain, and about this bundle.
-    let manifest = &bundle.manifest;
-    let Some(epoch) = chain
-        .epochs()
-        .find(|e| e.fingerprint() == manifest.key_fingerprint)
-    else {
-        return fail(
-            "manifest",
-            format!(
-                "signed by key {}, which is not in the chain",
-                manifest.key_fingerprint
-            ),
-        );
-    };
-    if let Err(e) = manifest.verify(epoch.key()) {
-        return fail("manifest", e.to_string());
+/// What the walk through the checkpoint log has seen so far.
+#[derive(Default)]
+struct LogWalk<'a> {
+    origin: String,
+    previous: Option<&'a Checkpoint>,
+    bodies: BTreeSet<String>,
+    checkpoints: u64,
+    covering_listed: bool,
+}
+
+impl<'a> LogWalk<'a> {
+    /// A recovery statement: signed by a key of the chain; an accepted loss starts the order of
+    /// checkpoints over.
+    fn recovery(
+        &mut self,
+        trust: &Trust,
+        r: &ledger_proof::RecoveryStatement,
+        at: &str,
+    ) -> Result<(), BundleFailure> {
+        let Some(epoch) = trust
+            .chain
+            .epochs()
+            .find(|e| e.fingerprint() == r.key_fingerprint)
+        else {
+            return fail(
+                at,
+                format!(
+                    "a recovery statement signed by key {}, which is not in the chain",
+                    r.key_fingerprint
+                ),
+            );
+        };
+        r.verify(epoch.key()).or_else(|e| fail(at, e.to_string()))?;
+        if r.action == ledger_proof::RecoveryAction::LossAccepted {
+            self.previous = None;
+        }
+        Ok(())
     }
+
+    /// A checkpoint: under the chain, of the log's origin, not older than the one before.
+    fn checkpoint(
+        &mut self,
+        trust: &Trust,
+        c: &'a Checkpoint,
+        at: &str,
+    ) -> Result<(), BundleFailure> {
+        trust
+            .chain
+            .verify_checkpoint(c)
+            .or_else(|e| fail(at, e.to_string()))?;
+        if c.origin != self.origin {
+            return fail(
+                at,
+                format!("the checkpoint names origin {:?}, not the log's", c.origin),
+            );
+        }
+        if let Some(p) = self.previous
+            && (c.tree_size < p.tree_size || c.time < p.time)
+        {
+            return fail(at, "a checkpoint older than the one before it");
+        }
+        self.bodies.insert(c.body());
+        self.previous = Some(c);
+        self.checkpoints += 1;
+        Ok(())
+    }
+}
+
+/// The manifest: signed by the trusted key or a later one, and about this bundle.
+fn check_manifest(bundle: &Bundle, trust: &Trust) -> Result<(), BundleFailure> {
+    let manifest = &bundle.manifest;
+    let key = trust
+        .signer(&manifest.key_fingerprint)
+        .or_else(|e| fail("manifest", e))?;
+    manifest
+        .verify(key)
+        .or_else(|e| fail("manifest", e.to_string()))?;
     let m = &manifest.manifest;
-    if m.tree_size != size || m.root != root {
+    if m.tree_size != bundle.checkpoint.tree_size || m.root != bundle.checkpoint.root {
         return fail(
             "manifest",
             "it names another checkpoint than the one the bundle stands on",
@@ -615,8 +773,20 @@ pub fn verify_bundle(
     if m.created_at != bundle.created_at {
         return fail("manifest", "its time is not the bundle's");
     }
+    let lines: Vec<String> = bundle.checkpoint_log.iter().map(log_line).collect();
+    if let Some(at) = (0..lines.len().max(m.checkpoint_log.len()))
+        .find(|i| lines.get(*i) != m.checkpoint_log.get(*i))
+    {
+        return fail(
+            format!("checkpoint log entry {}", at + 1),
+            "the checkpoint log is not the one the manifest lists: an entry was removed, added, reordered or altered",
+        );
+    }
+    Ok(())
+}
 
-    // Exactly the events the manifest lists, in its order.
+/// Exactly the events the manifest lists, in its order.
+fn check_event_list(bundle: &Bundle, m: &Manifest) -> Result<(), BundleFailure> {
     for (i, expected) in m.events.iter().enumerate() {
         match bundle.events.get(i) {
             None => {
@@ -649,9 +819,17 @@ pub fn verify_bundle(
             "the bundle holds an event the manifest does not list: it was added",
         );
     }
+    Ok(())
+}
 
-    // Each event: its bytes, its hash, its place in the signed tree, its decoded view.
-    let mut decoded_events = Vec::with_capacity(bundle.events.len());
+/// Each event: its bytes, its hash, its place in the signed tree, its decoded view.
+fn check_events(
+    bundle: &Bundle,
+    check: &BundleCheck<'_>,
+) -> Result<Vec<RecordedEvent>, BundleFailure> {
+    let size = bundle.checkpoint.tree_size;
+    let root = bundle.checkpoint.root;
+    let mut decoded = Vec::with_capacity(bundle.events.len());
     let mut last_seq: Option<u64> = None;
     for (i, e) in bundle.events.iter().enumerate() {
         let at = format!("event #{i} (seq {})", e.seq);
@@ -669,9 +847,9 @@ pub fn verify_bundle(
         if e.seq >= size {
             return fail(at, format!("beyond the checkpoint's {size} events"));
         }
-        let leaf = Blake3.leaf(e.hash.as_bytes());
+        let leaf = Sha256.leaf(e.hash.as_bytes());
         if let Err(err) =
-            ledger_proof::verify_inclusion(&Blake3, e.seq, size, &leaf, &e.proof, &root)
+            ledger_proof::verify_inclusion(&Sha256, e.seq, size, &leaf, &e.proof, &root)
         {
             return fail(at, format!("not in the signed tree: {err}"));
         }
@@ -682,35 +860,46 @@ pub fn verify_bundle(
         if event_view(&event, payload) != e.decoded {
             return fail(at, "the decoded view does not match the stored bytes");
         }
-        decoded_events.push(event);
+        decoded.push(event);
     }
+    Ok(decoded)
+}
 
-    // A whole-ledger bundle is the whole chain.
-    if bundle.scope == Scope::All {
-        if bundle.events.len() as u64 != size {
+/// A whole-ledger bundle is the whole chain: seqs 0 to the checkpoint's size, linked.
+fn check_whole_chain(bundle: &Bundle, decoded: &[RecordedEvent]) -> Result<(), BundleFailure> {
+    let size = bundle.checkpoint.tree_size;
+    if bundle.events.len() as u64 != size {
+        return fail(
+            "events",
+            format!(
+                "a whole-ledger bundle of {size} events holds {}",
+                bundle.events.len()
+            ),
+        );
+    }
+    let mut prev = Digest::ZERO;
+    for (i, event) in decoded.iter().enumerate() {
+        if event.seq != i as u64 || event.prev_hash != prev {
             return fail(
-                "events",
-                format!(
-                    "a whole-ledger bundle of {size} events holds {}",
-                    bundle.events.len()
-                ),
+                format!("event #{i} (seq {})", event.seq),
+                "does not link to the event before it",
             );
         }
-        let mut prev = Digest::ZERO;
-        for (i, event) in decoded_events.iter().enumerate() {
-            if event.seq != i as u64 || event.prev_hash != prev {
-                return fail(
-                    format!("event #{i} (seq {})", event.seq),
-                    "does not link to the event before it",
-                );
-            }
-            prev = event.hash;
-        }
+        prev = event.hash;
     }
+    Ok(())
+}
 
-    // Task heads: each task's events are versions 1..=head, ending at the listed hash.
-    let mut versions: HashMap<&str, (u64, Digest)> = HashMap::new();
-    for (i, event) in decoded_events.iter().enumerate() {
+/// Task heads: each task's events are versions 1..=head, ending at the listed hash; a task
+/// bundle holds exactly the tasks it says.
+fn check_tasks(
+    bundle: &Bundle,
+    m: &Manifest,
+    decoded: &[RecordedEvent],
+) -> Result<Vec<(String, u64)>, BundleFailure> {
+    // Sorted, so that the first task reported wrong is the same on every run.
+    let mut versions: BTreeMap<&str, (u64, Digest)> = BTreeMap::new();
+    for (i, event) in decoded.iter().enumerate() {
         let entry = versions
             .entry(event.stream.as_str())
             .or_insert((0, Digest::ZERO));
@@ -761,9 +950,20 @@ pub fn verify_bundle(
             );
         }
     }
+    Ok(listed
+        .iter()
+        .map(|(t, (v, _))| ((*t).to_owned(), *v))
+        .collect())
+}
 
-    // Content: each blob is what its hash says, the list is the signed list, nothing cited is
-    // missing unless the bundle says content was left out.
+/// Content: each blob is what its hash says, the list is the signed list, nothing cited is
+/// missing unless the bundle says content was left out.
+fn check_content(
+    bundle: &Bundle,
+    m: &Manifest,
+    check: &BundleCheck<'_>,
+    decoded: &[RecordedEvent],
+) -> Result<(), BundleFailure> {
     let hashes: Vec<Digest> = bundle.content.iter().map(|c| c.hash).collect();
     if hashes != m.content {
         return fail(
@@ -781,7 +981,7 @@ pub fn verify_bundle(
     }
     if !bundle.without_content {
         let held: BTreeSet<Digest> = hashes.iter().copied().collect();
-        for (i, event) in decoded_events.iter().enumerate() {
+        for (i, event) in decoded.iter().enumerate() {
             for cited in (check.cited_content)(event) {
                 if !held.contains(&cited) {
                     return fail(
@@ -792,8 +992,16 @@ pub fn verify_bundle(
             }
         }
     }
+    Ok(())
+}
 
-    // Idempotency keys: the signed list, each naming a commit of its stream inside the bundle.
+/// Idempotency keys: the signed list, each naming one commit of its stream inside the bundle,
+/// ending at the stream version it says.
+fn check_idempotency(
+    bundle: &Bundle,
+    m: &Manifest,
+    decoded: &[RecordedEvent],
+) -> Result<(), BundleFailure> {
     let lines: Vec<_> = bundle.idempotency.iter().map(idempotency_line).collect();
     if lines != m.idempotency {
         return fail(
@@ -801,35 +1009,55 @@ pub fn verify_bundle(
             "the keys held are not the keys the manifest lists",
         );
     }
-    for record in &bundle.idempotency {
+    let size = bundle.checkpoint.tree_size;
+    for (i, record) in bundle.idempotency.iter().enumerate() {
         let first = record.first_seq;
         let count = u64::from(record.event_count);
-        let inside = decoded_events
+        let commit: Vec<&RecordedEvent> = decoded
             .iter()
             .filter(|e| e.seq >= first && e.seq < first + count)
-            .all(|e| e.stream == record.stream);
-        if count == 0 || first + count > size || !inside {
+            .collect();
+        let inside = commit.iter().all(|e| e.stream == record.stream);
+        let whole = bundle.scope != Scope::All || commit.len() as u64 == count;
+        let version = commit
+            .last()
+            .is_none_or(|e| e.stream_version == record.stream_version);
+        if count == 0 || first + count > size || !inside || !whole || !version {
             return fail(
-                "idempotency",
+                format!("idempotency #{i}"),
                 format!(
-                    "a key names seqs {first}..{} that are not one commit",
-                    first + count
+                    "the key names seqs {first}..{} of {} up to version {}, which are not one commit of it",
+                    first + count,
+                    record.stream,
+                    record.stream_version
                 ),
             );
         }
     }
+    Ok(())
+}
 
-    Ok(BundleReport {
-        trusted_key: trusted,
-        trusted_key_from_bundle: from_bundle,
-        tree_size: size,
-        events: bundle.events.len() as u64,
-        tasks: listed
-            .iter()
-            .map(|(t, (v, _))| ((*t).to_owned(), *v))
-            .collect(),
-        content: bundle.content.len() as u64,
-        checkpoints,
-        key_chain_breaks: breaks,
-    })
+/// Each witness the auditor requires has cosigned the bundle's checkpoint.
+fn check_witnesses(
+    bundle: &Bundle,
+    witnesses: &[VerifierKey],
+) -> Result<Vec<String>, BundleFailure> {
+    let mut out = Vec::new();
+    for witness in witnesses {
+        let found = bundle.checkpoint_log.iter().any(|e| {
+            matches!(e, CheckpointEntry::Cosignature(c)
+                if c.witness == *witness && c.cosigns(&bundle.checkpoint) && c.verify().is_ok())
+        });
+        if !found {
+            return fail(
+                "checkpoint",
+                format!(
+                    "no valid cosignature by witness {} of the checkpoint the bundle stands on",
+                    witness.name()
+                ),
+            );
+        }
+        out.push(witness.to_string());
+    }
+    Ok(out)
 }

@@ -102,6 +102,10 @@ pub enum SigningError {
     /// Writing the checkpoint log failed.
     #[error("the checkpoint log could not be written: {0}")]
     Storage(Arc<StorageError>),
+    /// A witness's cosignature was refused: it does not verify, or cosigns no checkpoint of the
+    /// log. Nothing was written.
+    #[error("the cosignature is refused: {0}")]
+    Cosignature(String),
     /// The ledger has been shut down.
     #[error("the ledger is shut down")]
     Closed,

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ledger_proof::{Checkpoint, KeyRotation, Manifest, PublicKey, SignedManifest, SigningKey};
+use ledger_proof::{
+    Checkpoint, Cosignature, KeyRotation, Manifest, PublicKey, SignedManifest, SigningKey,
+};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
@@ -36,6 +38,7 @@ use append::request_bytes;
 use writer::Writer;
 
 pub use recovery::AcceptedLoss;
+pub(crate) use signing::default_origin;
 
 /// Which version the caller expects a stream to be at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +142,10 @@ pub struct LedgerOptions {
     /// Open without changing a byte of the directory: no key, index or checkpoint is written,
     /// nothing is cut, and every append is refused. For audits, of read-only copies too.
     pub read_only: bool,
+    /// The log's origin (the first line of its checkpoints, the name of its key), used when the
+    /// first key is introduced; `None` makes one from that key's fingerprint. An existing log
+    /// keeps the origin it was started with.
+    pub origin: Option<String>,
 }
 
 impl Default for LedgerOptions {
@@ -152,6 +159,7 @@ impl Default for LedgerOptions {
             checkpoint_interval: Some(Duration::from_secs(1)),
             signing_key: None,
             read_only: false,
+            origin: None,
         }
     }
 }
@@ -166,6 +174,8 @@ pub(crate) struct Core {
     pub(crate) verified: Mutex<Verified>,
     /// The key that signs checkpoints now, and why signing is impossible if it is.
     pub(crate) signer: RwLock<Result<PublicKey, String>>,
+    /// The log's origin, once the writer has read it from the checkpoint log.
+    pub(crate) origin: RwLock<String>,
     /// What the checks made when the ledger opened found wrong, besides storage's problems.
     pub(crate) open_problems: Mutex<Vec<String>>,
     /// How long a reader waits for the periodic checkpointer to cover what it asks about; none
@@ -284,6 +294,11 @@ enum Job {
         manifest: Box<Manifest>,
         reply: oneshot::Sender<Result<SignedManifest, SigningError>>,
     },
+    /// Keep a witness's cosignature of a checkpoint.
+    Cosign {
+        cosignature: Box<Cosignature>,
+        reply: oneshot::Sender<Result<(), SigningError>>,
+    },
     /// A checkpoint if the tree grew since the last one (the periodic timer).
     Tick,
 }
@@ -343,6 +358,7 @@ impl std::fmt::Debug for Job {
             Job::Checkpoint { .. } => f.write_str("Checkpoint"),
             Job::Rotate { .. } => f.write_str("Rotate"),
             Job::SignManifest { .. } => f.write_str("SignManifest"),
+            Job::Cosign { .. } => f.write_str("Cosign"),
             Job::Tick => f.write_str("Tick"),
         }
     }
@@ -494,6 +510,38 @@ impl Ledger {
             })
             .map_err(|_| SigningError::Closed)?;
         rx.blocking_recv().map_err(|_| SigningError::Closed)?
+    }
+
+    /// Keeps a witness's cosignature in the checkpoint log, once it verifies and cosigns a
+    /// checkpoint the log holds. Blocking; use [`Ledger::record_cosignature_async`] inside an
+    /// async task.
+    pub fn record_cosignature(&self, cosignature: Cosignature) -> Result<(), SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .blocking_send(Job::Cosign {
+                cosignature: Box::new(cosignature),
+                reply,
+            })
+            .map_err(|_| SigningError::Closed)?;
+        rx.blocking_recv().map_err(|_| SigningError::Closed)?
+    }
+
+    /// [`Ledger::record_cosignature`], for async callers.
+    pub async fn record_cosignature_async(
+        &self,
+        cosignature: Cosignature,
+    ) -> Result<(), SigningError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()
+            .map_err(|_| SigningError::Closed)?
+            .send(Job::Cosign {
+                cosignature: Box::new(cosignature),
+                reply,
+            })
+            .await
+            .map_err(|_| SigningError::Closed)?;
+        rx.await.map_err(|_| SigningError::Closed)?
     }
 
     /// What an idempotency key committed, if it was used: a front end checks it before

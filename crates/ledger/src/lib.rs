@@ -14,6 +14,7 @@ pub mod clock;
 mod durable;
 pub mod envelope;
 pub mod error;
+mod key_history;
 mod keys;
 mod ledger;
 pub mod limits;

@@ -9,10 +9,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ledger_proof::{Blake3, Frontier, SigningKey, Timestamp};
+use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
 
 use crate::bundle::{Bundle, Scope};
 use crate::envelope::decode_stored;
+use crate::key_history::KeyHistory;
 use crate::keys::{KeyFiles, random_key};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
@@ -89,14 +90,8 @@ impl Ledger {
         }
 
         // The current key by the bundle's checkpoint log.
-        let mut current = None;
-        for entry in &bundle.checkpoint_log {
-            match entry {
-                CheckpointEntry::KeyIntroduced { public_key, .. } => current = Some(*public_key),
-                CheckpointEntry::Rotation(r) => current = Some(r.new_public_key),
-                CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
-            }
-        }
+        let history = KeyHistory::of(&bundle.checkpoint_log);
+        let current = history.current();
         if let (Some(key), Some(current)) = (&key, current)
             && key.public_key() != current
         {
@@ -156,7 +151,7 @@ impl Ledger {
                 }
                 *version += 1;
                 frontier
-                    .push_into(&Blake3, event.hash.as_bytes(), &mut nodes)
+                    .push_into(&Sha256, event.hash.as_bytes(), &mut nodes)
                     .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", event.seq)))?;
                 sealed.push(SealedEvent {
                     seq: event.seq,
@@ -199,22 +194,18 @@ impl Ledger {
                 );
                 let time = Timestamp::from_datetime(chrono::Utc::now())
                     .map_err(|e| StorageError::Failed(e.to_string()))?;
-                let time = bundle
-                    .checkpoint_log
-                    .iter()
-                    .map(|e| match e {
-                        CheckpointEntry::Checkpoint(c) => c.time,
-                        CheckpointEntry::Rotation(r) => r.time,
-                        CheckpointEntry::Recovery(r) => r.time,
-                        CheckpointEntry::KeyIntroduced { time, .. } => *time,
-                    })
-                    .max()
-                    .map_or(time, |last| last.max(time));
+                let time = history.last_signed.map_or(time, |(_, last)| last.max(time));
+                // The log keeps its origin: it is the same log, signed by a new key.
+                let origin = history.origin().map_or_else(
+                    || crate::ledger::default_origin(&key.public_key()),
+                    str::to_owned,
+                );
                 storage.append_checkpoint_entry(&CheckpointEntry::KeyIntroduced {
                     public_key: key.public_key(),
                     tree_size: written,
                     time,
                     reason: reason.clone(),
+                    origin,
                 })?;
                 (key, Some(reason))
             }

@@ -2,11 +2,12 @@
 //! checkpointed tree sizes, assembled from the perfect-subtree hashes storage keeps.
 
 use ledger_proof::{
-    Blake3, Checkpoint, ConsistencyProofFile, Digest, InclusionProofFile, KeyRotation, NodeSource,
-    PublicKey,
+    Checkpoint, ConsistencyProofFile, Cosignature, Digest, InclusionProofFile, KeyRotation,
+    NodeSource, PublicKey, Sha256, Tile, VerifierKey,
 };
 
 use crate::error::{ProofError, ReadError};
+use crate::key_history::KeyHistory;
 use crate::ledger::Ledger;
 use crate::storage::{CheckpointEntry, Storage, StorageError};
 
@@ -60,15 +61,12 @@ impl Ledger {
 
     /// The rotation statements since the current chain of keys began.
     pub fn key_rotations(&self) -> Result<Vec<KeyRotation>, ReadError> {
-        let mut out = Vec::new();
-        for entry in self.checkpoint_entries()? {
-            match entry {
-                CheckpointEntry::KeyIntroduced { .. } => out.clear(),
-                CheckpointEntry::Rotation(r) => out.push(r),
-                CheckpointEntry::Checkpoint(_) | CheckpointEntry::Recovery(_) => {}
-            }
-        }
-        Ok(out)
+        let history = KeyHistory::of(&self.checkpoint_entries()?);
+        Ok(history
+            .eras
+            .last()
+            .map(|era| era.rotations.iter().map(|(_, r)| r.clone()).collect())
+            .unwrap_or_default())
     }
 
     /// The key that signs checkpoints now, or why none can.
@@ -80,9 +78,121 @@ impl Ledger {
             .clone()
     }
 
+    /// The log's origin: the first line of its checkpoints and the name of its key.
+    pub fn origin(&self) -> String {
+        self.core()
+            .origin
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The C2SP verifier key of the key that signs now: `origin+key ID+base64(0x01 ‖ key)`.
+    pub fn verifier_key(&self) -> Result<VerifierKey, String> {
+        let key = self.public_key()?;
+        VerifierKey::ed25519(&self.origin(), key).map_err(|e| e.to_string())
+    }
+
+    /// Every witness cosignature the checkpoint log holds of `checkpoint`.
+    pub fn cosignatures_of(&self, checkpoint: &Checkpoint) -> Result<Vec<Cosignature>, ReadError> {
+        Ok(self
+            .checkpoint_entries()?
+            .into_iter()
+            .filter_map(|e| match e {
+                CheckpointEntry::Cosignature(c) if c.cosigns(checkpoint) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The latest checkpoint as a C2SP signed note: its body, the log's signature, and every
+    /// witness cosignature the ledger keeps of it.
+    pub fn checkpoint_note(&self) -> Result<Option<String>, ProofError> {
+        let Some(checkpoint) = self.latest_checkpoint()? else {
+            return Ok(None);
+        };
+        let key = self.key_of(&checkpoint)?.ok_or_else(|| {
+            ProofError::Invalid("the checkpoint's key is not in the chain".into())
+        })?;
+        let mut note = checkpoint
+            .note(key)
+            .map_err(|e| ProofError::Invalid(e.to_string()))?;
+        for cosignature in self.cosignatures_of(&checkpoint)? {
+            note.signatures.push(cosignature.line());
+        }
+        Ok(Some(note.render()))
+    }
+
+    /// The public key that signed `checkpoint`, from the current era of keys.
+    pub(crate) fn key_of(&self, checkpoint: &Checkpoint) -> Result<Option<PublicKey>, ReadError> {
+        let history = KeyHistory::of(&self.checkpoint_entries()?);
+        Ok(history.eras.last().and_then(|era| {
+            std::iter::once(era.first)
+                .chain(era.rotations.iter().map(|(_, r)| r.new_public_key))
+                .find(|k| k.fingerprint() == checkpoint.key_fingerprint)
+        }))
+    }
+
+    /// The bytes of a C2SP hash tile: its hashes, 32 bytes each, read from the stored perfect
+    /// subtrees. `None` when the tree of the latest checkpoint does not hold every hash of it: a
+    /// tile is served only once a signed checkpoint covers it, and never changes after.
+    pub fn tile(&self, tile: &Tile) -> Result<Option<Vec<u8>>, ProofError> {
+        let covered = self.latest_checkpoint()?.map_or(0, |c| c.tree_size);
+        let span = 1u128 << (8 * u32::from(tile.level));
+        let end = (u128::from(tile.index) * 256 + u128::from(tile.width)) * span;
+        if end > u128::from(covered) {
+            return Ok(None);
+        }
+        let nodes = StoredNodes(&*self.core().storage);
+        let mut out = Vec::with_capacity(usize::from(tile.width) * 32);
+        for i in 0..u64::from(tile.width) {
+            let hash = nodes
+                .perfect_node(tile.tree_level(), tile.first_node() + i)
+                .map_err(|e| ProofError::Read(ReadError::Storage(e)))?;
+            out.extend_from_slice(hash.as_bytes());
+        }
+        Ok(Some(out))
+    }
+
+    /// A C2SP entry bundle: the leaf data of a level-0 tile's leaves, each an event's 32-byte
+    /// hash with its big-endian u16 length (32). `None` until a signed checkpoint covers it.
+    pub fn tile_entries(&self, tile: &Tile) -> Result<Option<Vec<u8>>, ProofError> {
+        let covered = self.latest_checkpoint()?.map_or(0, |c| c.tree_size);
+        let first = tile.index * 256;
+        let end = first + u64::from(tile.width);
+        if tile.level != 0 || end > covered {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(usize::from(tile.width) * 34);
+        for seq in first..end {
+            let hash = self
+                .core()
+                .event_hash(seq)?
+                .ok_or_else(|| ProofError::Invalid(format!("there is no event at seq {seq}")))?;
+            out.extend_from_slice(&32u16.to_be_bytes());
+            out.extend_from_slice(hash.as_bytes());
+        }
+        Ok(Some(out))
+    }
+
+    /// The RFC 9162 consistency path from the tree of `first` events to the tree of `second`,
+    /// whether or not checkpoints sign those sizes: what a witness is sent beside a checkpoint.
+    pub fn consistency_path(&self, first: u64, second: u64) -> Result<Vec<Digest>, ProofError> {
+        if first > second || second > self.head().size {
+            return Err(ProofError::Invalid(format!(
+                "no consistency path from {first} to {second} events"
+            )));
+        }
+        if first == 0 || first == second {
+            return Ok(Vec::new());
+        }
+        ledger_proof::consistency_proof(&Sha256, &StoredNodes(&*self.core().storage), first, second)
+            .map_err(tree_error)
+    }
+
     /// The root of the tree of the first `size` events, from the stored nodes.
     pub fn root_at(&self, size: u64) -> Result<Digest, ProofError> {
-        ledger_proof::root(&Blake3, &StoredNodes(&*self.core().storage), size).map_err(tree_error)
+        ledger_proof::root(&Sha256, &StoredNodes(&*self.core().storage), size).map_err(tree_error)
     }
 
     fn checkpoint_of_size(&self, size: u64) -> Result<Checkpoint, ProofError> {
@@ -126,7 +236,7 @@ impl Ledger {
             .event_hash(seq)?
             .ok_or_else(|| ProofError::Invalid(format!("there is no event at seq {seq}")))?;
         let path = ledger_proof::inclusion_proof(
-            &Blake3,
+            &Sha256,
             &StoredNodes(&*self.core().storage),
             seq,
             checkpoint.tree_size,
@@ -230,7 +340,7 @@ impl Ledger {
             ));
         }
         let path = ledger_proof::consistency_proof(
-            &Blake3,
+            &Sha256,
             &StoredNodes(&*self.core().storage),
             first.tree_size,
             second.tree_size,

@@ -12,15 +12,16 @@
 //! verification stops further appends: writing on after the record is found damaged would bury
 //! the damage under new events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::ControlFlow;
 
-use ledger_proof::{Blake3, Frontier, KeyChain, KeyRotation, MerkleHasher, PublicKey};
+use ledger_proof::{Frontier, MerkleHasher, Sha256};
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::Digest;
 use crate::error::ReadError;
+use crate::key_history::{KeyStep, KeyWalk};
 use crate::ledger::Ledger;
 use crate::storage::{CheckpointEntry, Standing, StorageError, standings};
 
@@ -198,13 +199,13 @@ impl Ledger {
         // tree, whose peaks at the verified size are checked against the recomputed frontier.
         if failure.is_none() && start > 0 {
             match self.root_at(start) {
-                Ok(root) if root == frontier.root(&Blake3) => {}
+                Ok(root) if root == frontier.root(&Sha256) => {}
                 Ok(root) => {
                     failure = Some(VerifyFailure {
                         seq: start - 1,
                         problem: format!(
                             "the stored Merkle tree has root {root} at size {start}, the events give {}",
-                            frontier.root(&Blake3)
+                            frontier.root(&Sha256)
                         ),
                     });
                 }
@@ -220,7 +221,7 @@ impl Ledger {
             let earlier: Vec<u64> = roots.range(..start).map(|(size, _)| *size).collect();
             for tree_size in earlier {
                 let root = if tree_size == 0 {
-                    Ok(Blake3.empty_root())
+                    Ok(Sha256.empty_root())
                 } else {
                     self.root_at(tree_size).map_err(|e| e.to_string())
                 };
@@ -231,7 +232,7 @@ impl Ledger {
             }
         }
         if failure.is_none() && start == 0 {
-            failure = compare_roots(&roots, 0, Ok(Blake3.empty_root()));
+            failure = compare_roots(&roots, 0, Ok(Sha256.empty_root()));
         }
 
         // The chain and the tree, event by event, each event read in place from storage's
@@ -258,7 +259,7 @@ impl Ledger {
                     };
                     completed.clear();
                     if frontier
-                        .push_into(&Blake3, hash.as_bytes(), &mut completed)
+                        .push_into(&Sha256, hash.as_bytes(), &mut completed)
                         .is_err()
                     {
                         failure = Some(VerifyFailure {
@@ -269,7 +270,7 @@ impl Ledger {
                     }
                     if roots.contains_key(&frontier.size())
                         && let Some(f) =
-                            compare_roots(&roots, frontier.size(), Ok(frontier.root(&Blake3)))
+                            compare_roots(&roots, frontier.size(), Ok(frontier.root(&Sha256)))
                     {
                         failure = Some(f);
                         return ControlFlow::Break(());
@@ -368,7 +369,7 @@ impl Ledger {
         let report = VerifyReport {
             size,
             head_hash: checker.last_hash,
-            root: frontier.root(&Blake3),
+            root: frontier.root(&Sha256),
             checked_from: start,
             checked: checker.next_seq - start,
             checkpoints_checked,
@@ -403,7 +404,7 @@ impl Ledger {
     fn pinpoint(&self, seq: u64, previous_hash: Digest, problem: String) -> VerifyFailure {
         if seq > 0
             && let Ok(Some(leaf)) = self.core().storage.merkle_node(0, seq - 1)
-            && leaf != Blake3.leaf(previous_hash.as_bytes())
+            && leaf != Sha256.leaf(previous_hash.as_bytes())
         {
             return VerifyFailure {
                 seq: seq - 1,
@@ -478,82 +479,110 @@ pub(crate) fn check_signatures(
     breaks: &mut Vec<String>,
 ) -> Result<(), String> {
     let standing = standings(entries);
-    let mut first: Option<PublicKey> = None;
-    let mut rotations: Vec<KeyRotation> = Vec::new();
-    let mut chain: Option<KeyChain> = None;
+    let mut walk = KeyWalk::default();
     let mut previous: Option<(u64, ledger_proof::Timestamp)> = None;
+    let mut checkpoints: HashSet<String> = HashSet::new();
     for (i, entry) in entries.iter().enumerate() {
         let number = i + 1;
         if matches!(standing[i], Standing::Disowned { .. }) {
             continue;
         }
-        match entry {
-            CheckpointEntry::KeyIntroduced {
+        let step = walk
+            .step(i, entry)
+            .map_err(|e| format!("entry {number}: {e}"))?;
+        if step == KeyStep::Break
+            && let CheckpointEntry::KeyIntroduced {
                 public_key,
                 tree_size,
                 reason,
                 ..
-            } => {
-                if first.is_some() {
-                    breaks.push(format!(
-                        "entry {number}: key {} starts a new chain at tree size {tree_size}: {reason}",
-                        public_key.fingerprint()
+            } = entry
+        {
+            breaks.push(format!(
+                "entry {number}: key {} starts a new chain at tree size {tree_size}: {reason}",
+                public_key.fingerprint()
+            ));
+        }
+        if matches!(step, KeyStep::Introduced | KeyStep::Break) {
+            previous = None;
+        }
+        check_signed_entry(&walk, entry, i >= from, &mut previous, &mut checkpoints)
+            .map_err(|e| format!("entry {number}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One entry that signs with the key in force, or a witness's: a recovery statement (always
+/// checked), a checkpoint or a cosignature (when `check` says its turn has come).
+fn check_signed_entry(
+    walk: &KeyWalk,
+    entry: &CheckpointEntry,
+    check: bool,
+    previous: &mut Option<(u64, ledger_proof::Timestamp)>,
+    checkpoints: &mut HashSet<String>,
+) -> Result<(), String> {
+    let chain = walk.chain();
+    match entry {
+        CheckpointEntry::KeyIntroduced { .. } | CheckpointEntry::Rotation(_) => {}
+        CheckpointEntry::Recovery(_) | CheckpointEntry::Checkpoint(_) if chain.is_none() => {
+            return Err("a signed entry before any key was introduced".into());
+        }
+        CheckpointEntry::Recovery(r) => {
+            // Rare and decisive: always checked, whatever `from` skips.
+            if let Some(chain) = chain {
+                r.verify(chain.current().key()).map_err(|e| e.to_string())?;
+            }
+            *previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
+                None
+            } else {
+                Some((r.tree_size, r.time))
+            };
+        }
+        CheckpointEntry::Checkpoint(c) => {
+            if check && let Some(chain) = chain {
+                check_checkpoint(chain, walk.era().map(|e| e.origin.as_str()), c, *previous)?;
+            }
+            checkpoints.insert(c.body());
+            *previous = Some((c.tree_size, c.time));
+        }
+        CheckpointEntry::Cosignature(c) => {
+            if check {
+                c.verify().map_err(|e| e.to_string())?;
+                if !checkpoints.contains(&c.body()) {
+                    return Err(format!(
+                        "a cosignature by {} of a checkpoint of size {} the log does not hold before it",
+                        c.witness.name(),
+                        c.tree_size
                     ));
                 }
-                first = Some(*public_key);
-                rotations.clear();
-                chain = Some(KeyChain::new(*public_key));
-                previous = None;
-            }
-            CheckpointEntry::Rotation(r) => {
-                let Some(key) = first else {
-                    return Err(format!(
-                        "entry {number}: a rotation before any key was introduced"
-                    ));
-                };
-                rotations.push(r.clone());
-                chain = Some(
-                    KeyChain::from_rotations(key, &rotations)
-                        .map_err(|e| format!("entry {number}: {e}"))?,
-                );
-            }
-            CheckpointEntry::Recovery(r) => {
-                let Some(chain) = &chain else {
-                    return Err(format!(
-                        "entry {number}: a recovery statement before any key was introduced"
-                    ));
-                };
-                // Rare and decisive: always checked, whatever `from` skips.
-                r.verify(chain.current().key())
-                    .map_err(|e| format!("entry {number}: {e}"))?;
-                previous = if r.action == ledger_proof::RecoveryAction::LossAccepted {
-                    None
-                } else {
-                    Some((r.tree_size, r.time))
-                };
-            }
-            CheckpointEntry::Checkpoint(c) => {
-                let Some(chain) = &chain else {
-                    return Err(format!(
-                        "entry {number}: a checkpoint before any key was introduced"
-                    ));
-                };
-                if i >= from {
-                    chain
-                        .verify_checkpoint(c)
-                        .map_err(|e| format!("entry {number}: {e}"))?;
-                    if let Some((size, time)) = previous
-                        && (c.tree_size < size || c.time < time)
-                    {
-                        return Err(format!(
-                            "entry {number}: checkpoint of size {} at {} comes after one of size {size} at {time}",
-                            c.tree_size, c.time
-                        ));
-                    }
-                }
-                previous = Some((c.tree_size, c.time));
             }
         }
+    }
+    Ok(())
+}
+
+/// One checkpoint: signed by a key of the chain valid where it stands, of the era's origin, and
+/// not older than the entry before it.
+fn check_checkpoint(
+    chain: &ledger_proof::KeyChain,
+    origin: Option<&str>,
+    c: &ledger_proof::Checkpoint,
+    previous: Option<(u64, ledger_proof::Timestamp)>,
+) -> Result<(), String> {
+    chain.verify_checkpoint(c).map_err(|e| e.to_string())?;
+    if origin.is_some_and(|o| o != c.origin) {
+        return Err(format!(
+            "the checkpoint of size {} names origin {:?}, not the log's",
+            c.tree_size, c.origin
+        ));
+    }
+    if let Some((size, time)) = previous
+        && (c.tree_size < size || c.time < time)
+    {
+        return Err(format!(
+            "checkpoint of size {} at {} comes after one of size {size} at {time}",
+            c.tree_size, c.time
+        ));
     }
     Ok(())
 }

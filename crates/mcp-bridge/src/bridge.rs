@@ -125,24 +125,24 @@ impl Bridge {
     /// puts the caller into the request's extensions); otherwise, on stdio or on a server
     /// without tokens, a local caller named as the client names itself (from `initialize` in
     /// 2025-11-25, from the request's `_meta` from 2026-07-28).
+    /// Who calls: the token's holder over HTTP, else the client by its name. Whatever a tool
+    /// call through MCP decides is the assistant's, through the client it names.
     pub(crate) fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
-        if let Some(caller) = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
-        {
-            return caller.clone();
-        }
-        let name = context
+        let name: String = context
             .client_info()
             .map(|info| info.name.trim().to_owned())
             .filter(|name| !name.is_empty())
-            .unwrap_or_else(|| self.options().actor_default.clone());
-        Caller::new(
-            name.chars()
-                .take(self.options().actor_chars_max)
-                .collect::<String>(),
-        )
+            .unwrap_or_else(|| self.options().actor_default.clone())
+            .chars()
+            .take(self.options().actor_chars_max)
+            .collect();
+        let caller = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .unwrap_or_else(|| Caller::new(name.clone()));
+        caller.deciding(service::research::event::DecidedBy::Assistant, name)
     }
 }
 
@@ -177,7 +177,11 @@ impl ServerHandler for Bridge {
         );
         ServerConfig::new(capabilities)
             .with_server_info(server)
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(format!(
+                "{INSTRUCTIONS} {} {}",
+                service::SHARED_ARGUMENTS,
+                service::SHARED_RESULTS
+            ))
     }
 
     /// A request the SDK did not read into one it knows: a method MCP defines (in the request's

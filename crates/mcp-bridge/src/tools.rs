@@ -43,12 +43,18 @@ pub(crate) fn tools(service: &service::Service) -> Vec<Tool> {
         .tools()
         .into_iter()
         .map(|spec| {
-            let mut annotations = ToolAnnotations::with_title(spec.title.clone())
-                .read_only(spec.read_only)
-                .destructive(false)
-                .open_world(spec.open_world);
+            // Only what differs from MCP's defaults (not read-only, destructive, not
+            // idempotent, open world; a read-only tool is not destructive) is said: every byte of the list is paid for in context.
+            let mut annotations = if spec.read_only {
+                ToolAnnotations::default().read_only(true)
+            } else {
+                ToolAnnotations::default().destructive(false)
+            };
             if spec.idempotent {
                 annotations = annotations.idempotent(true);
+            }
+            if !spec.open_world {
+                annotations = annotations.open_world(false);
             }
             Tool::new(
                 spec.name,

@@ -7,6 +7,10 @@
 //! them is written as version 2, with each of them present. Decoding checks that a version 2
 //! payload is exactly what encoding its event gives, so each payload still has one encoding.
 //!
+//! Version 3 added who decided a conflict (`conflict_resolved`, `adjudication_appealed`: a
+//! person or an assistant, and the client): a decision that names it is written as version 3,
+//! one that does not (every decision written before) keeps its version 1 bytes.
+//!
 //! The ledger keeps the kind beside the bytes, so the bytes hold only the payload and adding an
 //! event kind never shifts the encoding of the others. postcard's wire format is specified and
 //! stable; the leading version lets a later schema read what an earlier one wrote, by decoding
@@ -26,7 +30,7 @@ use crate::event::{
 
 /// The newest schema version `encode` writes (for events with `v2` parts; others are written as
 /// version 1). `decode` reads every version up to this one.
-pub const SCHEMA_VERSION: u16 = 2;
+pub const SCHEMA_VERSION: u16 = 3;
 
 /// Why stored bytes could not be read as an event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,9 +87,23 @@ fn has_v2_parts(event: &Event) -> bool {
     }
 }
 
+/// Whether an event carries a part only schema version 3 can hold: who decided a conflict.
+fn has_v3_parts(event: &Event) -> bool {
+    match event {
+        Event::ConflictResolved(p) => p.decided_by.is_some(),
+        Event::AdjudicationAppealed(p) => p.decided_by.is_some(),
+        _ => false,
+    }
+}
+
 /// Encodes an event for storage: the schema version (two bytes, little endian), then the
 /// payload in postcard.
 pub fn encode(event: &Event) -> Vec<u8> {
+    if has_v3_parts(event) {
+        let mut out = 3u16.to_le_bytes().to_vec();
+        encode_current(&mut out, event);
+        return out;
+    }
     if has_v2_parts(event) {
         let mut out = 2u16.to_le_bytes().to_vec();
         encode_current(&mut out, event);
@@ -99,6 +117,8 @@ pub fn encode(event: &Event) -> Vec<u8> {
         Event::EvidenceAdded(p) => append(&mut out, &v1::EvidenceAdded::from(p)),
         Event::ConflictsAdjudicated(p) => append(&mut out, &v1::ConflictsAdjudicated::from(p)),
         Event::ConclusionIssued(p) => append(&mut out, &v1::ConclusionIssued::from(p)),
+        Event::ConflictResolved(p) => append(&mut out, &v1::ConflictResolved::from(p)),
+        Event::AdjudicationAppealed(p) => append(&mut out, &v1::AdjudicationAppealed::from(p)),
         other => encode_current(&mut out, other),
     }
     out
@@ -163,6 +183,14 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
             }
             Ok(event)
         }
+        3 => {
+            let event = decode_current(kind, body)?;
+            // Who decided present: nothing else is written as version 3.
+            if !(has_v3_parts(&event) && encode(&event) == bytes) {
+                return Err(DecodeError::NotCanonical { kind: event.kind() });
+            }
+            Ok(event)
+        }
         version => Err(DecodeError::UnknownSchemaVersion { version }),
     }
 }
@@ -180,6 +208,12 @@ fn decode_v1(kind: &str, body: &[u8]) -> Result<Event, DecodeError> {
         ),
         "conclusion_issued" => Event::ConclusionIssued(
             payload::<v1::ConclusionIssued>("conclusion_issued", body)?.into(),
+        ),
+        "conflict_resolved" => Event::ConflictResolved(
+            payload::<v1::ConflictResolved>("conflict_resolved", body)?.into(),
+        ),
+        "adjudication_appealed" => Event::AdjudicationAppealed(
+            payload::<v1::AdjudicationAppealed>("adjudication_appealed", body)?.into(),
         ),
         _ => decode_current(kind, body)?,
     })
@@ -266,6 +300,76 @@ mod v1 {
     use crate::ids::{ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
     use crate::rules::{self, AuthorityTable, Components, Mode, SourceType, Stance, Thresholds};
     use crate::rules::{Verdict, VerdictRule, Weights};
+
+    /// `conflict_resolved` before who decided was recorded.
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct ConflictResolved {
+        conflict_id: ConflictId,
+        outcome: event::HumanOutcome,
+        reason: String,
+        previous_outcome: Option<event::HumanOutcome>,
+    }
+
+    impl From<ConflictResolved> for event::ConflictResolved {
+        fn from(e: ConflictResolved) -> Self {
+            event::ConflictResolved {
+                conflict_id: e.conflict_id,
+                outcome: e.outcome,
+                reason: e.reason,
+                previous_outcome: e.previous_outcome,
+                decided_by: None,
+            }
+        }
+    }
+
+    impl From<&event::ConflictResolved> for ConflictResolved {
+        fn from(e: &event::ConflictResolved) -> Self {
+            ConflictResolved {
+                conflict_id: e.conflict_id.clone(),
+                outcome: e.outcome,
+                reason: e.reason.clone(),
+                previous_outcome: e.previous_outcome,
+            }
+        }
+    }
+
+    /// `adjudication_appealed` before who decided was recorded.
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct AdjudicationAppealed {
+        conflict_id: ConflictId,
+        overturned_tier: Tier,
+        overturned_winner: Option<event::Side>,
+        outcome: event::HumanOutcome,
+        reason: String,
+        previous_outcome: Option<event::HumanOutcome>,
+    }
+
+    impl From<AdjudicationAppealed> for event::AdjudicationAppealed {
+        fn from(e: AdjudicationAppealed) -> Self {
+            event::AdjudicationAppealed {
+                conflict_id: e.conflict_id,
+                overturned_tier: e.overturned_tier,
+                overturned_winner: e.overturned_winner,
+                outcome: e.outcome,
+                reason: e.reason,
+                previous_outcome: e.previous_outcome,
+                decided_by: None,
+            }
+        }
+    }
+
+    impl From<&event::AdjudicationAppealed> for AdjudicationAppealed {
+        fn from(e: &event::AdjudicationAppealed) -> Self {
+            AdjudicationAppealed {
+                conflict_id: e.conflict_id.clone(),
+                overturned_tier: e.overturned_tier,
+                overturned_winner: e.overturned_winner,
+                outcome: e.outcome,
+                reason: e.reason.clone(),
+                previous_outcome: e.previous_outcome,
+            }
+        }
+    }
 
     #[derive(Serialize, Deserialize)]
     pub(super) struct RuleSet {

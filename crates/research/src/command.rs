@@ -274,6 +274,8 @@ pub struct ResolveConflict {
     pub winner: HumanOutcome,
     /// Why; required.
     pub reason: String,
+    /// Who decides: a person or an assistant, and through which client.
+    pub decided_by: Option<crate::event::Decider>,
 }
 
 /// Record a call of an external tool.

@@ -1011,14 +1011,29 @@ fn resolve_conflict(
             )],
         });
     }
+    let event = decision_event(conflict, id, c, reason.to_string());
+    let mut causes = Causes::new(state);
+    causes.cite(&conflict.decision_provenance().cite);
+    Ok(vec![causes.event(event)])
+}
+
+/// The event of a decision on `conflict`: a resolution when the rules left it pending, else an
+/// appeal of what they decided.
+fn decision_event(
+    conflict: &crate::state::ConflictRecord,
+    id: ConflictId,
+    c: &ResolveConflict,
+    reason: String,
+) -> Event {
     let previous_outcome = conflict.resolution();
     let automatic = &conflict.adjudication;
-    let event = if automatic.tier == Tier::Pending {
+    if automatic.tier == Tier::Pending {
         Event::ConflictResolved(ConflictResolved {
             conflict_id: id,
             outcome: c.winner,
-            reason: reason.to_string(),
+            reason,
             previous_outcome,
+            decided_by: c.decided_by.clone(),
         })
     } else {
         Event::AdjudicationAppealed(AdjudicationAppealed {
@@ -1026,13 +1041,11 @@ fn resolve_conflict(
             overturned_tier: automatic.tier,
             overturned_winner: automatic.winner,
             outcome: c.winner,
-            reason: reason.to_string(),
+            reason,
             previous_outcome,
+            decided_by: c.decided_by.clone(),
         })
-    };
-    let mut causes = Causes::new(state);
-    causes.cite(&conflict.decision_provenance().cite);
-    Ok(vec![causes.event(event)])
+    }
 }
 
 fn matrix_event(state: &TaskState, before: u64) -> NewEvent {

@@ -493,7 +493,37 @@ impl HumanOutcome {
     }
 }
 
-/// A person decided a pending conflict.
+/// Whether a decision on a conflict was a person's or an assistant's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// A person: a reviewer over HTTP or GraphQL, the command line, or an answer to an MCP
+    /// elicitation.
+    Person,
+    /// An assistant that called the tool through MCP.
+    Assistant,
+}
+
+impl DecidedBy {
+    /// The stable snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DecidedBy::Person => "person",
+            DecidedBy::Assistant => "assistant",
+        }
+    }
+}
+
+/// Who made a decision on a conflict, and through which client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Decider {
+    /// A person or an assistant.
+    pub by: DecidedBy,
+    /// The client it came through (`rest`, `graphql`, `cli`, an MCP client's name).
+    pub via: String,
+}
+
+/// A decision on a pending conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConflictResolved {
     /// The conflict.
@@ -504,6 +534,9 @@ pub struct ConflictResolved {
     pub reason: String,
     /// An earlier human decision on the same conflict that this one replaces.
     pub previous_outcome: Option<HumanOutcome>,
+    /// Who decided (schema version 3; absent in what earlier versions wrote, which did not
+    /// tell a person from an assistant).
+    pub decided_by: Option<Decider>,
 }
 
 /// A person appealed an automatic adjudication.
@@ -521,6 +554,8 @@ pub struct AdjudicationAppealed {
     pub reason: String,
     /// An earlier human decision on the same conflict that this one replaces.
     pub previous_outcome: Option<HumanOutcome>,
+    /// Who decided (schema version 3; absent in what earlier versions wrote).
+    pub decided_by: Option<Decider>,
 }
 
 /// An item's status: recorded (`candidate`, `adopted`, `rejected`, `retracted`) or derived

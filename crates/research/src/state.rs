@@ -25,7 +25,7 @@ use crate::rules::{Mode, RuleSet, Stance};
 /// something else; whoever keeps encoded states (snapshots of read models) records this version
 /// beside them and discards any of another. Bump it whenever a field of the state, or of a type
 /// the state holds, is added, removed, reordered or retyped.
-pub const STATE_FORMAT_VERSION: u16 = 3;
+pub const STATE_FORMAT_VERSION: u16 = 4;
 
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,8 +212,11 @@ pub struct HumanDecision {
     pub outcome: HumanOutcome,
     /// Why.
     pub reason: String,
-    /// The event (its actor is the person who decided).
+    /// The event (its actor is who decided).
     pub provenance: Provenance,
+    /// A person or an assistant, and through which client; absent in decisions recorded before
+    /// the ledger told them apart.
+    pub decided_by: Option<crate::event::Decider>,
 }
 
 /// Whether a human decision resolved a pending conflict or appealed an automatic adjudication.
@@ -600,27 +603,8 @@ impl TaskState {
                     self.marks.adjudication_changed = Some(provenance.cite);
                 }
             }
-            Event::ConflictResolved(e) => {
-                self.human_decision(
-                    meta,
-                    event,
-                    &e.conflict_id,
-                    HumanDecisionKind::Resolution,
-                    e.outcome,
-                    &e.reason,
-                    provenance,
-                );
-            }
-            Event::AdjudicationAppealed(e) => {
-                self.human_decision(
-                    meta,
-                    event,
-                    &e.conflict_id,
-                    HumanDecisionKind::Appeal,
-                    e.outcome,
-                    &e.reason,
-                    provenance,
-                );
+            Event::ConflictResolved(_) | Event::AdjudicationAppealed(_) => {
+                self.decision(meta, event, provenance);
             }
             Event::DecisionMatrixBuilt(e) => {
                 self.marks.matrix_built = Some(provenance.cite);
@@ -689,16 +673,25 @@ impl TaskState {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn human_decision(
-        &mut self,
-        meta: &EventMeta,
-        event: &Event,
-        conflict_id: &ConflictId,
-        kind: HumanDecisionKind,
-        outcome: HumanOutcome,
-        reason: &str,
-        provenance: Provenance,
-    ) {
+    /// A decision on a conflict: a resolution of a pending one, or an appeal.
+    fn decision(&mut self, meta: &EventMeta, event: &Event, provenance: Provenance) {
+        let (conflict_id, kind, outcome, reason, decided_by) = match event {
+            Event::ConflictResolved(e) => (
+                &e.conflict_id,
+                HumanDecisionKind::Resolution,
+                e.outcome,
+                &e.reason,
+                &e.decided_by,
+            ),
+            Event::AdjudicationAppealed(e) => (
+                &e.conflict_id,
+                HumanDecisionKind::Appeal,
+                e.outcome,
+                &e.reason,
+                &e.decided_by,
+            ),
+            _ => return,
+        };
         let Some(index) = self.conflict_index(conflict_id) else {
             self.anomaly(meta, event, format!("no conflict {conflict_id}"));
             return;
@@ -732,6 +725,7 @@ impl TaskState {
             outcome,
             reason: reason.to_string(),
             provenance: provenance.clone(),
+            decided_by: decided_by.clone(),
         });
         self.marks.human_decided = Some(provenance.cite);
         self.mark_stale(event, conflict_id.as_str(), &provenance);

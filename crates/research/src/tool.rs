@@ -49,6 +49,8 @@ tools! {
     RetrievalAddEvidence => "retrieval_add_evidence",
     /// Read an evidence item's full text.
     RetrievalGetSourceDetail => "retrieval_get_source_detail",
+    /// List a task's items by status and scope, a page at a time.
+    RetrievalListCandidates => "retrieval_list_candidates",
     /// Withdraw an evidence item.
     RetrievalRetractEvidence => "retrieval_retract_evidence",
     /// Adopt or reject candidates.

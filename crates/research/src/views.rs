@@ -250,6 +250,11 @@ pub struct HumanDecisionView {
     pub reason: String,
     /// Who decided.
     pub actor: String,
+    /// `person` or `assistant`; absent in decisions recorded before the ledger told them
+    /// apart.
+    pub decided_by: Option<crate::event::DecidedBy>,
+    /// The client the decision came through.
+    pub decided_via: Option<String>,
     /// True when its conflict was superseded by a fresh adjudication, so it no longer applies.
     pub superseded: bool,
 }
@@ -303,6 +308,8 @@ impl ConflictView {
                     outcome: h.outcome,
                     reason: h.reason.clone(),
                     actor: h.provenance.actor.clone(),
+                    decided_by: h.decided_by.as_ref().map(|d| d.by),
+                    decided_via: h.decided_by.as_ref().map(|d| d.via.clone()),
                     superseded,
                 })
                 .collect(),

@@ -117,6 +117,7 @@ pub fn app_with_mcp(
     let mut app = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .merge(crate::transparency::routes())
         .merge(rest)
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));

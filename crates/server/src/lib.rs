@@ -14,5 +14,6 @@ mod export;
 mod remote_api;
 mod rest;
 mod streams;
+mod transparency;
 
 pub use app::{AppOptions, HttpLimits, app, app_with_mcp};

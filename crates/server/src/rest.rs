@@ -243,7 +243,9 @@ pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
 /// Who is calling: the holder of the request's access token, or, on a server without tokens,
 /// one local client.
 pub(crate) fn caller(authenticated: Option<Extension<Caller>>) -> Caller {
-    authenticated.map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
+    authenticated
+        .map_or_else(|| Caller::new("rest-client"), |Extension(caller)| caller)
+        .deciding(service::research::event::DecidedBy::Person, "rest")
 }
 
 async fn list(State(state): State<AppState>) -> Json<Value> {
@@ -252,17 +254,26 @@ async fn list(State(state): State<AppState>) -> Json<Value> {
         .tools()
         .into_iter()
         .map(|t| {
+            // The annotations MCP's `tools/list` gives: only what differs from its defaults.
+            let mut annotations = serde_json::Map::new();
+            if t.read_only {
+                annotations.insert("readOnlyHint".into(), json!(true));
+            } else {
+                annotations.insert("destructiveHint".into(), json!(false));
+            }
+            if t.idempotent {
+                annotations.insert("idempotentHint".into(), json!(true));
+            }
+            if !t.open_world {
+                annotations.insert("openWorldHint".into(), json!(false));
+            }
             json!({
                 "name": t.name,
                 "title": t.title,
                 "description": t.description,
                 "inputSchema": t.input_schema,
                 "outputSchema": t.output_schema,
-                "annotations": {
-                    "readOnlyHint": t.read_only,
-                    "idempotentHint": t.idempotent,
-                    "destructiveHint": false,
-                },
+                "annotations": annotations,
             })
         })
         .collect();

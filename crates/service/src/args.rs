@@ -17,19 +17,23 @@ use serde::{Deserialize, Serialize};
 pub struct OpenTaskArgs {
     /// The research question.
     pub question: String,
-    /// Constraints on the research (scope, period, region, …).
+    /// Constraints (scope, period, region, …).
     #[serde(default)]
     pub constraints: Vec<String>,
-    /// The date the research is as of, `YYYY-MM-DD`; today (UTC) when absent.
+    /// `YYYY-MM-DD` the research is as of; today (UTC) when absent.
     #[serde(default)]
     pub research_date: Option<String>,
-    /// `tool_constrained` (default): every step through the tools in order. `agent_led`: free
-    /// order; generating a conclusion runs the conflict rules and matrix itself.
+    /// `tool_constrained` (default): the steps in order; `agent_led`: free order.
     #[serde(default)]
     pub mode: Option<ModeArg>,
-    /// The rule set (v2 when absent) and overrides of its parameters, validated and recorded
-    /// with the task.
+    /// Optional overrides (defaults shown): rule_set "v2" (or "v1"); weights {relevance 0.4,
+    /// consistency 0.3, recency 0.2, diversity 0.1} (all four, sum 1); half_life_days 365;
+    /// authority {SOURCE_TYPE: 0..1}; thresholds {authority_gap 0.15, recency_gap_days 30,
+    /// consistency 0.667, confidence_floor 0.5, diversity_sources 3, sided_items_min 1,
+    /// sided_relevance_min 0.3}; v2: relevance {query_weight 0.5, coverage_full 0.15},
+    /// side_weight_ratio, undated_recency.
     #[serde(default)]
+    #[schemars(schema_with = "rules_schema")]
     pub rules: Option<RulesArg>,
     /// Refused unless the task is at this version (0 for a new task).
     #[serde(default)]
@@ -49,7 +53,14 @@ pub enum ModeArg {
     AgentLed,
 }
 
-/// The rule set and overrides of its parameters (SPEC §10).
+/// The schema of `rules` as tools list it: one object whose description names every field.
+/// The whole structure is checked when a task opens, each mistake refused with the field it is
+/// in; spelled out as nested schemas it would be a fifth of the tool list.
+fn rules_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
+/// The rule set and overrides of its parameters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RulesArg {
@@ -188,22 +199,21 @@ task_write_args!(
         pub url: Option<String>,
         /// `YYYY-MM-DD`.
         pub publish_date: String,
-        /// True when the date is a placeholder, not the item's own (rule set v2 leaves it out
-        /// of recency).
+        /// The date is a placeholder, not the item's own (v2 leaves it out of recency).
         #[serde(default)]
         pub publish_date_defaulted: Option<bool>,
-        /// primary_data, government, academic_paper, institutional_report, news_original,
-        /// news_reprint, blog, social or other.
+        /// The kind of publisher.
+        #[schemars(extend("enum" = ["primary_data", "government", "academic_paper", "institutional_report", "news_original", "news_reprint", "blog", "social", "other"]))]
         pub source_type: String,
-        /// The full text; kept in the content store, cited by its hash.
+        /// The full text.
         pub content: String,
-        /// At most 800 characters; cut from the content at a sentence end when absent.
+        /// At most 800 characters; cut from the content when absent.
         #[serde(default)]
         pub summary: Option<String>,
         /// Stance toward the main question, if already known.
         #[serde(default)]
         pub stance: Option<StanceArg>,
-        /// Relevance in [0, 1]; computed by the task's rule set when absent.
+        /// In [0, 1]; computed by the rules when absent.
         #[serde(default)]
         pub relevance: Option<f64>,
         /// Citations, when known.
@@ -233,12 +243,10 @@ pub struct ScreeningArg {
     pub evidence_id: String,
     /// Adopt (true) or reject (false).
     pub adopt: bool,
-    /// Stance toward the main question; needed to adopt an item added without one.
+    /// Toward the main question; needed to adopt an item that has none.
     #[serde(default)]
     pub stance: Option<StanceArg>,
-    /// The sub-question the item answers, when reading it shows it answers another scope than
-    /// the search that found it: a sub-question id, or null for the main question. Absent keeps
-    /// the item's scope. Conflicts are adjudicated within a scope.
+    /// Moves the item to another scope: a sub-question id, or null for the main question.
     #[serde(default, deserialize_with = "present_or_null")]
     #[schemars(with = "Option<String>")]
     pub sub_question: Option<Option<String>>,
@@ -258,7 +266,11 @@ task_write_args!(
     /// `synthesis_screen_evidence`.
     ScreenEvidenceArgs {
         /// One decision per item.
+        #[serde(default)]
         pub decisions: Vec<ScreeningArg>,
+        /// Rejects every other candidate of the task, with this reason.
+        #[serde(default)]
+        pub reject_remaining: Option<String>,
     }
 );
 
@@ -379,3 +391,28 @@ impl From<ModeArg> for research::rules::Mode {
 }
 
 pub use crate::tools::parse_for_tool;
+
+/// `retrieval_list_candidates`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListCandidatesArgs {
+    /// The task.
+    pub task_id: String,
+    /// Items of this status (`candidate` by default, or `all`).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["candidate", "adopted", "rejected", "retracted", "overruled", "all"]))]
+    pub status: Option<String>,
+    /// A sub-question id, or `main`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Items per page (20 by default, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// `compact` (default) or `full`.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["compact", "full"]))]
+    pub detail: Option<String>,
+}

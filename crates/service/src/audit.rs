@@ -411,11 +411,23 @@ pub fn verify_bundle_text(
     bytes_max: usize,
     trusted: Option<PublicKey>,
 ) -> Result<(Bundle, BundleReport), BundleFailure> {
+    verify_bundle_witnessed(text, bytes_max, trusted, Vec::new())
+}
+
+/// [`verify_bundle_text`], requiring besides a cosignature of the bundle's checkpoint by each
+/// of `witnesses`.
+pub fn verify_bundle_witnessed(
+    text: &str,
+    bytes_max: usize,
+    trusted: Option<PublicKey>,
+    witnesses: Vec<ledger::ledger_proof::VerifierKey>,
+) -> Result<(Bundle, BundleReport), BundleFailure> {
     bundle::verify_bundle_text(
         text,
         bytes_max,
         &BundleCheck {
             trusted_key: trusted,
+            witnesses,
             payload_view: &payload_view,
             cited_content: &cited_content,
         },

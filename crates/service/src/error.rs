@@ -169,7 +169,19 @@ impl ServiceError {
                 } => {
                     map.insert("task_id".into(), json!(echoed(task_id)));
                     map.insert("current_version".into(), json!(current_version));
-                    map.insert("suggested_action".into(), json!("fetch_latest_session"));
+                    // The tool that reads the task as it is now, named as every other next step
+                    // is: a model that follows pending actions needs nothing else.
+                    let read = research::Tool::ResearchSummarizeState.name();
+                    map.insert("suggested_action".into(), json!(read));
+                    map.insert(
+                        "pending_actions".into(),
+                        json!([{
+                            "tool": read,
+                            "reason": format!(
+                                "the task is at version {current_version}: read what changed, then retry with expected_version {current_version}"
+                            ),
+                        }]),
+                    );
                 }
                 ServiceError::IdempotencyKeyReused { key } => {
                     map.insert("idempotency_key".into(), json!(echoed(key)));

@@ -30,5 +30,8 @@ pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
 };
 pub use tokens::Role;
-pub use tools::{ToolOutput, ToolProgress, ToolSpec, built_in_tools, role_for_tool, tool_specs};
+pub use tools::{
+    SHARED_ARGUMENTS, SHARED_RESULTS, ToolOutput, ToolProgress, ToolSpec, built_in_tools,
+    role_for_tool, tool_specs,
+};
 pub use updates::{Update, Updates};

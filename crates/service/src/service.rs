@@ -114,6 +114,9 @@ pub struct Caller {
     pub actor: String,
     /// What the caller may do.
     pub role: Role,
+    /// Whether a decision the caller sends is a person's or an assistant's, and through which
+    /// client: what a decision on a conflict records.
+    pub decider: research::event::Decider,
 }
 
 impl Caller {
@@ -128,7 +131,20 @@ impl Caller {
         Caller {
             actor: actor.into(),
             role,
+            decider: research::event::Decider {
+                by: research::event::DecidedBy::Person,
+                via: "cli".into(),
+            },
         }
+    }
+
+    /// The same caller, its decisions recorded as made by `by` through `via`.
+    pub fn deciding(mut self, by: research::event::DecidedBy, via: impl Into<String>) -> Self {
+        self.decider = research::event::Decider {
+            by,
+            via: via.into(),
+        };
+        self
     }
 
     /// Refuses unless the caller's role includes `needed`; `what` names what was asked.

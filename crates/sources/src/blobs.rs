@@ -139,6 +139,9 @@ struct Journal {
     synced: Condvar,
     /// `fdatasync`s of the journal so far.
     syncs: AtomicU64,
+    /// Background checkpoints of journals set aside, joined before the store checkpoints or
+    /// goes away, so that none outlives it.
+    checkpoints: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 #[derive(Debug)]
@@ -193,7 +196,11 @@ impl Journal {
         }
         sync_files(&written)?;
         for (_, path) in &left {
-            fs::remove_file(path).map_err(io_at(path))?;
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_at(path)(e)),
+            }
         }
         let generation = left.last().map_or(0, |(g, _)| g + 1);
         let (file, path) = create_journal(&dir, generation)?;
@@ -212,6 +219,7 @@ impl Journal {
             }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
+            checkpoints: Mutex::new(Vec::new()),
         })
     }
 
@@ -335,13 +343,30 @@ impl Journal {
         let spawned = std::thread::Builder::new()
             .name("blob-journal-checkpoint".into())
             .spawn(move || checkpoint(&old, &dirty));
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "the content journal's checkpoint did not start; the next open replays it");
+        match spawned {
+            Ok(handle) => {
+                let mut running = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+                running.retain(|h| !h.is_finished());
+                running.push(handle);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the content journal's checkpoint did not start; the next open replays it");
+            }
+        }
+    }
+
+    /// Waits for the background checkpoints started so far.
+    fn join_checkpoints(&self) {
+        let running: Vec<_> =
+            std::mem::take(&mut *self.checkpoints.lock().unwrap_or_else(|p| p.into_inner()));
+        for handle in running {
+            let _ = handle.join();
         }
     }
 
     /// Makes every blob file durable and removes the journal that covered them.
     fn checkpoint_now(&self) -> Result<(), BlobError> {
+        self.join_checkpoints();
         let mut state = lock(&self.state);
         if state.failed.is_some() || state.end == 0 {
             return Ok(());
@@ -355,6 +380,12 @@ impl Journal {
         state.pending.clear();
         self.synced.notify_all();
         Ok(())
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        self.join_checkpoints();
     }
 }
 
@@ -432,7 +463,12 @@ impl BlobStore {
     /// damaged, adding every file it names to `written`. A record cut short ends the replay of
     /// that journal: it, and anything after it, belongs to a put that never returned.
     fn replay(&self, journal: &Path, written: &mut Vec<PathBuf>) -> Result<(), BlobError> {
-        let bytes = fs::read(journal).map_err(io_at(journal))?;
+        let bytes = match fs::read(journal) {
+            Ok(bytes) => bytes,
+            // Removed meanwhile by the checkpoint that covered it: nothing left to replay.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_at(journal)(e)),
+        };
         let mut at = 0usize;
         while let Some(header) = bytes.get(at..at + RECORD_HEADER_LEN) {
             if &header[..4] != RECORD_MAGIC {

@@ -27,7 +27,7 @@ use ledger::{Ledger, LedgerOptions};
 
 pub(super) use self::appends::append_concurrently;
 use self::appends::{APPEND_ROUNDS, run_appends};
-use self::baseline::blake3_rate;
+use self::baseline::{blake3_rate, sha256_node_rate};
 use self::frames::Grouping;
 use self::reads::{prove, replay, verify_from_scratch};
 use self::report::{Baselines, Figures, GroupCommit, Latency, Parameters, Ratio, Report, Syncs};
@@ -54,7 +54,7 @@ const BLAKE3_DURATION: Duration = Duration::from_secs(1);
 /// The ratios reported: figure, baseline, and the ratio the product aims for where it has one.
 /// Concurrent durable appends aim at half of raw sled with the same syncs; replay with full
 /// verification at a quarter of raw blake3 on one core.
-const RATIOS: [(&str, &str, Option<f64>); 6] = [
+const RATIOS: [(&str, &str, Option<f64>); 7] = [
     (
         "durable_appends_1_writer_per_s",
         "sled_sync_each_inserts_per_s",
@@ -81,6 +81,11 @@ const RATIOS: [(&str, &str, Option<f64>); 6] = [
         Some(0.25),
     ),
     ("replay_events_per_s", "blake3_hashes_per_s", None),
+    (
+        "replay_verify_events_per_s",
+        "sha256_node_hashes_per_s",
+        None,
+    ),
 ];
 
 /// Arguments of `bench ledger`. The benchmark never touches `--data-dir`.
@@ -144,9 +149,8 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     ledger.shutdown();
     drop(ledger);
 
-    phase("raw blake3");
+    phase("raw blake3 and SHA-256");
     let blake3 = blake3_rate(PAYLOAD_BYTES, BLAKE3_DURATION);
-
     let figures = Figures {
         durable_appends_1_writer_per_s: rate(sequential, appends.one.ledger),
         durable_appends_concurrent_per_s: rate(concurrent, appends.many.ledger),
@@ -161,6 +165,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         sled_sync_each_inserts_per_s: rate(sequential, appends.one.sled),
         sled_sync_grouped_inserts_per_s: rate(concurrent, appends.many.sled),
         blake3_hashes_per_s: blake3,
+        sha256_node_hashes_per_s: sha256_node_rate(BLAKE3_DURATION),
     };
     let ratios = Ratio::all(&figures, &baselines, &RATIOS)?;
     let syncs = |g: &Grouping| Syncs {
@@ -252,7 +257,7 @@ fn notes(value_bytes: usize, checkpoint_syncs: u64, replay_rounds: usize) -> Vec
             REPLAY_DURATION_MIN.as_secs()
         ),
         format!(
-            "blake3: one thread hashing distinct {PAYLOAD_BYTES}-byte messages for {} s. Verification hashes each stored event (about {value_bytes} bytes) and adds two Merkle hashes per event.",
+            "blake3: one thread hashing distinct {PAYLOAD_BYTES}-byte messages for {} s. Verification hashes each stored event (about {value_bytes} bytes) with blake3 and adds two Merkle hashes per event, SHA-256 of 33 and 65 bytes; SHA-256: one thread hashing distinct 65-byte node inputs for as long.",
             BLAKE3_DURATION.as_secs()
         ),
         "Proofs: inclusion_proof for pseudo-random seqs against one checkpoint covering every event, written just before; then verify_proof_file with the ledger's public key (the checkpoint's Ed25519 signature and the RFC 9162 path).".to_owned(),

@@ -1,31 +1,46 @@
 //! Signed checkpoints, keys, fingerprints and the canonical time.
 
 use ledger_proof::{
-    Blake3, Checkpoint, CheckpointError, Digest, Fingerprint, HexError, KeyError, MerkleHasher,
-    PublicKey, Signature, SigningKey, TimeError, Timestamp,
+    Checkpoint, CheckpointError, Digest, Fingerprint, HexError, KeyError, MerkleHasher, PublicKey,
+    Sha256, Signature, SigningKey, TimeError, Timestamp,
 };
 
 use crate::common::{flip, key, time};
 
 /// A checkpoint made once with the key from secret `[1; 32]` and kept as data: a later version
 /// must still read and accept it byte for byte.
-const KEPT_CHECKPOINT: &str = r#"{"tree_size":7,"root":"46f98592ec74f0fe9cf61fcfa40b110b5a0e9941e15089cba8736f177d51e3ed","time":"2025-03-01T09:30:00Z","key_fingerprint":"83561adb398fd87f","signature":"5166696288eaae921ac672d52d0b56eb2c05c82e232de6b87f520efb4fcaddd1b9d38e61e0df6135cb7e37a96df8c5150c9661e13007b0a4ff236fd161435a0c"}"#;
+const KEPT_CHECKPOINT: &str = r#"{"origin":"example.org/log","tree_size":7,"root":"3c06f9a65725af605261f636672c9620d409731d89a451d7455fe9c4ae167829","time":"2025-03-01T09:30:00Z","key_fingerprint":"83561adb398fd87f","signature":"032f39b16c1dd93f69f9c020958dfe305da075b2ea0ea9968bec84f4ebe2a7061c10661105faabd01b93ec7dc15f9a24757408e932f929b46eb6fcf7ab18b709"}"#;
 const KEPT_PUBLIC_KEY: &str = "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c";
 
 fn sample(key: &SigningKey) -> Checkpoint {
-    Checkpoint::sign(key, 7, Blake3.leaf(b"root"), time("2025-03-01T09:30:00Z"))
+    Checkpoint::sign(
+        key,
+        "example.org/log",
+        7,
+        Sha256.leaf(b"root"),
+        time("2025-03-01T09:30:00Z"),
+    )
+    .unwrap()
 }
 
 #[test]
 fn the_signed_text_is_exactly_the_specified_one() {
-    let root = Blake3.leaf(b"root");
+    let root = Sha256.leaf(b"root");
+    let checkpoint = sample(&key(1));
     assert_eq!(
-        Checkpoint::signed_text(7, &root, &time("2025-03-01T09:30:00Z")),
+        checkpoint.body(),
         format!(
-            "research-ledger checkpoint v1\n7\n{}\n2025-03-01T09:30:00Z\n",
-            hex::encode(root.0)
+            "example.org/log\n7\n{}\ntime 2025-03-01T09:30:00Z\n",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, root.0)
         )
     );
+    // The note: the body, a blank line, one signature line whose key ID is C2SP's.
+    let note = checkpoint.note(key(1).public_key()).unwrap().render();
+    let vkey = checkpoint.verifier_key(key(1).public_key()).unwrap();
+    assert!(note.starts_with(&format!("{}\n\u{2014} example.org/log ", checkpoint.body())));
+    let parsed = ledger_proof::Note::parse(&note).unwrap();
+    assert_eq!(Checkpoint::from_note(&parsed, &vkey).unwrap(), checkpoint);
+    assert!(vkey.to_string().starts_with("example.org/log+"));
 }
 
 #[test]
@@ -171,7 +186,7 @@ fn the_signing_key_does_not_show_its_secret() {
 
 #[test]
 fn hex_is_lowercase_and_exact() {
-    let digest = Blake3.leaf(b"x");
+    let digest = Sha256.leaf(b"x");
     let text = digest.to_string();
     assert_eq!(text.parse::<Digest>(), Ok(digest));
     assert_eq!(

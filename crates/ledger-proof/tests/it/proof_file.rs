@@ -2,25 +2,32 @@
 //! one trusted key; and every kind of alteration refused.
 
 use ledger_proof::{
-    Blake3, ChainError, Checkpoint, CheckpointError, ConsistencyError, ConsistencyProofFile,
-    Digest, InclusionError, InclusionProofFile, KeyRotation, MemoryTree, MerkleHasher,
-    PROOF_FILE_BYTES_MAX, ProofFile, ProofFileError, SigningKey, Verified, verify_proof_file,
-    verify_proof_file_json,
+    ChainError, Checkpoint, CheckpointError, ConsistencyError, ConsistencyProofFile, Digest,
+    InclusionError, InclusionProofFile, KeyRotation, MemoryTree, MerkleHasher,
+    PROOF_FILE_BYTES_MAX, ProofFile, ProofFileError, Sha256, SigningKey, Verified,
+    verify_proof_file, verify_proof_file_json,
 };
 
 use crate::common::{event_hashes, flip, key, time};
 
 /// A log of 20 events.
-fn log(events: &[Digest]) -> MemoryTree<Blake3> {
-    let mut tree = MemoryTree::new(Blake3);
+fn log(events: &[Digest]) -> MemoryTree<Sha256> {
+    let mut tree = MemoryTree::new(Sha256);
     for event in events {
         tree.push(event.as_bytes()).unwrap();
     }
     tree
 }
 
-fn checkpoint(key: &SigningKey, tree: &MemoryTree<Blake3>, size: u64, at: &str) -> Checkpoint {
-    Checkpoint::sign(key, size, tree.root_at(size).unwrap(), time(at))
+fn checkpoint(key: &SigningKey, tree: &MemoryTree<Sha256>, size: u64, at: &str) -> Checkpoint {
+    Checkpoint::sign(
+        key,
+        "example.org/log",
+        size,
+        tree.root_at(size).unwrap(),
+        time(at),
+    )
+    .unwrap()
 }
 
 fn inclusion_file(key: &SigningKey, index: u64, size: u64) -> InclusionProofFile {
@@ -116,7 +123,7 @@ fn the_json_shape_names_kind_sizes_hashes_and_checkpoints() {
     assert_eq!(inclusion["tree_size"], 13);
     assert_eq!(
         inclusion["leaf_hash"],
-        Blake3.leaf(event_hashes(4)[3].as_bytes()).to_string()
+        Sha256.leaf(event_hashes(4)[3].as_bytes()).to_string()
     );
 
     let consistency =
@@ -164,11 +171,13 @@ fn a_consistency_file_across_a_key_rotation_verifies_with_the_first_key() {
     let kept = checkpoint(&a, &tree, 5, "2025-03-01T09:00:00Z");
     let handover = KeyRotation::sign(
         &a,
+        "example.org/log",
         b.public_key(),
         8,
         tree.root_at(8).unwrap(),
         time("2025-03-01T09:30:00Z"),
-    );
+    )
+    .unwrap();
     let latest = checkpoint(&b, &tree, 13, "2025-03-01T10:00:00Z");
     let file = ConsistencyProofFile::new(
         tree.consistency_proof(5, 13).unwrap(),
@@ -238,7 +247,7 @@ fn altered_inclusion_files_are_refused() {
 
     let mut f = good.clone();
     f.event_hash = event_hashes(20)[7];
-    f.leaf_hash = Blake3.leaf(f.event_hash.as_bytes());
+    f.leaf_hash = Sha256.leaf(f.event_hash.as_bytes());
     assert!(matches!(
         check(f),
         Err(ProofFileError::Inclusion(
@@ -300,7 +309,14 @@ fn altered_inclusion_files_are_refused() {
     // A checkpoint re-signed by someone else, over the same tree.
     let mut f = good.clone();
     let mallory = key(0x66);
-    f.checkpoint = Checkpoint::sign(&mallory, 13, f.checkpoint.root, f.checkpoint.time);
+    f.checkpoint = Checkpoint::sign(
+        &mallory,
+        "example.org/log",
+        13,
+        f.checkpoint.root,
+        f.checkpoint.time,
+    )
+    .unwrap();
     assert!(matches!(
         check(f),
         Err(ProofFileError::Checkpoint(ChainError::UnknownKey { .. }))
@@ -384,7 +400,7 @@ fn a_rewritten_history_is_detected() {
     let kept = checkpoint(&a, &original, 5, "2025-03-01T09:00:00Z");
 
     let mut rewritten_events = events.clone();
-    rewritten_events[2] = Blake3.leaf(b"a different event");
+    rewritten_events[2] = Sha256.leaf(b"a different event");
     let rewritten = log(&rewritten_events);
     let latest = checkpoint(&a, &rewritten, 13, "2025-03-01T10:00:00Z");
     let file = ConsistencyProofFile::new(

@@ -10,7 +10,8 @@ use ledger_proof::{
     Digest, Frontier, MemoryTree, MerkleHasher, verify_consistency, verify_inclusion,
 };
 
-use crate::common::{Naive, Sha256};
+use crate::common::Naive;
+use ledger_proof::Sha256;
 
 /// The eight leaf inputs.
 const LEAVES: [&str; 8] = [

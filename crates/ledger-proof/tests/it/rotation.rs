@@ -1,15 +1,15 @@
 //! Key rotation statements and the key chain that decides which key may sign which checkpoint.
 
 use ledger_proof::{
-    Blake3, ChainError, Checkpoint, CheckpointError, Digest, KeyChain, KeyRotation, MerkleHasher,
-    RotationError, SigningKey, Timestamp,
+    ChainError, Checkpoint, CheckpointError, Digest, KeyChain, KeyRotation, MerkleHasher,
+    RotationError, Sha256, SigningKey, Timestamp,
 };
 
 use crate::common::{flip, key, time};
 
 /// The root of the (pretend) log at `size`: any fixed function of the size will do here.
 fn root(size: u64) -> Digest {
-    Blake3.leaf(&size.to_be_bytes())
+    Sha256.leaf(&size.to_be_bytes())
 }
 
 /// A time `size` minutes after a fixed start, so that time grows with the log.
@@ -18,11 +18,19 @@ fn at(size: u64) -> Timestamp {
 }
 
 fn checkpoint(key: &SigningKey, size: u64) -> Checkpoint {
-    Checkpoint::sign(key, size, root(size), at(size))
+    Checkpoint::sign(key, "example.org/log", size, root(size), at(size)).unwrap()
 }
 
 fn rotation(old: &SigningKey, new: &SigningKey, size: u64) -> KeyRotation {
-    KeyRotation::sign(old, new.public_key(), size, root(size), at(size))
+    KeyRotation::sign(
+        old,
+        "example.org/log",
+        new.public_key(),
+        size,
+        root(size),
+        at(size),
+    )
+    .unwrap()
 }
 
 /// Keys A, B and C; A hands over to B at size 10, B to C at size 20.
@@ -41,21 +49,21 @@ fn chain() -> Chain {
 
 #[test]
 fn the_signed_text_is_exactly_the_specified_one() {
-    let (a, b) = (key(0xa), key(0xb));
-    let text = KeyRotation::signed_text(
+    let b = key(0xb);
+    let text = KeyRotation::body(
+        "example.org/log",
         10,
         &root(10),
         &time("2025-03-01T09:30:00Z"),
-        &a.fingerprint(),
         &b.public_key(),
-    );
+    )
+    .unwrap();
+    let vkey = ledger_proof::VerifierKey::ed25519("example.org/log", b.public_key()).unwrap();
     assert_eq!(
         text,
         format!(
-            "research-ledger key rotation v1\n10\n{}\n2025-03-01T09:30:00Z\n{}\n{}\n",
-            root(10),
-            a.fingerprint(),
-            b.public_key()
+            "example.org/log\n10\n{}\ntime 2025-03-01T09:30:00Z\nrotate-to {vkey}\n",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, root(10).0),
         )
     );
 }
@@ -75,6 +83,7 @@ fn a_rotation_statement_round_trips_through_json() {
         [
             "new_public_key",
             "old_key_fingerprint",
+            "origin",
             "root",
             "signature",
             "time",
@@ -147,7 +156,7 @@ fn a_retired_key_cannot_sign_later_checkpoints() {
         Err(ChainError::RetiredKey { retired_at: 20, .. })
     ));
     // Same size as the handover, but signed after it.
-    let late = Checkpoint::sign(&a, 10, root(10), at(11));
+    let late = Checkpoint::sign(&a, "example.org/log", 10, root(10), at(11)).unwrap();
     assert!(matches!(
         keys.verify_checkpoint(&late),
         Err(ChainError::RetiredKey { .. })
@@ -165,7 +174,7 @@ fn a_new_key_cannot_sign_history_before_its_introduction() {
             ..
         })
     ));
-    let early = Checkpoint::sign(&c, 25, root(25), at(19));
+    let early = Checkpoint::sign(&c, "example.org/log", 25, root(25), at(19)).unwrap();
     assert!(matches!(
         keys.verify_checkpoint(&early),
         Err(ChainError::NotYetValid {
@@ -179,7 +188,8 @@ fn a_new_key_cannot_sign_history_before_its_introduction() {
 fn a_checkpoint_disagreeing_with_a_handover_root_is_a_fork() {
     let Chain { a, rotations, .. } = chain();
     let keys = KeyChain::from_rotations(a.public_key(), &rotations).unwrap();
-    let forked = Checkpoint::sign(&a, 10, flip(&root(10), 0, 0), at(10));
+    let forked =
+        Checkpoint::sign(&a, "example.org/log", 10, flip(&root(10), 0, 0), at(10)).unwrap();
     assert!(matches!(
         keys.verify_checkpoint(&forked),
         Err(ChainError::Fork { tree_size: 10, .. })
@@ -263,7 +273,8 @@ fn a_backdated_handover_is_refused() {
             ..
         })
     ));
-    let earlier_time = KeyRotation::sign(&b, c.public_key(), 20, root(20), at(19));
+    let earlier_time =
+        KeyRotation::sign(&b, "example.org/log", c.public_key(), 20, root(20), at(19)).unwrap();
     assert!(matches!(
         KeyChain::from_rotations(a.public_key(), &[statements[0].clone(), earlier_time]),
         Err(RotationError::GoesBack { .. })
@@ -343,12 +354,13 @@ fn a_list_of_checkpoints_must_follow_the_log() {
             tree_size: 3
         })
     ));
-    let other_root = Checkpoint::sign(&b, 15, flip(&root(15), 2, 2), at(15));
+    let other_root =
+        Checkpoint::sign(&b, "example.org/log", 15, flip(&root(15), 2, 2), at(15)).unwrap();
     assert!(matches!(
         keys.verify_checkpoints(&[checkpoint(&b, 15), other_root]),
         Err(ChainError::Fork { tree_size: 15, .. })
     ));
-    let earlier = Checkpoint::sign(&b, 16, root(16), at(14));
+    let earlier = Checkpoint::sign(&b, "example.org/log", 16, root(16), at(14)).unwrap();
     assert!(matches!(
         keys.verify_checkpoints(&[checkpoint(&b, 15), earlier]),
         Err(ChainError::OutOfOrder { .. })

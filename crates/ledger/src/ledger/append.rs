@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use ledger_proof::Blake3;
+use ledger_proof::{Frontier, Sha256};
 
 use super::{AppendJob, AppendRequest, Causation, ExpectedVersion, Receipt, ReceiptEvent, Writer};
 use crate::clock::idempotent_event_id;
@@ -33,6 +33,50 @@ pub(super) struct Group {
     hashes: HashMap<Digest, ()>,
     head: ChainHead,
     events: usize,
+}
+
+impl Group {
+    /// Adds a planned commit of `request`'s sealed events on a stream at version `current`;
+    /// returns its index in the group.
+    fn add(
+        &mut self,
+        request: AppendRequest,
+        current: u64,
+        head: ChainHead,
+        sealed: Vec<SealedEvent>,
+        recorded: Vec<RecordedEvent>,
+    ) -> usize {
+        let count = recorded.len();
+        let first_seq = self.head.size;
+        self.head = head;
+        self.events += count;
+        self.versions
+            .insert(request.stream.clone(), current + count as u64);
+        for event in &recorded {
+            self.hashes.insert(event.hash, ());
+        }
+        let index = self.commits.len();
+        let idempotency = request.idempotency.map(|idem| {
+            self.keys
+                .insert(idem.key.clone(), (idem.fingerprint, index));
+            IdempotencyRecord {
+                key: idem.key,
+                fingerprint: idem.fingerprint,
+                stream: request.stream.clone(),
+                first_seq,
+                event_count: count as u32,
+                stream_version: current + count as u64,
+            }
+        });
+        self.commits.push(Commit {
+            stream: request.stream,
+            base_version: current,
+            events: sealed,
+            idempotency,
+        });
+        self.recorded.push(recorded);
+        index
+    }
 }
 
 impl Writer {
@@ -65,59 +109,12 @@ impl Writer {
         // frontier, so that storage indexes them with the events in one write; the copy
         // replaces the frontier only once the write succeeded.
         let mut frontier = self.frontier.clone();
-        let mut nodes = Vec::with_capacity(group.events * 2);
-        let grown = group
-            .recorded
-            .iter()
-            .flatten()
-            .try_for_each(|e| frontier.push_into(&Blake3, e.hash.as_bytes(), &mut nodes));
-        // Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the log
-        // could never again be checked against a signed root.
-        let written = match grown {
-            Ok(()) => self
-                .core
-                .storage
-                .append(
-                    &group.commits,
-                    &TreeGrowth {
-                        nodes,
-                        size: frontier.size(),
-                    },
-                )
-                .map_err(|e| {
-                    let reason =
-                        format!("a write to storage failed, so its outcome is unknown: {e}");
-                    (reason, e)
-                }),
-            Err(e) => {
-                let reason = format!("the Merkle tree cannot take more events: {e}");
-                Err((reason.clone(), StorageError::Failed(reason)))
-            }
-        };
-        match written {
+        match self.write_group(&group, &mut frontier) {
             Ok(()) => {
                 self.head = group.head;
                 self.frontier = frontier;
                 self.versions.extend(group.versions.drain());
-                let receipts: Vec<Receipt> = group
-                    .commits
-                    .iter()
-                    .map(|c| Receipt {
-                        stream: c.stream.clone(),
-                        stream_version: c.base_version + c.events.len() as u64,
-                        events: c
-                            .events
-                            .iter()
-                            .map(|e| ReceiptEvent {
-                                seq: e.seq,
-                                stream_version: e.stream_version,
-                                event_id: e.event_id,
-                                hash: e.hash,
-                            })
-                            .collect(),
-                        replayed: false,
-                    })
-                    .collect();
+                let receipts = receipts(&group.commits);
                 for event in group.recorded.into_iter().flatten() {
                     // No subscriber is not an error.
                     let _ = self.core.events.send(Arc::new(event));
@@ -156,6 +153,39 @@ impl Writer {
         }
     }
 
+    /// Grows `frontier` by the group's events and writes the group with the nodes they
+    /// complete. Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the
+    /// log could never again be checked against a signed root.
+    fn write_group(
+        &self,
+        group: &Group,
+        frontier: &mut Frontier,
+    ) -> Result<(), (String, StorageError)> {
+        let mut nodes = Vec::with_capacity(group.events * 2);
+        let grown = group
+            .recorded
+            .iter()
+            .flatten()
+            .try_for_each(|e| frontier.push_into(&Sha256, e.hash.as_bytes(), &mut nodes));
+        if let Err(e) = grown {
+            let reason = format!("the Merkle tree cannot take more events: {e}");
+            return Err((reason.clone(), StorageError::Failed(reason)));
+        }
+        self.core
+            .storage
+            .append(
+                &group.commits,
+                &TreeGrowth {
+                    nodes,
+                    size: frontier.size(),
+                },
+            )
+            .map_err(|e| {
+                let reason = format!("a write to storage failed, so its outcome is unknown: {e}");
+                (reason, e)
+            })
+    }
+
     pub(super) fn current_version(
         &mut self,
         group: &Group,
@@ -174,7 +204,7 @@ impl Writer {
 
     pub(super) fn plan(
         &mut self,
-        request: AppendRequest,
+        mut request: AppendRequest,
         now: DateTime<Utc>,
         group: &mut Group,
     ) -> Plan {
@@ -194,32 +224,10 @@ impl Writer {
         }
         // The idempotency key is checked before the version: a retry of a command that
         // succeeded must get its original receipt even though the stream has moved on.
-        if let Some(idem) = &request.idempotency {
-            if let Some((fingerprint, index)) = group.keys.get(&idem.key) {
-                return if *fingerprint == idem.fingerprint {
-                    Plan::Commit {
-                        index: *index,
-                        replayed: true,
-                    }
-                } else {
-                    Plan::Done(Err(AppendError::IdempotencyKeyReused {
-                        key: idem.key.clone(),
-                    }))
-                };
-            }
-            match self.core.storage.idempotency(&idem.key) {
-                Err(e) => return Plan::Done(Err(AppendError::Storage(Arc::new(e)))),
-                Ok(Some(record)) => {
-                    return Plan::Done(if record.fingerprint == idem.fingerprint {
-                        self.replay(&record)
-                    } else {
-                        Err(AppendError::IdempotencyKeyReused {
-                            key: idem.key.clone(),
-                        })
-                    });
-                }
-                Ok(None) => {}
-            }
+        if let Some(idem) = &request.idempotency
+            && let Some(plan) = self.known_key(idem, group)
+        {
+            return plan;
         }
         let current = match self.current_version(group, &request.stream) {
             Ok(v) => v,
@@ -239,36 +247,12 @@ impl Writer {
         let mut sealed: Vec<SealedEvent> = Vec::with_capacity(request.events.len());
         let mut recorded: Vec<RecordedEvent> = Vec::with_capacity(request.events.len());
         let mut total_bytes = 0usize;
-        let count = request.events.len();
-        for (i, event) in request.events.into_iter().enumerate() {
-            let mut causation = Vec::with_capacity(event.causation.len());
-            for cause in &event.causation {
-                match cause {
-                    Causation::InBatch(j) => match recorded.get(*j as usize) {
-                        Some(earlier) if (*j as usize) < i => causation.push(earlier.hash),
-                        _ => {
-                            return Plan::Done(Err(AppendError::Invalid(format!(
-                                "event {i} names event {j} of its batch as a cause; only earlier events can be"
-                            ))));
-                        }
-                    },
-                    Causation::Event(hash) => {
-                        let known = group.hashes.contains_key(hash)
-                            || match self.core.storage.find_hash(hash) {
-                                Ok(found) => found.is_some(),
-                                Err(e) => {
-                                    return Plan::Done(Err(AppendError::Storage(Arc::new(e))));
-                                }
-                            };
-                        if !known {
-                            return Plan::Done(Err(AppendError::Invalid(format!(
-                                "event {i} names {hash} as a cause, which is not in the ledger"
-                            ))));
-                        }
-                        causation.push(*hash);
-                    }
-                }
-            }
+        let events = std::mem::take(&mut request.events);
+        for (i, event) in events.into_iter().enumerate() {
+            let causation = match self.causes(i, &event.causation, &recorded, group) {
+                Ok(causation) => causation,
+                Err(e) => return Plan::Done(Err(e)),
+            };
             let event_id = match &request.idempotency {
                 Some(idem) => idempotent_event_id(&idem.key, i as u32),
                 None => self.ids.v7(now),
@@ -285,71 +269,91 @@ impl Writer {
                 payload: event.payload,
                 prev_hash: head.last_hash,
             };
-            let (bytes, hash) = envelope.seal();
-            if bytes.len() > limits.event_bytes_max {
-                return Plan::Done(Err(AppendError::LimitExceeded {
-                    limit: "event_bytes_max",
-                    max: limits.event_bytes_max as u64,
-                    actual: bytes.len() as u64,
-                }));
-            }
-            total_bytes += bytes.len();
-            if total_bytes > limits.batch_bytes_max {
-                return Plan::Done(Err(AppendError::LimitExceeded {
-                    limit: "batch_bytes_max",
-                    max: limits.batch_bytes_max as u64,
-                    actual: total_bytes as u64,
-                }));
-            }
-            sealed.push(SealedEvent {
-                seq: envelope.seq,
-                stream_version: envelope.stream_version,
-                event_id,
-                prev_hash: envelope.prev_hash,
-                hash,
-                bytes: bytes.into(),
-            });
+            let (one, hash) = match seal_within(envelope, &limits, &mut total_bytes) {
+                Ok(sealed) => sealed,
+                Err(e) => return Plan::Done(Err(e)),
+            };
+            sealed.push(one.0);
             head = ChainHead {
                 size: head.size + 1,
                 last_hash: hash,
             };
-            recorded.push(RecordedEvent { envelope, hash });
+            recorded.push(one.1);
         }
 
-        let first_seq = group.head.size;
-        group.head = head;
-        group.events += count;
-        group
-            .versions
-            .insert(request.stream.clone(), current + count as u64);
-        for event in &recorded {
-            group.hashes.insert(event.hash, ());
-        }
-        let index = group.commits.len();
-        let idempotency = request.idempotency.map(|idem| {
-            group
-                .keys
-                .insert(idem.key.clone(), (idem.fingerprint, index));
-            IdempotencyRecord {
-                key: idem.key,
-                fingerprint: idem.fingerprint,
-                stream: request.stream.clone(),
-                first_seq,
-                event_count: count as u32,
-                stream_version: current + count as u64,
-            }
-        });
-        group.commits.push(Commit {
-            stream: request.stream,
-            base_version: current,
-            events: sealed,
-            idempotency,
-        });
-        group.recorded.push(recorded);
+        let index = group.add(request, current, head, sealed, recorded);
         Plan::Commit {
             index,
             replayed: false,
         }
+    }
+
+    /// What a command whose key is known already gets: its original receipt (or, in this
+    /// group, a share in its commit), or a refusal when the key came with another command.
+    fn known_key(&self, idem: &super::Idempotency, group: &Group) -> Option<Plan> {
+        if let Some((fingerprint, index)) = group.keys.get(&idem.key) {
+            return Some(if *fingerprint == idem.fingerprint {
+                Plan::Commit {
+                    index: *index,
+                    replayed: true,
+                }
+            } else {
+                Plan::Done(Err(AppendError::IdempotencyKeyReused {
+                    key: idem.key.clone(),
+                }))
+            });
+        }
+        match self.core.storage.idempotency(&idem.key) {
+            Err(e) => Some(Plan::Done(Err(AppendError::Storage(Arc::new(e))))),
+            Ok(Some(record)) => Some(Plan::Done(if record.fingerprint == idem.fingerprint {
+                self.replay(&record)
+            } else {
+                Err(AppendError::IdempotencyKeyReused {
+                    key: idem.key.clone(),
+                })
+            })),
+            Ok(None) => None,
+        }
+    }
+
+    /// The hashes of event `i`'s causes: earlier events of its batch, or events the ledger (or
+    /// this group) holds.
+    fn causes(
+        &self,
+        i: usize,
+        causes: &[Causation],
+        recorded: &[RecordedEvent],
+        group: &Group,
+    ) -> Result<Vec<Digest>, AppendError> {
+        let mut causation = Vec::with_capacity(causes.len());
+        for cause in causes {
+            match cause {
+                Causation::InBatch(j) => match recorded.get(*j as usize) {
+                    Some(earlier) if (*j as usize) < i => causation.push(earlier.hash),
+                    _ => {
+                        return Err(AppendError::Invalid(format!(
+                            "event {i} names event {j} of its batch as a cause; only earlier events can be"
+                        )));
+                    }
+                },
+                Causation::Event(hash) => {
+                    let known = group.hashes.contains_key(hash)
+                        || self
+                            .core
+                            .storage
+                            .find_hash(hash)
+                            .map_err(|e| AppendError::Storage(Arc::new(e)))?
+                            .is_some();
+                    if !known {
+                        return Err(AppendError::Invalid(format!(
+                            "event {i} names {hash} as a cause, which is not in the ledger"
+                        )));
+                    }
+                    causation.push(*hash);
+                }
+            }
+        }
+        Ok(causation)
     }
 
     /// The original receipt of a command, rebuilt from the events it wrote.
@@ -383,6 +387,63 @@ impl Writer {
             replayed: true,
         })
     }
+}
+
+/// Seals one event, within the limits on an event's and a batch's stored bytes (`total_bytes`
+/// counts the batch so far).
+#[allow(clippy::type_complexity)]
+fn seal_within(
+    envelope: Envelope,
+    limits: &Limits,
+    total_bytes: &mut usize,
+) -> Result<((SealedEvent, RecordedEvent), Digest), AppendError> {
+    let (bytes, hash) = envelope.seal();
+    if bytes.len() > limits.event_bytes_max {
+        return Err(AppendError::LimitExceeded {
+            limit: "event_bytes_max",
+            max: limits.event_bytes_max as u64,
+            actual: bytes.len() as u64,
+        });
+    }
+    *total_bytes += bytes.len();
+    if *total_bytes > limits.batch_bytes_max {
+        return Err(AppendError::LimitExceeded {
+            limit: "batch_bytes_max",
+            max: limits.batch_bytes_max as u64,
+            actual: *total_bytes as u64,
+        });
+    }
+    let sealed = SealedEvent {
+        seq: envelope.seq,
+        stream_version: envelope.stream_version,
+        event_id: envelope.event_id,
+        prev_hash: envelope.prev_hash,
+        hash,
+        bytes: bytes.into(),
+    };
+    Ok(((sealed, RecordedEvent { envelope, hash }), hash))
+}
+
+/// The receipt of each commit of a group that was written.
+fn receipts(commits: &[Commit]) -> Vec<Receipt> {
+    commits
+        .iter()
+        .map(|c| Receipt {
+            stream: c.stream.clone(),
+            stream_version: c.base_version + c.events.len() as u64,
+            events: c
+                .events
+                .iter()
+                .map(|e| ReceiptEvent {
+                    seq: e.seq,
+                    stream_version: e.stream_version,
+                    event_id: e.event_id,
+                    hash: e.hash,
+                })
+                .collect(),
+            replayed: false,
+        })
+        .collect()
 }
 
 pub(super) fn request_bytes(request: &AppendRequest) -> usize {

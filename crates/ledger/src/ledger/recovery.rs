@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ledger_proof::{
-    Blake3, MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, SigningKey,
+    MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, Sha256, SigningKey,
 };
 
 use super::{Ledger, LedgerOptions, Writer};
@@ -166,15 +166,20 @@ impl Writer {
                     i + 1
                 ));
             }
-            if i < recent_from && matches!(entry, CheckpointEntry::Checkpoint(_)) {
+            if i < recent_from
+                && matches!(
+                    entry,
+                    CheckpointEntry::Checkpoint(_) | CheckpointEntry::Cosignature(_)
+                )
+            {
                 continue;
             }
             let actual = if tree_size == size {
-                self.frontier.root(&Blake3)
+                self.frontier.root(&Sha256)
             } else if tree_size == 0 {
-                Blake3.empty_root()
+                Sha256.empty_root()
             } else {
-                ledger_proof::root(&Blake3, &StoredNodes(storage), tree_size)
+                ledger_proof::root(&Sha256, &StoredNodes(storage), tree_size)
                     .map_err(|e| format!("the root at tree size {tree_size}: {e:?}"))?
             };
             if actual != root {
@@ -217,7 +222,7 @@ impl Writer {
                 let facts = RecoveryFacts {
                     action: RecoveryAction::TornWriteCut,
                     tree_size: cut.tree_size,
-                    root: self.frontier.root(&Blake3),
+                    root: self.frontier.root(&Sha256),
                     time: self.signing_time()?,
                     claimed_size: cut.tree_size,
                     disowned_entries: Vec::new(),
@@ -287,11 +292,11 @@ impl Writer {
                 continue;
             }
             let actual = if tree_size == kept {
-                Ok(self.frontier.root(&Blake3))
+                Ok(self.frontier.root(&Sha256))
             } else if tree_size == 0 {
-                Ok(Blake3.empty_root())
+                Ok(Sha256.empty_root())
             } else {
-                ledger_proof::root(&Blake3, &StoredNodes(&*storage), tree_size)
+                ledger_proof::root(&Sha256, &StoredNodes(&*storage), tree_size)
             };
             if actual.map_or(true, |actual| actual != root) {
                 accepted.push(format!(
@@ -322,15 +327,7 @@ impl Writer {
             .iter()
             .any(|e| matches!(e, CheckpointEntry::KeyIntroduced { .. }))
         {
-            statements.push(CheckpointEntry::KeyIntroduced {
-                public_key: key.public_key(),
-                tree_size: kept,
-                time,
-                reason: format!(
-                    "the checkpoint log named no key when a loss was accepted: {}",
-                    one_line(reason)
-                ),
-            });
+            statements.push(self.key_reintroduced(&key, kept, time, reason));
         }
         let mut detail = one_line(&accepted.join("; "));
         if detail.chars().count() > DETAIL_CHARS_MAX {
@@ -339,7 +336,7 @@ impl Writer {
         let statement = RecoveryFacts {
             action: RecoveryAction::LossAccepted,
             tree_size: kept,
-            root: self.frontier.root(&Blake3),
+            root: self.frontier.root(&Sha256),
             time,
             claimed_size: claimed,
             disowned_entries: disowned,
@@ -357,6 +354,33 @@ impl Writer {
             moved,
             accepted,
         })
+    }
+}
+
+impl Writer {
+    /// The key that signs an acceptance when the checkpoint log lost every key entry, introduced
+    /// again at the kept size, with the log's origin.
+    fn key_reintroduced(
+        &self,
+        key: &SigningKey,
+        kept: u64,
+        time: ledger_proof::Timestamp,
+        reason: &str,
+    ) -> CheckpointEntry {
+        CheckpointEntry::KeyIntroduced {
+            public_key: key.public_key(),
+            tree_size: kept,
+            time,
+            reason: format!(
+                "the checkpoint log named no key when a loss was accepted: {}",
+                one_line(reason)
+            ),
+            origin: if self.origin.is_empty() {
+                super::signing::default_origin(&key.public_key())
+            } else {
+                self.origin.clone()
+            },
+        }
     }
 }
 

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use ledger_proof::{Blake3, Checkpoint, KeyRotation, PublicKey, SigningKey, Timestamp};
+use ledger_proof::{
+    Checkpoint, Cosignature, KeyRotation, PublicKey, Sha256, SigningKey, Timestamp,
+};
 
 use super::Writer;
 use crate::error::SigningError;
+use crate::key_history::KeyHistory;
 use crate::keys::random_key;
 use crate::storage::CheckpointEntry;
 
@@ -21,6 +24,7 @@ impl Writer {
         };
         self.unadopted = Some(SigningKey::from_secret_bytes(&key.to_secret_bytes()));
         let outcome = self.adopt_key(key);
+        *self.core.origin.write().unwrap_or_else(|p| p.into_inner()) = self.origin.clone();
         let mut signer = self.core.signer.write().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Ok(key) => {
@@ -40,49 +44,28 @@ impl Writer {
             .storage
             .checkpoint_entries()
             .map_err(|e| e.to_string())?;
-        let mut current: Option<PublicKey> = None;
-        for entry in &entries {
-            match entry {
-                CheckpointEntry::KeyIntroduced {
-                    public_key,
-                    tree_size,
-                    time,
-                    ..
-                } => {
-                    current = Some(*public_key);
-                    self.last_signed = Some((*tree_size, *time));
-                }
-                CheckpointEntry::Checkpoint(c) => self.last_signed = Some((c.tree_size, c.time)),
-                CheckpointEntry::Recovery(r) => self.last_signed = Some((r.tree_size, r.time)),
-                CheckpointEntry::Rotation(r) => {
-                    current = Some(r.new_public_key);
-                    self.last_signed = Some((r.tree_size, r.time));
-                }
+        let history = KeyHistory::of(&entries);
+        self.last_signed = history.last_signed;
+        if let Some(origin) = history.origin() {
+            if let Some(configured) = &self.configured_origin
+                && configured != origin
+            {
+                tracing::warn!(
+                    %configured, recorded = %origin,
+                    "the log's origin is the one its first key was introduced with; the configured origin is not used"
+                );
             }
+            self.origin = origin.to_owned();
         }
         let staged = match &self.files {
             Some(files) => files.staged().map_err(|e| e.to_string())?,
             None => None,
         };
-        match current {
+        match history.current() {
             None if self.core.storage.is_read_only() => Err(
                 "the checkpoint log names no signing key, and the ledger may not write one".into(),
             ),
-            None => {
-                let time = self.signing_time()?;
-                let entry = CheckpointEntry::KeyIntroduced {
-                    public_key: key.public_key(),
-                    tree_size: self.frontier.size(),
-                    time,
-                    reason: "the ledger's first signing key".into(),
-                };
-                self.core
-                    .storage
-                    .append_checkpoint_entry(&entry)
-                    .map_err(|e| e.to_string())?;
-                self.last_signed = Some((self.frontier.size(), time));
-                Ok(key)
-            }
+            None => self.introduce_first_key(key),
             Some(current) if current == key.public_key() => {
                 // A key staged by a rotation that never happened; left alone by an open that
                 // may not write.
@@ -107,6 +90,69 @@ impl Writer {
                 )),
             },
         }
+    }
+
+    /// Records the ledger's first key, with the log's origin: the configured one, or one made
+    /// from the key's fingerprint.
+    fn introduce_first_key(&mut self, key: SigningKey) -> Result<SigningKey, String> {
+        let time = self.signing_time()?;
+        self.origin = match &self.configured_origin {
+            Some(origin) => origin.clone(),
+            None => default_origin(&key.public_key()),
+        };
+        ledger_proof::note::check_key_name(&self.origin).map_err(|e| e.to_string())?;
+        let entry = CheckpointEntry::KeyIntroduced {
+            public_key: key.public_key(),
+            tree_size: self.frontier.size(),
+            time,
+            reason: "the ledger's first signing key".into(),
+            origin: self.origin.clone(),
+        };
+        self.core
+            .storage
+            .append_checkpoint_entry(&entry)
+            .map_err(|e| e.to_string())?;
+        self.last_signed = Some((self.frontier.size(), time));
+        Ok(key)
+    }
+
+    /// Keeps a witness's cosignature, once it verifies and cosigns a checkpoint of the log
+    /// that no cosignature of the same witness already covers.
+    pub(super) fn keep_cosignature(
+        &mut self,
+        cosignature: Cosignature,
+    ) -> Result<(), SigningError> {
+        if let Some(reason) = self.core.poisoned() {
+            return Err(SigningError::Poisoned(reason));
+        }
+        cosignature
+            .verify()
+            .map_err(|e| SigningError::Cosignature(e.to_string()))?;
+        let entries = self
+            .core
+            .storage
+            .checkpoint_entries()
+            .map_err(|e| SigningError::Storage(Arc::new(e)))?;
+        let body = cosignature.body();
+        if !entries
+            .iter()
+            .any(|e| matches!(e, CheckpointEntry::Checkpoint(c) if c.body() == body))
+        {
+            return Err(SigningError::Cosignature(format!(
+                "it cosigns a checkpoint of size {} the log does not hold",
+                cosignature.tree_size
+            )));
+        }
+        if entries.iter().any(|e| {
+            matches!(e, CheckpointEntry::Cosignature(c)
+                if c.witness == cosignature.witness && c.body() == body)
+        }) {
+            return Ok(());
+        }
+        self.core
+            .storage
+            .append_checkpoint_entry(&CheckpointEntry::Cosignature(cosignature))
+            .map_err(|e| SigningError::Storage(Arc::new(e)))
     }
 
     /// The time for a checkpoint or rotation: now, to the second, never before the last one.
@@ -135,7 +181,9 @@ impl Writer {
         })?;
         let time = self.signing_time().map_err(SigningError::Time)?;
         let size = self.frontier.size();
-        let checkpoint = Checkpoint::sign(key, size, self.frontier.root(&Blake3), time);
+        let checkpoint =
+            Checkpoint::sign(key, &self.origin, size, self.frontier.root(&Sha256), time)
+                .map_err(|e| SigningError::NoKey(e.to_string()))?;
         if let Err(e) = self
             .core
             .storage
@@ -163,6 +211,11 @@ impl Writer {
                 *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Ok(new.public_key());
                 self.key = Some(new);
                 self.last_signed = Some((statement.tree_size, statement.time));
+                // The latest checkpoint is then the new key's, so `GET /checkpoint` and the
+                // witnesses, who trust keys, see the key that signs from now on.
+                if let Err(e) = self.write_checkpoint() {
+                    tracing::warn!(error = %e, "no checkpoint of the new key after the rotation");
+                }
                 Ok(statement)
             }
             Err(e) => {
@@ -185,11 +238,13 @@ impl Writer {
         let time = self.signing_time().map_err(SigningError::Time)?;
         let statement = KeyRotation::sign(
             old,
+            &self.origin,
             new.public_key(),
             self.frontier.size(),
-            self.frontier.root(&Blake3),
+            self.frontier.root(&Sha256),
             time,
-        );
+        )
+        .map_err(|e| SigningError::NoKey(e.to_string()))?;
         if let Err(e) = self
             .core
             .storage
@@ -212,4 +267,10 @@ impl Writer {
         }
         Ok((statement, new))
     }
+}
+
+/// The origin of a log whose operator configured none: `research-ledger/` and the fingerprint of
+/// its first key, a name no other ledger has.
+pub(crate) fn default_origin(first_key: &PublicKey) -> String {
+    format!("research-ledger/{}", first_key.fingerprint())
 }

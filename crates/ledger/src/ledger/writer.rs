@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ledger_proof::{Blake3, Frontier, SigningKey, Timestamp};
+use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
 use tokio::sync::{broadcast, mpsc};
 
 use super::{AcceptedLoss, AppendJob, Core, Handle, Job, Ledger, LedgerOptions, request_bytes};
@@ -22,23 +22,20 @@ use crate::verify::Verified;
 /// writer may be busy with a group when the timer fires.
 pub(super) const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
 
-impl Ledger {
-    pub(super) fn start_checked(
-        storage: Arc<dyn Storage>,
-        options: LedgerOptions,
-        key: Option<SigningKey>,
-        files: Option<KeyFiles>,
-        accept_loss: Option<&str>,
-    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
+impl Core {
+    /// The shared state of a ledger over `storage`, poisoned at once if storage found a problem
+    /// when it opened (or refuses writes because it was asked to).
+    fn open(storage: &Arc<dyn Storage>, options: &LedgerOptions) -> Arc<Core> {
         let limits = options.limits.clone();
         let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
         let core = Arc::new(Core {
-            storage: Arc::clone(&storage),
-            limits: limits.clone(),
+            storage: Arc::clone(storage),
+            limits,
             poison: Mutex::new(None),
             events,
             verified: Mutex::new(Verified::default()),
             signer: RwLock::new(Err("no signing key".into())),
+            origin: RwLock::new(String::new()),
             open_problems: Mutex::new(Vec::new()),
             checkpoint_wait: match options.checkpoint_interval {
                 Some(every) if !every.is_zero() && !storage.is_read_only() => {
@@ -61,6 +58,43 @@ impl Ledger {
             *core.poison.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some("the ledger was opened read-only".into());
         }
+        core
+    }
+}
+
+/// The periodic checkpointer: a tick to the writer every `every`, until the returned sender is
+/// dropped.
+fn checkpoint_timer(
+    every: Duration,
+    ticks: mpsc::Sender<Job>,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    Option<std::thread::JoinHandle<()>>,
+) {
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::Builder::new()
+        .name("ledger-checkpoint-timer".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every)
+            {
+                // A full queue means the writer is busy; the next tick will do.
+                let _ = ticks.try_send(Job::Tick);
+            }
+        })
+        .ok();
+    (stop_tx, timer)
+}
+
+impl Ledger {
+    pub(super) fn start_checked(
+        storage: Arc<dyn Storage>,
+        options: LedgerOptions,
+        key: Option<SigningKey>,
+        files: Option<KeyFiles>,
+        accept_loss: Option<&str>,
+    ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
+        let limits = options.limits.clone();
+        let core = Core::open(&storage, &options);
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
         let mut writer = Writer {
             core: Arc::clone(&core),
@@ -78,6 +112,8 @@ impl Ledger {
             last_signed: None,
             checkpoint_every_events: options.checkpoint_every_events,
             unadopted: None,
+            origin: String::new(),
+            configured_origin: options.origin.clone(),
         };
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
@@ -98,20 +134,8 @@ impl Ledger {
         };
         let (timer_stop, timer) = match options.checkpoint_interval {
             Some(every) if !every.is_zero() && !storage.is_read_only() => {
-                let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-                let ticks = tx.clone();
-                let timer = std::thread::Builder::new()
-                    .name("ledger-checkpoint-timer".into())
-                    .spawn(move || {
-                        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                            stop_rx.recv_timeout(every)
-                        {
-                            // A full queue means the writer is busy; the next tick will do.
-                            let _ = ticks.try_send(Job::Tick);
-                        }
-                    })
-                    .ok();
-                (Some(stop_tx), timer)
+                let (stop, timer) = checkpoint_timer(every, tx.clone());
+                (Some(stop), timer)
             }
             _ => (None, None),
         };
@@ -148,6 +172,10 @@ pub(super) struct Writer {
     /// The key found on disk, whether or not the checkpoint log names it: what signs the
     /// acceptance of a loss that took the checkpoint log with it.
     pub(super) unadopted: Option<SigningKey>,
+    /// The log's origin: the first line of its checkpoints, the name of its key.
+    pub(super) origin: String,
+    /// The origin the operator configured, used when the first key is introduced.
+    pub(super) configured_origin: Option<String>,
 }
 
 impl Writer {
@@ -207,6 +235,9 @@ impl Writer {
                 };
                 let _ = reply.send(signed);
             }
+            Job::Cosign { cosignature, reply } => {
+                let _ = reply.send(self.keep_cosignature(*cosignature));
+            }
             Job::Tick => {
                 if self
                     .last_signed
@@ -265,7 +296,7 @@ impl Writer {
         for hash in hashes {
             let completed = self
                 .frontier
-                .push(&Blake3, hash.as_bytes())
+                .push(&Sha256, hash.as_bytes())
                 .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
             nodes.extend(completed);
         }

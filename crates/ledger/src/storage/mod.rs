@@ -31,7 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ledger_proof::{
-    Checkpoint, KeyRotation, PerfectNode, PublicKey, RecoveryAction, RecoveryStatement, Timestamp,
+    Checkpoint, Cosignature, KeyRotation, PerfectNode, PublicKey, RecoveryAction,
+    RecoveryStatement, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -54,6 +55,8 @@ pub enum CheckpointEntry {
         time: Timestamp,
         /// Why: the first key, or the reason the chain breaks here.
         reason: String,
+        /// The log's origin: the first line of its checkpoints and the name of its key.
+        origin: String,
     },
     /// A signed checkpoint.
     Checkpoint(Checkpoint),
@@ -61,6 +64,8 @@ pub enum CheckpointEntry {
     Rotation(KeyRotation),
     /// What recovery did to the log (a torn write cut, a loss accepted), signed.
     Recovery(RecoveryStatement),
+    /// A witness's cosignature of one of the log's checkpoints.
+    Cosignature(Cosignature),
 }
 
 impl CheckpointEntry {
@@ -71,6 +76,7 @@ impl CheckpointEntry {
             CheckpointEntry::Checkpoint(c) => Some(c.tree_size),
             CheckpointEntry::Rotation(r) => Some(r.tree_size),
             CheckpointEntry::Recovery(r) => Some(r.tree_size),
+            CheckpointEntry::Cosignature(c) => Some(c.tree_size),
         }
     }
 
@@ -81,6 +87,7 @@ impl CheckpointEntry {
             CheckpointEntry::Checkpoint(c) => Some(c.root),
             CheckpointEntry::Rotation(r) => Some(r.root),
             CheckpointEntry::Recovery(r) => Some(r.root),
+            CheckpointEntry::Cosignature(c) => Some(c.root),
         }
     }
 }

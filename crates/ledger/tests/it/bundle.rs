@@ -80,6 +80,7 @@ fn check(bundle: &Bundle) -> Result<ledger::bundle::BundleReport, ledger::bundle
         bundle,
         &BundleCheck {
             trusted_key: None,
+            witnesses: Vec::new(),
             payload_view: &view,
             cited_content: &cited,
         },
@@ -109,6 +110,7 @@ fn a_whole_ledger_bundle_verifies() {
         usize::MAX,
         &BundleCheck {
             trusted_key: None,
+            witnesses: Vec::new(),
             payload_view: &view,
             cited_content: &cited,
         },
@@ -233,6 +235,7 @@ fn a_bundle_checked_against_another_key_fails() {
         &bundle,
         &BundleCheck {
             trusted_key: Some(stranger.public_key().unwrap()),
+            witnesses: Vec::new(),
             payload_view: &view,
             cited_content: &cited,
         },
@@ -243,6 +246,7 @@ fn a_bundle_checked_against_another_key_fails() {
         &bundle,
         &BundleCheck {
             trusted_key: Some(ledger.public_key().unwrap()),
+            witnesses: Vec::new(),
             payload_view: &view,
             cited_content: &cited,
         },

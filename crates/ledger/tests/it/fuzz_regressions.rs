@@ -63,3 +63,26 @@ fn proof_file_inputs_are_refused_or_verified() {
         }
     }
 }
+
+#[test]
+fn transparency_text_inputs_are_read_or_refused() {
+    use ledger::ledger_proof::witness::{AddCheckpoint, check_add};
+    use ledger::ledger_proof::{Note, Tile, VerifierKey, checkpoint};
+    for (path, data) in inputs("transparency_text") {
+        let Ok(text) = std::str::from_utf8(&data) else {
+            continue;
+        };
+        if let Ok(note) = Note::parse(text) {
+            let _ = checkpoint::parse_body(&note.text);
+        }
+        assert!(VerifierKey::parse(text).is_err(), "{}", path.display());
+        let _ = Tile::parse(text);
+        if let Ok(request) = AddCheckpoint::parse(text) {
+            assert!(
+                check_add(&request, &[], None).is_err(),
+                "{}",
+                path.display()
+            );
+        }
+    }
+}

@@ -357,6 +357,7 @@ pub(crate) fn resolve(conflict: &str, winner: HumanOutcome, reason: &str) -> Com
         conflict_id: conflict.into(),
         winner,
         reason: reason.into(),
+        decided_by: None,
     })
 }
 

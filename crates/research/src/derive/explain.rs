@@ -413,9 +413,7 @@ fn adjudication_lines(
         .rev()
         .find(|h| h.provenance.cite.version < before);
     let mut cites = vec![record.provenance.cite];
-    if let Some(h) = human {
-        cites.push(h.provenance.cite);
-    }
+    cites.extend(human.map(|h| h.provenance.cite));
     let line = tree.add(
         Some(section),
         format!(
@@ -476,8 +474,9 @@ fn adjudication_lines(
         tree.add(
             Some(line),
             format!(
-                "{kind} by {}: {}; reason: {}",
+                "{kind} by {}{}: {}; reason: {}",
                 h.provenance.actor,
+                decider_text(h.decided_by.as_ref()),
                 h.outcome.name(),
                 quote(&h.reason)
             ),
@@ -594,4 +593,13 @@ pub(crate) fn render_markdown(nodes: &[ExplanationNode]) -> String {
         }
     }
     out
+}
+
+/// Who decided, as the explanation says it: ` (a person, via rest)`. Decisions recorded before
+/// the ledger told a person from an assistant read as they always did.
+fn decider_text(decider: Option<&crate::event::Decider>) -> String {
+    decider.map_or(String::new(), |d| match d.by {
+        crate::event::DecidedBy::Person => format!(" (a person, via {})", d.via),
+        crate::event::DecidedBy::Assistant => format!(" (the assistant, via {})", d.via),
+    })
 }

@@ -125,3 +125,41 @@ fn every_truncation_and_a_wrong_kind_are_refused() {
         })
     ));
 }
+
+/// Who decided a conflict is schema version 3; a decision without it keeps its version 1
+/// bytes, and version 3 bytes that could have been version 1 are refused.
+#[test]
+fn who_decided_is_version_3_and_only_then() {
+    use research::event::{ConflictResolved, DecidedBy, Decider, HumanOutcome};
+    use research::ids::ConflictId;
+    let mut event = ConflictResolved {
+        conflict_id: ConflictId::new("cf-1"),
+        outcome: HumanOutcome::Supports,
+        reason: "the wider measurement".into(),
+        previous_outcome: None,
+        decided_by: None,
+    };
+    let old = encode(&Event::ConflictResolved(event.clone()));
+    assert_eq!(&old[..2], &1u16.to_le_bytes());
+    assert_eq!(
+        decode("conflict_resolved", &old).unwrap(),
+        Event::ConflictResolved(event.clone())
+    );
+    event.decided_by = Some(Decider {
+        by: DecidedBy::Assistant,
+        via: "pytest-assistant".into(),
+    });
+    let new = encode(&Event::ConflictResolved(event.clone()));
+    assert_eq!(&new[..2], &3u16.to_le_bytes());
+    assert_eq!(
+        decode("conflict_resolved", &new).unwrap(),
+        Event::ConflictResolved(event.clone())
+    );
+    // The version 1 body under a version 3 prefix, and the version 3 body under version 1.
+    let mut relabelled = 3u16.to_le_bytes().to_vec();
+    relabelled.extend_from_slice(&old[2..]);
+    assert!(decode("conflict_resolved", &relabelled).is_err());
+    let mut downgraded = 1u16.to_le_bytes().to_vec();
+    downgraded.extend_from_slice(&new[2..]);
+    assert!(decode("conflict_resolved", &downgraded).is_err());
+}

@@ -125,6 +125,25 @@ impl App {
     }
 }
 
+/// The body of a `GET` through the app, as bytes.
+pub(crate) trait BytesOf {
+    async fn oneshot_bytes(self, path: &str) -> Vec<u8>;
+}
+
+impl BytesOf for Router {
+    async fn oneshot_bytes(self, path: &str) -> Vec<u8> {
+        let request = Request::get(path)
+            .header(header::HOST, "localhost")
+            .body(Body::empty())
+            .unwrap();
+        let response = self.oneshot(request).await.unwrap();
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
+    }
+}
+
 /// `value` with what differs between runs — ids, hashes, keys and signatures — replaced by
 /// placeholders numbered by first appearance, so the same id reads the same everywhere in a
 /// snapshot and a changed structure still shows.

@@ -6,3 +6,4 @@
 mod harness;
 mod requests;
 mod snapshots;
+mod transparency;

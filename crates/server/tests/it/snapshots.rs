@@ -89,6 +89,14 @@ async fn every_tool_result() {
         }
     }
 
+    let listed = app
+        .ok(
+            "retrieval_list_candidates",
+            json!({"task_id": task, "limit": 2}),
+        )
+        .await;
+    outputs.push(("retrieval_list_candidates", listed));
+
     let detail = app
         .ok(
             "retrieval_get_source_detail",

@@ -72,6 +72,7 @@ pub(super) fn resolve_conflict(
                 conflict_id: a.conflict_id.clone(),
                 winner: a.winner.into(),
                 reason: a.reason.clone(),
+                decided_by: Some(call.caller.decider.clone()),
             }))
         },
     )?;
@@ -121,17 +122,105 @@ pub(super) fn conclusion(call: &mut Call<'_>, a: TaskArgs) -> Result<ToolOutput,
         .state
         .conclusion_card(issued.as_ref())
         .ok_or_else(|| ServiceError::unavailable("a conclusion was issued but has no card"))?;
-    let text = format!(
+    let warnings = conclusion_warnings(&written.state, &card);
+    let mut text = format!(
         "Verdict: {} (confidence {:.3}).{}",
         card.stance.name(),
         card.confidence,
         suffix(&written)
     );
+    for w in &warnings {
+        text.push_str(&format!(
+            "\nWarning ({}): {}",
+            w["kind"].as_str().unwrap_or(""),
+            w["message"].as_str().unwrap_or("")
+        ));
+    }
     let mut map = base(&written);
     if let Value::Object(card) = to_json(&card) {
         map.extend(card);
     }
+    map.insert("warnings".into(), Value::Array(warnings));
     Ok(done(map, text))
+}
+
+/// Mean relevance of the evidence used below which a verdict is flagged as resting on
+/// evidence of little topicality.
+const LOW_RELEVANCE: f64 = 0.3;
+
+/// What a reader of a verdict should know before trusting it: candidates never screened,
+/// conflicts still waiting for a person, evidence used whose date is a default, a single
+/// source, and low relevance. Each is `{kind, message}`; none is an error — the verdict is what
+/// the rules give over what the ledger holds.
+fn conclusion_warnings(
+    state: &research::TaskState,
+    card: &research::views::ConclusionCard,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut warn = |kind: &str, message: String| {
+        out.push(json!({"kind": kind, "message": message}));
+    };
+    let views = state.evidence_views();
+    let unscreened = views
+        .iter()
+        .filter(|v| matches!(v.status, research::event::EvidenceStatus::Candidate))
+        .count();
+    if unscreened > 0 {
+        warn(
+            "unscreened_candidates",
+            format!(
+                "{unscreened} candidate(s) were never screened and take no part; screen them and conclude again"
+            ),
+        );
+    }
+    let pending = state
+        .conflict_views()
+        .iter()
+        .filter(|c| c.current && matches!(c.tier, Tier::Pending) && c.resolution.is_none())
+        .count();
+    if pending > 0 {
+        warn(
+            "pending_conflicts",
+            format!(
+                "{pending} conflict(s) wait for a decision; their items count on neither side until one is made"
+            ),
+        );
+    }
+    let used: Vec<_> = card
+        .evidence
+        .iter()
+        .filter_map(|e| views.iter().find(|v| v.evidence_id == e.evidence_id))
+        .collect();
+    let defaulted = used.iter().filter(|v| v.publish_date_defaulted).count();
+    if defaulted > 0 {
+        let how = if card.rules.v2.is_some() {
+            "they take no part in recency"
+        } else {
+            "rule set v1 counts their default date in recency"
+        };
+        warn(
+            "defaulted_dates",
+            format!("{defaulted} item(s) used have a default publish date: {how}"),
+        );
+    }
+    let sources: std::collections::BTreeSet<&str> =
+        card.evidence.iter().map(|e| e.source.as_str()).collect();
+    if sources.len() == 1 {
+        warn(
+            "single_source",
+            "every item used comes from one source".to_owned(),
+        );
+    }
+    if !card.evidence.is_empty() && card.components.relevance < LOW_RELEVANCE {
+        warn(
+            "low_relevance",
+            format!(
+                "the evidence used has a mean relevance of {:.2}, below {LOW_RELEVANCE}",
+                card.components.relevance
+            ),
+        );
+    }
+    out
 }
 
 pub(super) fn explain(call: &mut Call<'_>, a: TaskArgs) -> Result<ToolOutput, ServiceError> {
@@ -139,9 +228,18 @@ pub(super) fn explain(call: &mut Call<'_>, a: TaskArgs) -> Result<ToolOutput, Se
     let explanation = written.state.current_explanation().ok_or_else(|| {
         ServiceError::unavailable("an explanation was recorded but is not in the state")
     })?;
+    // The explanation once: its Markdown, every line citing its events. The lines as nodes
+    // (with their parents and citations apart) are in the state, GraphQL and the why-graph.
     let markdown = explanation.event.markdown();
     let mut map = base(&written);
-    map.insert("explanation".into(), to_json(&explanation.event));
+    map.insert(
+        "explanation_id".into(),
+        json!(explanation.event.explanation_id),
+    );
+    map.insert(
+        "conclusion_id".into(),
+        json!(explanation.event.conclusion_id),
+    );
     map.insert("markdown".into(), json!(markdown));
     Ok(done(map, markdown))
 }

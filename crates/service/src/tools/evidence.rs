@@ -5,7 +5,7 @@ use research::command::{
     AddEvidence, Command, EvidenceInput, RetractEvidence, ScopeChoice, ScreenEvidence,
     ScreeningInput,
 };
-use research::event::{Event, RelevanceBasis, ScreeningDecision};
+use research::event::{Event, EvidenceStatus, RelevanceBasis, ScreeningDecision};
 use serde_json::{Value, json};
 
 use super::{Call, ToolOutput, base, done, evidence_view, guard, hex_of, suffix, to_json};
@@ -132,10 +132,8 @@ pub(super) fn retract(
         },
     )?;
     let mut map = base(&written);
-    map.insert(
-        "evidence".into(),
-        evidence_view(&written.state, &a.evidence_id),
-    );
+    map.insert("evidence_id".into(), json!(a.evidence_id));
+    map.insert("status".into(), json!("retracted"));
     let text = format!("Retracted {}.{}", a.evidence_id, suffix(&written));
     Ok(done(map, text))
 }
@@ -144,54 +142,208 @@ pub(super) fn screen(
     call: &mut Call<'_>,
     a: ScreenEvidenceArgs,
 ) -> Result<ToolOutput, ServiceError> {
-    let decisions: Vec<ScreeningInput> = a
-        .decisions
-        .iter()
-        .map(|d| ScreeningInput {
-            evidence_id: d.evidence_id.clone(),
-            decision: if d.adopt {
-                ScreeningDecision::Adopt
-            } else {
-                ScreeningDecision::Reject
-            },
-            stance: d.stance.map(Into::into),
-            sub_question: match &d.sub_question {
-                None => ScopeChoice::Keep,
-                Some(None) => ScopeChoice::MainQuestion,
-                Some(Some(id)) => ScopeChoice::SubQuestion(id.clone()),
-            },
-            reason: d.reason.clone().unwrap_or_default(),
-        })
-        .collect();
     let written = call.write(
         Target::Existing(&a.task_id),
         &guard(a.expected_version, &a.idempotency_key),
-        &mut |_| {
-            Ok(Command::ScreenEvidence(ScreenEvidence {
-                decisions: decisions.clone(),
-            }))
+        &mut |state| {
+            let mut decisions: Vec<ScreeningInput> = a.decisions.iter().map(screening).collect();
+            // Every other candidate, as the task stands when the write is made.
+            if let Some(reason) = &a.reject_remaining {
+                let named: std::collections::HashSet<&str> =
+                    a.decisions.iter().map(|d| d.evidence_id.as_str()).collect();
+                for view in state.evidence_views() {
+                    let id = view.evidence_id.as_str();
+                    if matches!(view.status, EvidenceStatus::Candidate) && !named.contains(id) {
+                        decisions.push(ScreeningInput {
+                            evidence_id: id.to_owned(),
+                            decision: ScreeningDecision::Reject,
+                            stance: None,
+                            sub_question: ScopeChoice::Keep,
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+            }
+            Ok(Command::ScreenEvidence(ScreenEvidence { decisions }))
         },
     )?;
-    let screened: Vec<Value> = a
-        .decisions
+    // From the events written (or, replayed, the ones the first call wrote).
+    let screened_ids: Vec<String> = written
+        .events
         .iter()
-        .map(|d| evidence_view(&written.state, &d.evidence_id))
+        .filter_map(|(_, _, e)| match e {
+            Event::EvidenceScreened(x) => Some(x.evidence_id.as_str().to_owned()),
+            _ => None,
+        })
         .collect();
-    let remaining = written
-        .state
-        .evidence_views()
+    let views = written.state.evidence_views();
+    let status_of = |id: &str| {
+        views
+            .iter()
+            .find(|v| v.evidence_id.as_str() == id)
+            .map_or("unknown", |v| v.status.name())
+    };
+    let screened: Vec<Value> = screened_ids
         .iter()
-        .filter(|v| matches!(v.status, research::event::EvidenceStatus::Candidate))
+        .map(|id| json!({"evidence_id": id, "status": status_of(id)}))
+        .collect();
+    let remaining = views
+        .iter()
+        .filter(|v| matches!(v.status, EvidenceStatus::Candidate))
+        .count();
+    let adopted = screened_ids
+        .iter()
+        .filter(|id| status_of(id) == "adopted")
         .count();
     let mut map = base(&written);
     let text = format!(
-        "Screened {} item(s); {remaining} candidate(s) left.{}",
+        "Screened {} item(s): {adopted} adopted, {} rejected; {remaining} candidate(s) left.{}",
         screened.len(),
+        screened.len() - adopted,
         suffix(&written)
     );
     map.insert("screened".into(), Value::Array(screened));
     map.insert("candidates_remaining".into(), json!(remaining));
     Ok(done(map, text))
+}
+
+/// One screening decision as the domain takes it.
+fn screening(d: &ScreeningArg) -> ScreeningInput {
+    ScreeningInput {
+        evidence_id: d.evidence_id.clone(),
+        decision: if d.adopt {
+            ScreeningDecision::Adopt
+        } else {
+            ScreeningDecision::Reject
+        },
+        stance: d.stance.map(Into::into),
+        sub_question: match &d.sub_question {
+            None => ScopeChoice::Keep,
+            Some(None) => ScopeChoice::MainQuestion,
+            Some(Some(id)) => ScopeChoice::SubQuestion(id.clone()),
+        },
+        reason: d.reason.clone().unwrap_or_default(),
+    }
+}
+
+/// The items a page of `retrieval_list_candidates` may hold at most.
+const LIST_LIMIT_MAX: u32 = 100;
+
+pub(super) fn list_candidates(
+    call: &mut Call<'_>,
+    a: ListCandidatesArgs,
+) -> Result<ToolOutput, ServiceError> {
+    let state = call.service.state(&a.task_id)?;
+    if state.task().is_none() {
+        return Err(ServiceError::NotFound {
+            resource: "task",
+            id: a.task_id.clone(),
+        });
+    }
+    let page = Page::check(&a)?;
+    let matching: Vec<_> = state
+        .evidence_views()
+        .into_iter()
+        .filter(|v| page.status == "all" || v.status.name() == page.status)
+        .filter(|v| match a.scope.as_deref() {
+            None => true,
+            Some("main") => v.sub_question.is_none(),
+            Some(id) => v.sub_question.as_ref().is_some_and(|q| q.as_str() == id),
+        })
+        .collect();
+    let shown: Vec<_> = matching.iter().skip(page.start).take(page.limit).collect();
+    let next = page.start + shown.len();
+    let items: Vec<Value> = shown
+        .iter()
+        .map(|v| {
+            if page.full {
+                to_json(v)
+            } else {
+                super::compact_views::item(v)
+            }
+        })
+        .collect();
+    let range = if matching.len() > shown.len() {
+        format!(", {} to {} shown", page.start + 1, next)
+    } else {
+        String::new()
+    };
+    let mut lines = vec![format!(
+        "{} {} item(s) in task {}{range}:",
+        matching.len(),
+        page.status,
+        a.task_id
+    )];
+    lines.extend(shown.iter().map(|v| super::compact_views::line(v)));
+    let mut map = serde_json::Map::new();
+    map.insert("task_id".into(), json!(a.task_id));
+    map.insert("session_version".into(), json!(state.version()));
+    map.insert("total".into(), json!(matching.len()));
+    map.insert("items".into(), Value::Array(items));
+    if next < matching.len() {
+        map.insert("next_cursor".into(), json!(format!("at-{next}")));
+        lines.push(format!("More: call again with cursor \"at-{next}\"."));
+    }
+    Ok(done(map, lines.join("\n")))
+}
+
+/// A page of `retrieval_list_candidates` as asked, checked.
+struct Page<'a> {
+    status: &'a str,
+    full: bool,
+    start: usize,
+    limit: usize,
+}
+
+impl<'a> Page<'a> {
+    fn check(a: &'a ListCandidatesArgs) -> Result<Page<'a>, ServiceError> {
+        let status = a.status.as_deref().unwrap_or("candidate");
+        let known = [
+            "candidate",
+            "adopted",
+            "rejected",
+            "retracted",
+            "overruled",
+            "all",
+        ];
+        if !known.contains(&status) {
+            return Err(ServiceError::invalid(
+                "status",
+                format!("{status:?} is not one of {}", known.join(", ")),
+            ));
+        }
+        let full = match a.detail.as_deref() {
+            None | Some("compact") => false,
+            Some("full") => true,
+            Some(other) => {
+                return Err(ServiceError::invalid(
+                    "detail",
+                    format!("{other:?} is neither compact nor full"),
+                ));
+            }
+        };
+        let limit = a.limit.unwrap_or(20);
+        if limit == 0 || limit > LIST_LIMIT_MAX {
+            return Err(ServiceError::LimitExceeded {
+                limit: "list_items_max".into(),
+                max: u64::from(LIST_LIMIT_MAX),
+                actual: u64::from(limit),
+            });
+        }
+        let start = match &a.cursor {
+            None => 0,
+            Some(c) => c
+                .strip_prefix("at-")
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| ServiceError::invalid("cursor", "not a cursor this tool gave"))?,
+        };
+        Ok(Page {
+            status,
+            full,
+            start,
+            limit: limit as usize,
+        })
+    }
 }
 
 impl Service {

@@ -11,6 +11,9 @@
 //! whose tool names do not match `^[a-zA-Z0-9_-]{1,64}$`). Every result is a JSON object with
 //! `task_id` and `session_version` (and `replayed` for writes), plus a short text for people.
 
+mod compact;
+mod compact_views;
+pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
 mod evidence;
 mod search;

@@ -294,34 +294,44 @@ fn corpus_hits(
     Ok((out, result.index_state.id.clone()))
 }
 
-/// The tool's result: the search as recorded, each hit with the evidence item it became.
+/// The tool's result: the search as recorded, each hit as the compact item it became (flagged
+/// `already_in_task` when an earlier search had found it), what is the same for every hit of a
+/// source stated once, and the candidates in the text too.
 fn search_result(
     written: &crate::service::Written,
     search: &research::event::SearchRecorded,
     external: External,
 ) -> ToolOutput {
     let views = written.state.evidence_views();
-    let candidates: Vec<Value> = search
-        .results
-        .iter()
-        .map(|hit| {
-            let mut v = views
-                .iter()
-                .find(|e| e.evidence_id == hit.evidence_id)
-                .map(to_json)
-                .unwrap_or(Value::Null);
-            if let Value::Object(m) = &mut v {
-                m.insert("result_id".into(), json!(hit.result_id));
-                m.insert("raw_score".into(), json!(hit.raw_score));
-                m.insert("normalised_score".into(), json!(hit.normalised_score));
-                m.insert("already_in_task".into(), json!(hit.folded));
+    let mut candidates = Vec::with_capacity(search.results.len());
+    let mut lines = Vec::with_capacity(search.results.len() + 1);
+    let mut basis = serde_json::Map::new();
+    for hit in &search.results {
+        let Some(view) = views.iter().find(|e| e.evidence_id == hit.evidence_id) else {
+            continue;
+        };
+        let mut item = super::compact_views::item(view);
+        if let Value::Object(m) = &mut item {
+            // Its own source's id, whichever search first found it.
+            m.insert("result_id".into(), json!(hit.result_id));
+            if hit.folded {
+                m.insert("already_in_task".into(), json!(true));
             }
-            v
-        })
-        .collect();
+        }
+        basis
+            .entry(view.origin.clone())
+            .or_insert_with(|| to_json(&view.relevance_basis));
+        let seen = if hit.folded {
+            " (already in the task)"
+        } else {
+            ""
+        };
+        lines.push(format!("{}{seen}", super::compact_views::line(view)));
+        candidates.push(item);
+    }
     let new = search.results.iter().filter(|h| !h.folded).count();
-    let text = format!(
-        "Found {} result(s) for {:?}; {new} new candidate(s) to screen.{}{}",
+    let mut text = format!(
+        "Found {} result(s) for {:?}; {new} new candidate(s) to screen with synthesis_screen_evidence.{}{}",
         candidates.len(),
         search.query,
         if external.failed.is_empty() {
@@ -331,13 +341,20 @@ fn search_result(
         },
         suffix(written)
     );
+    for line in &lines {
+        text.push('\n');
+        text.push_str(line);
+    }
     let mut map = base(written);
     map.insert("search_id".into(), json!(search.search_id));
     map.insert("query".into(), json!(search.query));
     map.insert("sources".into(), json!(search.sources));
     map.insert("index_state".into(), json!(search.index_state));
+    map.insert("relevance_basis".into(), Value::Object(basis));
     map.insert("candidates".into(), Value::Array(candidates));
-    map.insert("failed_sources".into(), Value::Array(external.failed));
+    if !external.failed.is_empty() {
+        map.insert("failed_sources".into(), Value::Array(external.failed));
+    }
     if !external.dropped.is_empty() {
         map.insert("dropped_items".into(), Value::Array(external.dropped));
     }

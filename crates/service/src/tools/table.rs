@@ -90,6 +90,7 @@ pub(super) fn entry(tool: Tool) -> ToolDef {
         Tool::RetrievalSearchEvidence => retrieval_search_evidence(tool),
         Tool::RetrievalAddEvidence => retrieval_add_evidence(tool),
         Tool::RetrievalGetSourceDetail => retrieval_get_source_detail(tool),
+        Tool::RetrievalListCandidates => retrieval_list_candidates(tool),
         Tool::RetrievalRetractEvidence => retrieval_retract_evidence(tool),
         Tool::SynthesisScreenEvidence => synthesis_screen_evidence(tool),
         Tool::SynthesisResearchSynthesis => synthesis_research_synthesis(tool),
@@ -110,11 +111,14 @@ fn research_open_task(tool: Tool) -> ToolDef {
     write::<OpenTaskArgs>(
         tool,
         "Open a research task",
-        "Call first, once per research question: opens a task and returns its task_id. Every later tool takes that task_id. Give constraints, a research date and rule overrides here; they are recorded and cannot change later.",
+        "Call first, once per question: opens a task and returns its task_id. Constraints, research date and rule overrides are recorded here for good.",
         write_output(&[
             ("question", json!({"type": "string"})),
             ("research_date", json!({"type": "string"})),
-            ("mode", json!({"type": "string"})),
+            (
+                "mode",
+                json!({"type": "string", "enum": ["tool_constrained", "agent_led"]}),
+            ),
             ("rules", obj()),
         ]),
         task::open,
@@ -125,7 +129,7 @@ fn research_expand_subquestions(tool: Tool) -> ToolDef {
     write::<ExpandSubquestionsArgs>(
         tool,
         "Add sub-questions",
-        "Call when the question splits into parts that evidence answers separately; each sub-question gets an id (sq-N) to scope searches and evidence. Conflicts are only adjudicated within one scope.",
+        "Call when the question splits into parts answered separately: each gets an id (sq-N) that scopes searches, evidence and conflicts.",
         write_output(&[("sub_questions", arr())]),
         task::expand_subquestions,
     )
@@ -135,7 +139,7 @@ fn retrieval_search_evidence(tool: Tool) -> ToolDef {
     write::<SearchEvidenceArgs>(
         tool,
         "Search for evidence",
-        "Call to find evidence: searches the sources (the embedded corpus by default) and adds new results to the task as candidates, scored by the service (relevance, reliability, recency). Candidates must then be screened with synthesis_screen_evidence.",
+        "Call to find evidence: searches the sources (the corpus by default) and adds new hits as candidates, scored by the service. Screen them next with synthesis_screen_evidence.",
         write_output(&[
             ("search_id", json!({"type": "string"})),
             ("query", json!({"type": "string"})),
@@ -154,7 +158,7 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
     write::<AddEvidenceArgs>(
         tool,
         "Add evidence you found",
-        "Call when you have evidence the sources did not return (origin client): give its full text, source, type and date. The service scores it; a client-given relevance is recorded as such, and the conclusion reports the share of client evidence.",
+        "Call with evidence the sources did not return: its full text, source, type and date. The service scores it; the conclusion reports the share of such evidence.",
         write_output(&[
             ("evidence_id", json!({"type": "string"})),
             ("evidence", obj()),
@@ -167,7 +171,7 @@ fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
     read::<SourceDetailArgs>(
         tool,
         "Read an evidence item in full",
-        "Call when a summary is not enough: returns the item's full text from the content store and its hash.",
+        "Call when a summary is not enough: the item's full text and its hash.",
         output(
             true,
             &[
@@ -180,12 +184,32 @@ fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
     )
 }
 
+fn retrieval_list_candidates(tool: Tool) -> ToolDef {
+    read::<ListCandidatesArgs>(
+        tool,
+        "List a task's items",
+        "Call to see a task's candidates (or items of another status) a page at a time, compact, without reading its whole state.",
+        output(
+            true,
+            &[
+                ("total", json!({"type": "integer"})),
+                ("items", arr()),
+                ("next_cursor", json!({"type": "string"})),
+            ],
+        ),
+        evidence::list_candidates,
+    )
+}
+
 fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
     write::<RetractEvidenceArgs>(
         tool,
         "Retract an evidence item",
-        "Call when an item turns out to be wrong or unusable (withdrawn, duplicated, misattributed): it leaves the verdict, with the reason, and nothing is deleted.",
-        write_output(&[("evidence", obj())]),
+        "Call when an item proves wrong or unusable: it leaves the verdict with the reason; nothing is deleted.",
+        write_output(&[
+            ("evidence_id", json!({"type": "string"})),
+            ("status", json!({"type": "string", "enum": ["retracted"]})),
+        ]),
         evidence::retract,
     )
 }
@@ -194,7 +218,7 @@ fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
     write::<ScreenEvidenceArgs>(
         tool,
         "Screen candidates",
-        "Call after searching or adding evidence: adopt or reject each candidate, giving its stance toward the main question (supports, opposes, neutral) to adopt it. Every candidate must be screened before conflict resolution.",
+        "Call after a search: adopt each candidate with its stance toward the main question, or reject it. Every candidate is screened before conflicts are resolved.",
         write_output(&[
             ("screened", arr()),
             ("candidates_remaining", json!({"type": "integer"})),
@@ -207,7 +231,7 @@ fn synthesis_research_synthesis(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Synthesise viewpoints",
-        "Call after screening, any time, to group the adopted evidence into viewpoints by scope and stance. Optional.",
+        "Call after screening, if useful: groups adopted evidence into viewpoints by scope and stance.",
         write_output(&[("synthesis", obj())]),
         evaluation::synthesis,
     )
@@ -217,7 +241,7 @@ fn evaluation_conflict_resolution(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Resolve conflicts by the rules",
-        "Call after the last change to the evidence: within each scope where adopted items support and oppose, the rules decide by authority, then recency, or leave the conflict pending for a person with a divergence summary.",
+        "Call after the last change to the evidence: where adopted items disagree within a scope, the rules decide by authority, then recency, or leave the conflict pending.",
         write_output(&[("conflicts", arr())]),
         evaluation::conflict_resolution,
     )
@@ -227,7 +251,7 @@ fn evaluation_resolve_conflict(tool: Tool) -> ToolDef {
     write::<ResolveConflictArgs>(
         tool,
         "Decide a conflict as a person",
-        "Call when a conflict is pending (a person decides the winning side, or that both stand) or to appeal an automatic adjudication; give the reason. Needs the reviewer role when tokens are in use.",
+        "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
         write_output(&[("conflict", obj())]),
         evaluation::resolve_conflict,
     )
@@ -238,7 +262,7 @@ fn evaluation_build_decision_matrix(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Build the decision matrix",
-        "Call after conflict resolution and any human decisions: a row per item with authority, reliability, relevance, recency, stance and status, and aggregates per stance.",
+        "Call after conflicts are settled: a row per item (authority, reliability, relevance, recency, stance, status) and totals per stance.",
         write_output(&[("matrix", obj())]),
         evaluation::decision_matrix,
     )
@@ -248,10 +272,13 @@ fn evaluation_generate_conclusion(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Issue the verdict",
-        "Call after the decision matrix: the service computes the verdict and its confidence from the recorded evidence by the task's rule set and returns the conclusion card, the single source of truth. Only evidence in the ledger counts.",
+        "Call after the matrix: the service computes the verdict and confidence from the recorded evidence by the task's rules and returns the conclusion card.",
         write_output(&[
             ("conclusion_id", json!({"type": "string"})),
-            ("stance", json!({"type": "string"})),
+            (
+                "stance",
+                json!({"type": "string", "enum": ["supportive", "opposing", "uncertain", "evidence_insufficient"]}),
+            ),
             ("confidence", json!({"type": "number"})),
             ("components", obj()),
             ("evidence", arr()),
@@ -269,9 +296,10 @@ fn evaluation_explain_reasoning(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Explain the verdict",
-        "Call after a conclusion: records and returns why the verdict is what it is, every line citing the ledger events (seq and hash) it rests on.",
+        "Call after a conclusion: why the verdict is what it is, each line citing the ledger events it rests on.",
         write_output(&[
-            ("explanation", obj()),
+            ("explanation_id", json!({"type": "string"})),
+            ("conclusion_id", json!({"type": "string"})),
             ("markdown", json!({"type": "string"})),
         ]),
         evaluation::explain,
@@ -282,7 +310,7 @@ fn research_summarize_state(tool: Tool) -> ToolDef {
     read::<TaskReadArgs>(
         tool,
         "Summarise a task",
-        "Call to get a compact view of a task for your context window: status, counts, pending steps, conflicts and the current verdict.",
+        "Call for a compact view of a task: status, counts, next steps, conflicts and the verdict.",
         output(true, &[("summary", obj()), ("pending_actions", arr())]),
         task::summarize,
     )
@@ -292,7 +320,7 @@ fn research_close_task(tool: Tool) -> ToolDef {
     write::<CloseTaskArgs>(
         tool,
         "Close a task",
-        "Call when the research is finished: nothing can be written to the task afterwards.",
+        "Call when the research is finished: nothing more can be written to the task.",
         write_output(&[("status", json!({"type": "string"}))]),
         task::close,
     )
@@ -302,7 +330,7 @@ fn research_run_pipeline(tool: Tool) -> ToolDef {
     write::<RunPipelineArgs>(
         tool,
         "Run the research pipeline",
-        "Call to let the service carry a task through its steps in the background: 1 plan (the sub-questions as given), 2 retrieve (each source, for each scope), 3 screen, 4 resolve conflicts, 5 synthesise, 6 build the matrix, 7 conclude, 8 explain. Returns a job_id at once; poll research_job_status. The job stops at step 3 when candidates need your judgement: screen them with synthesis_screen_evidence, then call this again, and it resumes from what the ledger holds.",
+        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation) and returns a job_id; follow it with research_job_status. It stops at screening for your judgement; screen, then call again to resume.",
         job_output(),
         task::run_pipeline,
     )
@@ -312,7 +340,7 @@ fn research_job_status(tool: Tool) -> ToolDef {
     read::<JobStatusArgs>(
         tool,
         "Read a pipeline job",
-        "Call to follow a job started by research_run_pipeline: its status (running, waiting, completed, failed, interrupted), the step it is at, as in \"step 2/8: retrieving evidence 2/3\", the steps done, and the pending actions when it waits for your judgement.",
+        "Call to follow a pipeline job: its status, its step (\"step 2/8: retrieving evidence 2/3\"), the steps done, and what it waits for.",
         job_output(),
         task::job_status,
     )
@@ -322,7 +350,7 @@ fn audit_verify(tool: Tool) -> ToolDef {
     read::<NoArgs>(
         tool,
         "Verify the ledger",
-        "Call to check that the ledger was never rewritten: the hash chain, the Merkle tree against every signed checkpoint, and every signature. Checks what was appended since the last verification.",
+        "Call to check that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
         output(
             false,
             &[
@@ -342,27 +370,19 @@ fn schema_of<T: JsonSchema>() -> Value {
         map.remove("$schema");
         map.remove("title");
     }
-    value
+    super::compact::compact(value)
 }
 
-/// An output schema: an object with `task_id`, `session_version` and the given properties.
-fn output(task: bool, properties: &[(&str, Value)]) -> Value {
-    let mut props = serde_json::Map::new();
-    let mut required = Vec::new();
-    if task {
-        props.insert("task_id".into(), json!({"type": "string"}));
-        props.insert(
-            "session_version".into(),
-            json!({"type": "integer", "minimum": 0}),
-        );
-        required.push(json!("task_id"));
-        required.push(json!("session_version"));
-    }
-    for (name, schema) in properties {
-        props.insert((*name).to_owned(), schema.clone());
-        required.push(json!(name));
-    }
-    json!({"type": "object", "properties": props, "required": required})
+/// An output schema: an object with the given properties. The fields every result about a
+/// task carries (`task_id`, `session_version`, `replayed`) are described once, in the server's
+/// instructions ([`super::compact::SHARED_RESULTS`]); a result holds more than its schema
+/// names, as JSON Schema allows.
+fn output(_task: bool, properties: &[(&str, Value)]) -> Value {
+    let props: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+        .collect();
+    json!({"type": "object", "properties": props})
 }
 
 fn obj() -> Value {
@@ -370,13 +390,11 @@ fn obj() -> Value {
 }
 
 fn arr() -> Value {
-    json!({"type": "array", "items": {"type": "object"}})
+    json!({"type": "array"})
 }
 
 fn write_output(properties: &[(&str, Value)]) -> Value {
-    let mut all = vec![("replayed", json!({"type": "boolean"}))];
-    all.extend(properties.iter().cloned());
-    output(true, &all)
+    output(true, properties)
 }
 
 /// The structured result of the job tools: the job as it stands.
@@ -388,14 +406,8 @@ fn job_output() -> Value {
     write_output(&[
         ("job_id", json!({"type": "string"})),
         ("status", status),
-        (
-            "step",
-            json!({"type": "integer", "minimum": 1, "maximum": 8}),
-        ),
-        ("steps_total", json!({"type": "integer"})),
-        ("step_name", json!({"type": "string"})),
+        ("step", json!({"type": "integer"})),
         ("progress", json!({"type": "string"})),
-        ("steps", arr()),
         ("pending_actions", arr()),
     ])
 }

@@ -52,7 +52,7 @@ fn racing_writers_with_an_expected_version_lose_nothing() {
                 let body = e.to_json();
                 assert_eq!(body["error"], "session_conflict");
                 assert_eq!(body["current_version"], version + 1);
-                assert_eq!(body["suggested_action"], "fetch_latest_session");
+                assert_eq!(body["suggested_action"], "research_summarize_state");
             }
         }
     }

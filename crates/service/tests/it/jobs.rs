@@ -224,7 +224,7 @@ fn idempotency_keys_versions_and_closed_tasks_guard_the_start() {
     .unwrap_err();
     let body = stale.to_json();
     assert_eq!(body["error"], "session_conflict");
-    assert_eq!(body["suggested_action"], "fetch_latest_session");
+    assert_eq!(body["suggested_action"], "research_summarize_state");
 
     let missing = call(
         &service,

@@ -7,7 +7,7 @@ use super::{add, call, open_task, service};
 #[test]
 fn every_tool_name_is_valid_for_every_client_and_has_schemas() {
     let specs = service::tool_specs();
-    assert_eq!(specs.len(), 18);
+    assert_eq!(specs.len(), research::Tool::ALL.len());
     for spec in &specs {
         assert!(
             spec.name.len() <= 64
@@ -248,4 +248,155 @@ fn each_tool_needs_the_role_its_calls_act_with() {
     assert_eq!(role_for_tool("research_summarize_state"), Role::Auditor);
     // A registered tool's calls are recorded: writers only.
     assert_eq!(role_for_tool("kb_search"), Role::Writer);
+}
+
+#[test]
+fn reject_remaining_rejects_every_other_candidate_and_replays_the_same() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    let ids: Vec<String> = ["a.example.org", "b.example.org", "c.example.org"]
+        .iter()
+        .map(|s| {
+            add(&service, &task, s, "supports")["evidence_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let arguments = json!({
+        "task_id": task,
+        "decisions": [{"evidence_id": ids[0], "adopt": true, "stance": "supports"}],
+        "reject_remaining": "off the question",
+        "idempotency_key": "screen-once",
+    });
+    let out = call(&service, "synthesis_screen_evidence", arguments.clone()).unwrap();
+    assert_eq!(
+        out["screened"],
+        json!([
+            {"evidence_id": ids[0], "status": "adopted"},
+            {"evidence_id": ids[1], "status": "rejected"},
+            {"evidence_id": ids[2], "status": "rejected"},
+        ])
+    );
+    assert_eq!(out["candidates_remaining"], 0);
+    let replayed = call(&service, "synthesis_screen_evidence", arguments).unwrap();
+    assert_eq!(replayed["replayed"], true);
+    assert_eq!(replayed["screened"], out["screened"]);
+    let rejected = call(
+        &service,
+        "retrieval_list_candidates",
+        json!({"task_id": task, "status": "rejected", "detail": "full"}),
+    )
+    .unwrap();
+    assert_eq!(rejected["total"], 2);
+    assert_eq!(rejected["items"][0]["screening_reason"], "off the question");
+    // Nothing left to reject is a refusal, not an empty write.
+    let none = call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "reject_remaining": "again"}),
+    )
+    .unwrap_err();
+    assert_eq!(none.code(), "invalid_argument", "{}", none.to_json());
+}
+
+#[test]
+fn list_candidates_pages_filters_and_refuses_what_it_does_not_know() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    for i in 0..5 {
+        add(&service, &task, &format!("s{i}.example.org"), "supports");
+    }
+    let first = call(
+        &service,
+        "retrieval_list_candidates",
+        json!({"task_id": task, "limit": 2}),
+    )
+    .unwrap();
+    assert_eq!(first["total"], 5);
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    assert_eq!(first["items"][0]["evidence_id"], "ev-1");
+    assert!(first["items"][0].get("content_hash").is_none(), "compact");
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let mut seen = vec![
+        first["items"][0]["evidence_id"].clone(),
+        first["items"][1]["evidence_id"].clone(),
+    ];
+    let mut next = Some(cursor);
+    while let Some(cursor) = next {
+        let page = call(
+            &service,
+            "retrieval_list_candidates",
+            json!({"task_id": task, "limit": 2, "cursor": cursor}),
+        )
+        .unwrap();
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["evidence_id"].clone()),
+        );
+        next = page["next_cursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(seen.len(), 5, "every item once: {seen:?}");
+    let adopted = call(
+        &service,
+        "retrieval_list_candidates",
+        json!({"task_id": task, "status": "adopted"}),
+    )
+    .unwrap();
+    assert_eq!(adopted["total"], 0);
+    for (arguments, field) in [
+        (json!({"task_id": task, "status": "maybe"}), "status"),
+        (json!({"task_id": task, "cursor": "page-2"}), "cursor"),
+        (json!({"task_id": task, "detail": "everything"}), "detail"),
+    ] {
+        let err = call(&service, "retrieval_list_candidates", arguments).unwrap_err();
+        assert_eq!(err.to_json()["field"], field);
+    }
+    let err = call(
+        &service,
+        "retrieval_list_candidates",
+        json!({"task_id": task, "limit": 101}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "limit_exceeded");
+}
+
+#[test]
+fn a_conclusion_warns_of_what_a_reader_should_know() {
+    let (_dir, service) = service();
+    let task = call(
+        &service,
+        "research_open_task",
+        json!({"question": "Does lithium supply grow faster than demand?", "mode": "agent_led"}),
+    )
+    .unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept = add(&service, &task, "one.example.org", "supports")["evidence_id"].clone();
+    add(&service, &task, "two.example.org", "opposes");
+    call(
+        &service,
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [{"evidence_id": kept, "adopt": true}]}),
+    )
+    .unwrap();
+    let card = call(
+        &service,
+        "evaluation_generate_conclusion",
+        json!({"task_id": task}),
+    )
+    .unwrap();
+    let kinds: Vec<&str> = card["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"unscreened_candidates"), "{card}");
+    assert!(kinds.contains(&"single_source"), "{card}");
+    assert!(!kinds.contains(&"pending_conflicts"), "{card}");
 }

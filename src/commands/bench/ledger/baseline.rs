@@ -198,6 +198,26 @@ pub(super) fn blake3_rate(message_bytes: usize, at_least: Duration) -> f64 {
     rate(hashed, elapsed)
 }
 
+/// SHA-256 of distinct 65-byte messages (`0x01 ‖ left ‖ right`, an interior node of the tree)
+/// on this thread, for `at_least`: what the tree costs per node, beside blake3's rate.
+pub(super) fn sha256_node_rate(at_least: Duration) -> f64 {
+    use sha2::Digest as _;
+    const BLOCK: u64 = 10_000;
+    let mut message = [1u8; 65];
+    let mut hashed = 0u64;
+    let started = Instant::now();
+    let mut elapsed = Duration::ZERO;
+    while elapsed < at_least {
+        for i in 0..BLOCK {
+            message[1..9].copy_from_slice(&(hashed + i).to_le_bytes());
+            std::hint::black_box(sha2::Sha256::digest(std::hint::black_box(&message)));
+        }
+        hashed += BLOCK;
+        elapsed = started.elapsed();
+    }
+    rate(hashed, elapsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

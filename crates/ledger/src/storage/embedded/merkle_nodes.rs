@@ -218,7 +218,7 @@ impl EmbeddedStorage {
 mod tests {
     use std::collections::BTreeMap;
 
-    use ledger_proof::{Blake3, Frontier, MemoryTree, NodeSource};
+    use ledger_proof::{Frontier, MemoryTree, NodeSource, Sha256};
 
     use super::*;
 
@@ -228,7 +228,7 @@ mod tests {
     fn every_merkle_node_is_found_in_its_entry() {
         let groups = [1u64, 1, 2, 23, 32, 1, 700, 5, 255, 256, 257, 3];
         let mut frontier = Frontier::new();
-        let mut reference = MemoryTree::new(Blake3);
+        let mut reference = MemoryTree::new(Sha256);
         let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         let mut leaf = 0u64;
         for n in groups {
@@ -236,7 +236,7 @@ mod tests {
             for _ in 0..n {
                 let data = leaf.to_le_bytes();
                 frontier
-                    .push_into(&Blake3, &data, &mut nodes)
+                    .push_into(&Sha256, &data, &mut nodes)
                     .expect("grows");
                 reference.push(&data).expect("grows");
                 leaf += 1;

@@ -1,0 +1,265 @@
+//! The embedded corpus: a tantivy index of documents, searched with BM25.
+//!
+//! Reproducibility is the design goal. One writer thread indexes documents, merges are never left
+//! to a background policy, and after every ingest the index is left as one segment without
+//! deleted documents (rebuilt from its stored documents when a document was replaced), so BM25's
+//! statistics (document count, document frequencies, average length) are exactly those of the
+//! live documents and do not depend on the order or the batches they came in. Hits with equal scores are ordered by document id. The [`IndexState`] id is a
+//! hash of what the index holds (every document's id and fingerprint, the tokenizer, the index
+//! format and the index layout), so a search recorded with it can be reproduced: the same state
+//! and the same query give the same ids, order and scores, after a restart or on another machine.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use chrono::NaiveDate;
+use research::rules::{QuestionTerm, RuleSet, SourceType, idf_coverage, reliability};
+use serde::{Deserialize, Serialize};
+use tantivy::collector::sort_key::{SortBySimilarityScore, SortByString};
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::directory::MmapDirectory;
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    FAST, Field as IndexField, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value as _,
+};
+use tantivy::tokenizer::TextAnalyzer;
+use tantivy::{
+    DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, TantivyDocument,
+    Term,
+};
+
+use crate::blobs::{ContentHash, content_hash};
+use crate::document::{DefaultedFields, Defaults, Document, Field};
+use crate::ingest::{self, IngestError, IngestWarning};
+use crate::limits::CorpusLimits;
+use crate::summary::summarize;
+use crate::tokenize::{CorpusTokenizer, TOKENIZER_VERSION, tokenize};
+
+mod schema;
+mod search;
+mod state;
+mod write;
+
+use schema::{Fields, schema};
+pub use search::{IngestProgress, SearchHit, SearchResult, TermFrequency};
+pub use state::IndexState;
+use state::compute_state;
+pub use write::{AddReport, IngestReport, Rejected};
+
+/// Version of the index layout below; part of every index state id.
+const INDEX_FORMAT: &str = "research-ledger-corpus-v1";
+
+/// Why the corpus could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorpusError {
+    /// Another process is writing to this corpus. Wait for it, or ingest through it.
+    #[error("the corpus in {dir} is being written by another process")]
+    Locked {
+        /// The corpus folder.
+        dir: PathBuf,
+    },
+    /// The folder holds an index written under other rules (another tokenizer or layout).
+    /// Ingest the collection again into an empty folder.
+    #[error("the corpus in {dir} was written under other rules: {detail}")]
+    Incompatible {
+        /// The corpus folder.
+        dir: PathBuf,
+        /// What differs.
+        detail: String,
+    },
+    /// A stored document does not read back as one: the index is damaged. Rebuild it by
+    /// ingesting the collection into an empty folder.
+    #[error("the corpus in {dir} is damaged: {detail}")]
+    Damaged {
+        /// The corpus folder.
+        dir: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// The index failed to read or write.
+    #[error("corpus index error in {dir}: {detail}")]
+    Index {
+        /// The corpus folder.
+        dir: PathBuf,
+        /// The underlying error.
+        detail: String,
+    },
+}
+
+/// Why a search was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// The query is longer than `query_chars_max`. Shorten it.
+    #[error("the query has {chars} characters; query_chars_max is {limit}")]
+    QueryTooLong {
+        /// Its length (characters).
+        chars: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// The query has no searchable terms (only punctuation, spaces or overlong words).
+    #[error("the query has no searchable terms")]
+    NoTerms,
+    /// `limit` is 0 or above `search_results_max`.
+    #[error("limit {requested} is outside 1..={limit} (search_results_max)")]
+    LimitOutOfRange {
+        /// The limit asked for.
+        requested: u64,
+        /// The largest allowed.
+        limit: u64,
+    },
+    /// The research question has more distinct terms than `question_terms_max`.
+    #[error("the research question has {terms} distinct terms; question_terms_max is {limit}")]
+    TooManyQuestionTerms {
+        /// Distinct terms given.
+        terms: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// The corpus failed.
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+}
+
+/// What searches read: one searcher and the state it shows.
+#[derive(Debug)]
+struct Snapshot {
+    searcher: Searcher,
+    state: IndexState,
+}
+
+/// The embedded full-text corpus in one folder.
+pub struct Corpus {
+    dir: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    limits: CorpusLimits,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// One ingest at a time within this process; tantivy's lock file keeps other processes out.
+    writing: Mutex<()>,
+}
+
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus")
+            .field("dir", &self.dir)
+            .field("state", &self.index_state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Corpus {
+    /// Opens the corpus in `dir`, creating an empty one when the folder holds none.
+    pub fn open(dir: impl Into<PathBuf>, limits: CorpusLimits) -> Result<Self, CorpusError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(|e| CorpusError::Index {
+            dir: dir.clone(),
+            detail: format!("cannot create the folder: {e}"),
+        })?;
+        let (schema, fields) = schema();
+        let directory = MmapDirectory::open(&dir).map_err(|e| CorpusError::Index {
+            dir: dir.clone(),
+            detail: e.to_string(),
+        })?;
+        let index = Index::open_or_create(directory, schema).map_err(|e| match e {
+            tantivy::TantivyError::SchemaError(detail) => CorpusError::Incompatible {
+                dir: dir.clone(),
+                detail,
+            },
+            other => index_error(&dir, other),
+        })?;
+        Self::over(dir, index, fields, limits)
+    }
+
+    /// An empty corpus that lives in memory only and writes nothing anywhere: what a read-only
+    /// audit opens, which reads the ledger's record of every search and searches nothing.
+    pub fn in_memory(limits: CorpusLimits) -> Result<Self, CorpusError> {
+        let (schema, fields) = schema();
+        let index = Index::create_in_ram(schema);
+        Self::over(PathBuf::new(), index, fields, limits)
+    }
+
+    fn over(
+        dir: PathBuf,
+        index: Index,
+        fields: Fields,
+        limits: CorpusLimits,
+    ) -> Result<Self, CorpusError> {
+        index.tokenizers().register(
+            TOKENIZER_VERSION,
+            TextAnalyzer::from(CorpusTokenizer::default()),
+        );
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| index_error(&dir, e))?;
+        let searcher = reader.searcher();
+        let state = compute_state(&dir, &searcher)?.0;
+        Ok(Self {
+            snapshot: RwLock::new(Arc::new(Snapshot { searcher, state })),
+            dir,
+            index,
+            reader,
+            fields,
+            limits,
+            writing: Mutex::new(()),
+        })
+    }
+
+    /// The corpus folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The bounds in force.
+    pub fn limits(&self) -> &CorpusLimits {
+        &self.limits
+    }
+
+    /// What the index holds now.
+    pub fn index_state(&self) -> IndexState {
+        self.current().state.clone()
+    }
+
+    /// Live documents.
+    pub fn len(&self) -> u64 {
+        self.current().state.documents
+    }
+
+    /// Whether the corpus holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Picks up what another process committed since this one last looked.
+    pub fn refresh(&self) -> Result<(), CorpusError> {
+        self.reader
+            .reload()
+            .map_err(|e| index_error(&self.dir, e))?;
+        let searcher = self.reader.searcher();
+        let state = compute_state(&self.dir, &searcher)?.0;
+        *self
+            .snapshot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot { searcher, state });
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn index_error(dir: &Path, error: tantivy::TantivyError) -> CorpusError {
+    CorpusError::Index {
+        dir: dir.to_path_buf(),
+        detail: error.to_string(),
+    }
+}

@@ -39,12 +39,15 @@ pub(crate) struct LimitsConfig {
 pub(crate) struct BlobLimits {
     /// Largest evidence text kept, in bytes.
     pub(crate) content_bytes_max: u64,
+    /// Size past which the content journal is set aside and its files synced, in bytes.
+    pub(crate) journal_bytes_max: u64,
 }
 
 impl Default for BlobLimits {
     fn default() -> Self {
         BlobLimits {
             content_bytes_max: sources::BlobOptions::default().content_bytes_max,
+            journal_bytes_max: sources::BlobOptions::default().journal_bytes_max,
         }
     }
 }
@@ -65,6 +68,7 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
     options.projections = limits.projections.clone();
     options.corpus = limits.corpus.clone();
     options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
+    options.blobs.journal_bytes_max = limits.blobs.journal_bytes_max;
     options.ledger.origin = origin();
     options
 }

@@ -9,6 +9,7 @@
 mod decisions;
 mod ledger;
 mod search;
+mod service;
 mod stats;
 
 use std::io::IsTerminal;
@@ -38,6 +39,11 @@ enum Target {
     /// each rule set: retrieval with a perfect screener and the annotated evidence added
     /// directly, at today's research date and the evidence's default date.
     Decisions(decisions::Args),
+    /// The service through its real transports: `serve` spawned on a temporary directory,
+    /// concurrent writes over REST and MCP beside the ledger's own concurrent appends, read
+    /// tool calls and a GraphQL query, and cold start, memory and reads on generated ledgers
+    /// of 10k, 100k and 1M events.
+    Service(service::Args),
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
@@ -45,6 +51,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         Target::Ledger(args) => ledger::run(args),
         Target::Search(args) => search::run(args),
         Target::Decisions(args) => decisions::run(args),
+        Target::Service(args) => service::run(args),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Subscriptions over WebSocket: every event as it is appended, and every conclusion as it is
 //! issued, for one task or all.
 //!
-//! Both follow [`Service::updates`], which delivers every event in order and reads what a slow
-//! subscriber missed from storage, so a dashboard never skips one. A subscription starts at the
+//! Both follow [`Service::updates`], which delivers every event in order, each once the read
+//! models have folded it, and reads what a slow subscriber missed from storage, so a dashboard
+//! never skips one and never hears of an event before it can read its effect. A subscription starts at the
 //! ledger's head unless it names `fromSeq` (to resume after a reconnection, say).
 
 use async_graphql::futures_util::Stream;
@@ -197,15 +198,8 @@ async fn conclusion_notice(
     let task_id = update.task_id.clone();
     let version = update.session_version;
     let seq = update.seq;
-    let state = blocking(move || {
-        // The subscription may hear of the event before the write path has folded it.
-        service
-            .projector()
-            .catch_up_to(seq)
-            .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
-        service.state_at(&task_id, Some(version))
-    })
-    .await?;
+    // Updates come once the read models have folded their event: the task is there to read.
+    let state = blocking(move || service.state_at(&task_id, Some(version))).await?;
     let conclusion = state
         .current_conclusion()
         .map(|c| Conclusion::of(c, &state))

@@ -39,5 +39,5 @@ pub use storage::{
     ChainHead, CheckpointEntry, IdempotencyRecord, PendingCut, RawEvent, Standing, Storage,
     StorageError, standings,
 };
-pub use subscribe::Subscription;
+pub use subscribe::{Live, LiveEvents, Subscription};
 pub use verify::{VerifyFailure, VerifyReport};

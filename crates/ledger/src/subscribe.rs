@@ -122,3 +122,92 @@ impl Subscription {
         }
     }
 }
+
+/// The events the writer has just appended, straight from its memory, for a reader in the same
+/// process that folds every event and must not read back what was just written (the read
+/// models). Unlike a [`Subscription`] it never reads storage: it says when it missed events
+/// (the buffer of `subscription_buffer_events` ran over), and the reader fills the gap itself.
+#[derive(Debug)]
+pub struct LiveEvents {
+    live: broadcast::Receiver<Arc<RecordedEvent>>,
+}
+
+/// What [`LiveEvents::try_next`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Live {
+    /// The next event appended since the last one taken.
+    Event(Arc<RecordedEvent>),
+    /// Nothing appended since the last event taken.
+    Empty,
+    /// This many events went past unseen: read them from storage.
+    Missed(u64),
+    /// The ledger's writer has stopped; nothing more will arrive.
+    Closed,
+}
+
+impl LiveEvents {
+    /// The next event appended, without waiting. Events are taken in seq order, each once;
+    /// every append's events are here before its caller is answered.
+    pub fn try_next(&mut self) -> Live {
+        match self.live.try_recv() {
+            Ok(event) => Live::Event(event),
+            Err(TryRecvError::Empty) => Live::Empty,
+            Err(TryRecvError::Lagged(n)) => Live::Missed(n),
+            Err(TryRecvError::Closed) => Live::Closed,
+        }
+    }
+}
+
+impl crate::Ledger {
+    /// Every event appended from now on, as the writer hands it out before answering the
+    /// append ([`LiveEvents`]).
+    pub fn live_events(&self) -> LiveEvents {
+        LiveEvents {
+            live: self.core().events.subscribe(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::storage::memory::{Faults, MemoryStorage};
+    use crate::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, Live, NewEvent};
+
+    #[test]
+    fn live_events_are_the_events_a_read_gives_back() {
+        // The system clock has nanoseconds; the envelope keeps microseconds.
+        let ledger = Ledger::with_storage(
+            Arc::new(MemoryStorage::new(Faults::default(), 3)),
+            LedgerOptions {
+                checkpoint_interval: None,
+                ..LedgerOptions::default()
+            },
+        );
+        let mut live = ledger.live_events();
+        for round in 0..3u8 {
+            ledger
+                .append(AppendRequest {
+                    stream: "s".into(),
+                    expected: ExpectedVersion::Any,
+                    actor: "a".into(),
+                    events: vec![NewEvent {
+                        kind: "k".into(),
+                        payload: vec![round; 5],
+                        causation: vec![],
+                    }],
+                    idempotency: None,
+                })
+                .unwrap();
+        }
+        for seq in 0..3 {
+            let Live::Event(event) = live.try_next() else {
+                panic!("event {seq} was handed out before its append returned");
+            };
+            assert_eq!(*event, ledger.get(seq).unwrap().unwrap());
+        }
+        assert!(matches!(live.try_next(), Live::Empty));
+    }
+}

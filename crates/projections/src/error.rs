@@ -111,6 +111,15 @@ pub enum ApplyError {
         /// Why.
         error: research::DecodeError,
     },
+    /// The state of the event's task was not in memory and could not be rebuilt from the
+    /// ledger's record of its stream: the stream is damaged. Verify the ledger.
+    #[error("seq {seq}: the state of its task cannot be loaded: {detail}")]
+    Unloadable {
+        /// The event.
+        seq: u64,
+        /// Why.
+        detail: String,
+    },
     /// Reading the ledger failed; try again.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -122,7 +131,8 @@ impl ApplyError {
         match self {
             ApplyError::ChainBroken { seq, .. }
             | ApplyError::StreamGap { seq, .. }
-            | ApplyError::Undecodable { seq, .. } => Some(*seq),
+            | ApplyError::Undecodable { seq, .. }
+            | ApplyError::Unloadable { seq, .. } => Some(*seq),
             ApplyError::Read(ReadError::Damaged { seq, .. }) => Some(*seq),
             ApplyError::Read(_) => None,
         }

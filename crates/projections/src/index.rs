@@ -1,5 +1,5 @@
 //! The task index: every research task, filtered by status, by the stance of its current
-//! conclusion and by text, a page at a time.
+//! conclusion and by text, a page at a time, from each task's index entry (no state is read).
 //!
 //! Tasks are listed in the order they were opened (the seq of their first event), an order no
 //! later event can change, so a cursor taken from one page still means the same place when the
@@ -91,26 +91,24 @@ fn decode_cursor(cursor: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
-fn listing(task_id: &str, entry: &TaskEntry) -> Option<TaskListing> {
-    let state = &entry.state;
-    let task = state.task()?;
-    let conclusion = state.current_conclusion();
-    Some(TaskListing {
+fn listing(task_id: &str, entry: &TaskEntry) -> TaskListing {
+    let summary = &entry.summary;
+    TaskListing {
         task_id: task_id.to_owned(),
-        question: task.question.clone(),
-        constraints: task.constraints.clone(),
-        status: state.status()?,
-        stance: conclusion.map(|c| c.issued.stance),
-        confidence: conclusion.map(|c| c.issued.confidence),
-        mode: task.mode,
-        research_date: task.research_date,
-        version: state.version(),
+        question: summary.question.clone(),
+        constraints: summary.constraints.clone(),
+        status: summary.status,
+        stance: summary.stance,
+        confidence: summary.confidence,
+        mode: summary.mode,
+        research_date: summary.research_date,
+        version: entry.version,
         first_seq: entry.first_seq,
         last_seq: entry.last_seq,
-        opened_at: task.opened.recorded_at,
+        opened_at: summary.opened_at,
         updated_at: entry.updated_at,
         cursor: encode_cursor(entry.first_seq),
-    })
+    }
 }
 
 /// Answers a query over the model.
@@ -163,12 +161,12 @@ pub(crate) fn page(
         let Some(entry) = model.tasks.get(task_id) else {
             continue;
         };
-        let state = &entry.state;
-        if query.status.is_some() && state.status() != query.status {
+        let summary = &entry.summary;
+        if query.status.is_some_and(|s| s != summary.status) {
             continue;
         }
         if let Some(stance) = query.stance
-            && state.current_conclusion().map(|c| c.issued.stance) != Some(stance)
+            && summary.stance != Some(stance)
         {
             continue;
         }
@@ -182,9 +180,7 @@ pub(crate) fn page(
             more = true;
             break;
         }
-        if let Some(listing) = listing(task_id, entry) {
-            tasks.push(listing);
-        }
+        tasks.push(listing(task_id, entry));
     }
     let next_cursor = if more {
         tasks.last().map(|t| t.cursor.clone())

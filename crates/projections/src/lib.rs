@@ -15,8 +15,14 @@
 //! - deterministic state hashes, per task and over the whole projection, so a rebuild can be
 //!   compared with the live state ([`hash`]).
 //!
-//! Snapshots of task states are kept in a directory of their own ([`snapshot`]); on open they
-//! are checked against the ledger, and whatever does not match is discarded and rebuilt.
+//! Memory stays bounded as the ledger grows: every task keeps an index entry, and at most
+//! `task_states_cached_max` full states are held; the others are loaded when needed.
+//! Snapshots of task states and of the index are kept in a directory of their own
+//! ([`snapshot`]); an open reads the index and checks it against the ledger, each state is
+//! checked when it is loaded, and whatever does not match is discarded and rebuilt.
+//!
+//! Subscribers follow the [`Feed`]: every event, in order, delivered only once it is folded,
+//! so what a subscriber is told of is already in what it reads.
 //!
 //! Invariants, as absences: nothing here writes to the ledger; nothing here decides anything
 //! (the rules live in `research`); a read model never answers from a snapshot the ledger does
@@ -24,6 +30,7 @@
 
 pub mod audit;
 pub mod error;
+mod feed;
 pub mod hash;
 pub mod index;
 pub mod limits;
@@ -36,6 +43,7 @@ pub use audit::{AuditEntry, AuditPage};
 pub use error::{
     ApplyError, FollowError, OpenError, QueryError, RebuildError, SnapshotError, Stall,
 };
+pub use feed::{Feed, FeedError};
 pub use hash::{ProjectionHash, state_hash};
 pub use index::{TaskListing, TaskPage, TaskQuery};
 pub use limits::Limits;

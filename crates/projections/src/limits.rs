@@ -34,6 +34,13 @@ pub struct Limits {
     /// Memory the snapshot database may use to cache pages. Snapshots are written far more
     /// often than read, so a small cache costs little; sled's own default is 1 GiB.
     pub snapshot_cache_bytes_max: u64,
+    /// Task states held in memory, the least recently used going first; every task keeps
+    /// only its index entry besides. A state not held is loaded from its newest snapshot and
+    /// the ledger when it is next read or written, so this bounds memory, not what is served.
+    pub task_states_cached_max: usize,
+    /// Folded events buffered for subscribers of the feed; one that falls further behind
+    /// reads what it missed from the ledger.
+    pub feed_buffer_events: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +56,8 @@ impl Default for Limits {
             snapshot_every_events: 10_000,
             snapshots_per_task_max: 4,
             snapshot_cache_bytes_max: 16 * 1024 * 1024,
+            task_states_cached_max: 2_048,
+            feed_buffer_events: 4_096,
         }
     }
 }

@@ -15,20 +15,21 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use ledger::{Digest, Ledger, ReadError, RecordedEvent};
+use ledger::{Digest, Ledger, Live, LiveEvents, ReadError, RecordedEvent};
 use research::ids::ConclusionId;
 use research::{Hash32, TaskState};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::audit::{self, AuditPage};
 use crate::error::{
     ApplyError, FollowError, OpenError, QueryError, RebuildError, SnapshotError, Stall,
 };
+use crate::feed::{Feed, Folded};
 use crate::hash::{ProjectionHash, ProjectionHasher};
 use crate::index::{self, TaskPage, TaskQuery};
 use crate::limits::Limits;
-use crate::model::{self, Model, TaskEntry};
+use crate::model::{Model, Source, fold_stream_to, lock};
 use crate::snapshot::{Discarded, Found, Manifest, Pending, SnapshotReport, SnapshotStore, Valid};
 use crate::why::{self, WhyGraph};
 
@@ -85,11 +86,9 @@ pub enum OpenStart {
 pub struct OpenReport {
     /// Where folding started.
     pub start: OpenStart,
-    /// Snapshots found unusable and removed.
+    /// What of the snapshot directory was found unusable and removed. States are checked when
+    /// they are loaded, not at open: [`Projector::discarded`] lists those found since.
     pub discarded: Vec<Discarded>,
-    /// Tasks whose snapshot was missing, older than the manifest or discarded, and which were
-    /// folded forward from their own stream instead.
-    pub repaired: Vec<String>,
     /// Events folded after the snapshots (or from seq 0).
     pub events_caught_up: u64,
     /// The snapshots written at open, when the directory needed them.
@@ -151,6 +150,8 @@ pub struct ProjectorStatus {
     pub lag: u64,
     /// Research tasks held.
     pub tasks: u64,
+    /// Task states held in memory (at most `task_states_cached_max`).
+    pub states_held: u64,
     /// Events skipped because their stream is not a research task.
     pub other_events: u64,
     /// `next_seq` at the last snapshot.
@@ -170,9 +171,15 @@ struct Progress {
 struct Inner {
     ledger: Ledger,
     limits: Limits,
-    store: Option<SnapshotStore>,
+    store: Option<Arc<SnapshotStore>>,
+    source: Arc<Source>,
     model: RwLock<Model>,
     progress: watch::Sender<Progress>,
+    /// The events the ledger's writer hands out as it appends them: what the write path folds,
+    /// so that it never reads back what it just wrote.
+    live: Mutex<LiveEvents>,
+    /// Every event once folded, for [`Projector::feed`].
+    folded: broadcast::Sender<Folded>,
     /// Serialises snapshot rounds and rebuilds, which both rewrite the store.
     rounds: Mutex<()>,
     report: OpenReport,
@@ -182,14 +189,6 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Projector {
     inner: Arc<Inner>,
-}
-
-/// Why restoring from snapshots gave up.
-enum RestoreFailure {
-    /// The snapshots cannot describe the ledger; fold everything instead.
-    Rebuild(String),
-    /// The ledger could not be read.
-    Read(ReadError),
 }
 
 impl Projector {
@@ -202,43 +201,50 @@ impl Projector {
             limits,
             snapshot_dir,
         } = options;
-        let store = match &snapshot_dir {
-            None => None,
-            Some(dir) => Some(SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?),
+        // Taken before anything is folded, so that no event appended from here on is missed;
+        // what it holds of events folded meanwhile is skipped by seq.
+        let live = ledger.live_events();
+        let (store, wiped) = match &snapshot_dir {
+            None => (None, None),
+            Some(dir) => {
+                let (store, wiped) = SnapshotStore::open(dir, limits.snapshot_cache_bytes_max)?;
+                (Some(Arc::new(store)), wiped)
+            }
         };
+        let source = Arc::new(Source::new(&ledger, store.clone(), &limits));
         let Loaded {
             model,
             start,
             discarded,
-            repaired,
             write_snapshot,
         } = match &store {
             None => Loaded {
-                model: Model::new(),
+                model: Model::new(Arc::clone(&source), limits.task_states_cached_max),
                 start: OpenStart::NoSnapshots,
                 discarded: Vec::new(),
-                repaired: Vec::new(),
                 write_snapshot: false,
             },
-            Some((store, wiped)) => load(store, wiped.clone(), &ledger, &limits)?,
+            Some(store) => load(store, wiped, &ledger, &source, &limits)?,
         };
-        let store = store.map(|(store, _)| store);
         let (progress, _) = watch::channel(Progress {
             next_seq: model.next_seq,
             stall: None,
         });
+        let (folded, _) = broadcast::channel(limits.feed_buffer_events.max(1));
         let mut projector = Projector {
             inner: Arc::new(Inner {
                 ledger,
                 limits,
                 store,
+                source,
                 model: RwLock::new(model),
                 progress,
+                live: Mutex::new(live),
+                folded,
                 rounds: Mutex::new(()),
                 report: OpenReport {
                     start,
                     discarded,
-                    repaired,
                     events_caught_up: 0,
                     snapshot: None,
                     stall: None,
@@ -262,22 +268,7 @@ impl Projector {
         }
         let caught_up = projector.next_seq() - before;
         let stall = projector.stall();
-        let due = {
-            let every = projector.inner.limits.snapshot_every_events;
-            let model = projector.read();
-            every > 0 && model.next_seq.saturating_sub(model.snapshot_seq) >= every
-        };
-        let snapshot = if (write_snapshot || due) && projector.inner.store.is_some() {
-            match projector.snapshot() {
-                Ok(report) => Some(report),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not write snapshots at open");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let snapshot = projector.snapshot_at_open(write_snapshot);
         // Nothing else holds the Arc yet, so the report can still be completed in place.
         if let Some(inner) = Arc::get_mut(&mut projector.inner) {
             inner.report.events_caught_up = caught_up;
@@ -285,6 +276,25 @@ impl Projector {
             inner.report.snapshot = snapshot;
         }
         Ok(projector)
+    }
+
+    /// The snapshots an open writes: when the directory needs them, or one is due.
+    fn snapshot_at_open(&self, needed: bool) -> Option<SnapshotReport> {
+        let due = {
+            let every = self.inner.limits.snapshot_every_events;
+            let model = self.read();
+            every > 0 && model.next_seq.saturating_sub(model.snapshot_seq) >= every
+        };
+        if !(needed || due) || self.inner.store.is_none() {
+            return None;
+        }
+        match self.snapshot() {
+            Ok(report) => Some(report),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write snapshots at open");
+                None
+            }
+        }
     }
 
     /// What happened when the projector opened.
@@ -344,11 +354,12 @@ impl Projector {
 
     /// The projector's position, for health checks and metrics.
     pub fn status(&self) -> ProjectorStatus {
-        let (next_seq, tasks, other_events, snapshot_seq) = {
+        let (next_seq, tasks, states_held, other_events, snapshot_seq) = {
             let model = self.read();
             (
                 model.next_seq,
                 model.tasks.len() as u64,
+                model.states_held() as u64,
                 model.other_events,
                 model.snapshot_seq,
             )
@@ -357,6 +368,7 @@ impl Projector {
             next_seq,
             lag: self.inner.ledger.head().size.saturating_sub(next_seq),
             tasks,
+            states_held,
             other_events,
             snapshot_seq,
             stall: self.stall(),
@@ -405,6 +417,9 @@ impl Projector {
         let result = {
             let mut model = self.write();
             let result = model.apply(event);
+            if matches!(result, Ok(ref a) if *a != Applied::AlreadyApplied) {
+                self.announce(|| Arc::new(event.clone()));
+            }
             (result, model.next_seq)
         };
         match result {
@@ -416,10 +431,110 @@ impl Projector {
         }
     }
 
-    /// Folds every event up to and including `seq` that the ledger holds: the write path's
-    /// read-your-writes call after an append. Returns how many events were folded.
+    /// Folds every event up to and including `seq` that the ledger holds, reading them from
+    /// the ledger. Returns how many events were folded.
     pub fn catch_up_to(&self, seq: u64) -> Result<u64, ApplyError> {
         self.advance(seq)
+    }
+
+    /// Folds every event up to and including `seq` from the events the ledger's writer handed
+    /// out as it appended them: the write path's read-your-writes call after an append, which
+    /// reads nothing back. Only events it did not see (more were appended than its buffer
+    /// holds, or before the projector opened) are read from the ledger. Returns how many
+    /// events were folded.
+    pub fn fold_appended(&self, seq: u64) -> Result<u64, ApplyError> {
+        if self.next_seq() > seq {
+            return Ok(0);
+        }
+        let mut live = lock(&self.inner.live);
+        let mut folded = 0;
+        let mut taken: Vec<Arc<RecordedEvent>> = Vec::new();
+        loop {
+            // Whoever held the handover before may have folded this far already.
+            let next = self.next_seq();
+            if next > seq {
+                break;
+            }
+            taken.clear();
+            let mut missed = false;
+            while taken.len() < self.inner.limits.catch_up_batch_events.max(1) {
+                match live.try_next() {
+                    Live::Event(event) if event.seq < next => {}
+                    Live::Event(event) => {
+                        let last = event.seq;
+                        taken.push(event);
+                        if last >= seq {
+                            break;
+                        }
+                    }
+                    // Missed, empty (the events were taken by an earlier handover that has not
+                    // folded them yet, or came before the projector opened), or closed.
+                    _ => {
+                        missed = true;
+                        break;
+                    }
+                }
+            }
+            if let Some(first) = taken.first()
+                && first.seq > next
+            {
+                // Events went past unseen: read those from the ledger.
+                folded += self.advance(first.seq - 1)?;
+            }
+            if !taken.is_empty() {
+                folded += self.fold_batch(&taken)?;
+            }
+            if missed && self.next_seq() <= seq {
+                folded += self.advance(seq)?;
+                break;
+            }
+        }
+        Ok(folded)
+    }
+
+    /// Folds events in seq order under one hold of the write lock.
+    fn fold_batch(&self, events: &[Arc<RecordedEvent>]) -> Result<u64, ApplyError> {
+        let mut folded = 0;
+        let (result, next_seq) = {
+            let mut model = self.write();
+            let mut result = Ok(());
+            for event in events {
+                if event.seq < model.next_seq {
+                    continue;
+                }
+                match model.apply(event) {
+                    Ok(_) => {
+                        folded += 1;
+                        self.announce(|| Arc::clone(event));
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            (result, model.next_seq)
+        };
+        self.publish(next_seq);
+        result.map_err(|e| self.stalled(e))?;
+        Ok(folded)
+    }
+
+    /// Tells the feed's subscribers of an event just folded. Called with the write lock held,
+    /// so they hear of events in seq order.
+    fn announce(&self, event: impl FnOnce() -> Arc<RecordedEvent>) {
+        if self.inner.folded.receiver_count() > 0 {
+            // No subscriber left by now is not an error.
+            let _ = self.inner.folded.send(Folded::Event(event()));
+        }
+    }
+
+    /// Every event from `from_seq` on, each delivered only once the projection has folded it:
+    /// a subscriber told of an event reads its effect on the read models at once. What it
+    /// missed, or what came before it subscribed, it reads from the ledger, never past what
+    /// was folded.
+    pub fn feed(&self, from_seq: u64) -> Feed {
+        Feed::new(self.clone(), self.inner.folded.subscribe(), from_seq)
     }
 
     /// Folds everything the ledger holds, then takes a snapshot if one is due. Returns how many
@@ -473,7 +588,10 @@ impl Projector {
                 for event in events.iter().filter(|e| e.seq <= target) {
                     match model.apply(event) {
                         Ok(Applied::AlreadyApplied) => {}
-                        Ok(_) => folded += 1,
+                        Ok(_) => {
+                            folded += 1;
+                            self.announce(|| Arc::new(event.clone()));
+                        }
                         Err(e) => {
                             result = Err(e);
                             break;
@@ -512,6 +630,9 @@ impl Projector {
                 seq,
                 reason: error.to_string(),
             };
+            if self.inner.folded.receiver_count() > 0 {
+                let _ = self.inner.folded.send(Folded::Stalled(stall.clone()));
+            }
             self.inner.progress.send_modify(|p| p.stall = Some(stall));
         }
         error
@@ -528,36 +649,67 @@ impl Projector {
 
     fn snapshot_round(&self) -> Result<SnapshotReport, SnapshotError> {
         let store = self.inner.store.as_ref().ok_or(SnapshotError::NoStore)?;
-        let (manifest, pending) = {
+        let (manifest, entries, states) = {
             let model = self.read();
-            let pending: Vec<Pending> = model
-                .tasks
-                .iter()
-                .filter(|(_, entry)| entry.is_dirty())
-                .map(|(task_id, entry)| Pending {
-                    task_id: task_id.clone(),
-                    version: entry.version(),
-                    last_seq: entry.last_seq,
-                    last_hash: entry.last_hash,
-                    state: Arc::clone(&entry.state),
-                })
-                .collect();
+            let mut entries = Vec::new();
+            let mut states = Vec::new();
+            for (task_id, entry) in model.tasks.iter().filter(|(_, e)| e.is_unrecorded()) {
+                let mut entry = entry.clone();
+                if entry.is_dirty() {
+                    // A state that left the cache is loaded again: from its newest snapshot,
+                    // folded forward.
+                    match model.state(task_id) {
+                        Ok(Some(state)) => {
+                            if entry.hash.is_none() {
+                                entry.hash = Some(crate::hash::state_hash(&state));
+                            }
+                            states.push(Pending {
+                                task_id: task_id.clone(),
+                                version: entry.version,
+                                last_seq: entry.last_seq,
+                                last_hash: entry.last_hash,
+                                state,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, task = %task_id, "a state is left out of the snapshot round");
+                        }
+                    }
+                }
+                entries.push((task_id.clone(), entry));
+            }
             let manifest = Manifest {
                 next_seq: model.next_seq,
                 last_hash: model.last_hash.0,
                 tasks: model.tasks.len() as u64,
             };
-            (manifest, pending)
+            (manifest, entries, states)
         };
         // Encoding and writing happen outside the lock: folding goes on meanwhile, and what
         // it adds is simply not in this round.
-        let report = store.write(manifest, &pending, self.inner.limits.snapshots_per_task_max)?;
+        let report = store.write(
+            manifest,
+            &entries,
+            &states,
+            self.inner.limits.snapshots_per_task_max,
+        )?;
         let mut model = self.write();
-        for p in &pending {
+        for p in &states {
             if let Some(entry) = model.tasks.get_mut(&p.task_id)
                 && entry.snapshot_version < p.version
             {
                 entry.snapshot_version = p.version;
+            }
+        }
+        for (task_id, written) in &entries {
+            if let Some(entry) = model.tasks.get_mut(task_id)
+                && entry.recorded_version < written.version
+            {
+                entry.recorded_version = written.version;
+                if entry.version == written.version && entry.hash.is_none() {
+                    entry.hash = written.hash;
+                }
             }
         }
         model.snapshot_seq = model.snapshot_seq.max(manifest.next_seq);
@@ -585,7 +737,9 @@ impl Projector {
         let _round = self.rounds();
         let ledger = &self.inner.ledger;
         let batch = self.inner.limits.catch_up_batch_events;
-        let mut fresh = Model::new();
+        // From scratch: no state of the fresh model comes from a snapshot.
+        let scratch = Arc::new(Source::new(ledger, None, &self.inner.limits));
+        let mut fresh = Model::new(scratch, self.inner.limits.task_states_cached_max);
         let mut events_folded = fold_model(ledger, &mut fresh, u64::MAX, batch)?;
         let (previous, rebuilt, next_seq) = {
             let mut live = self.write();
@@ -595,6 +749,8 @@ impl Projector {
             events_folded += fold_model(ledger, &mut fresh, target, batch)?;
             let previous = projection_hash(&live);
             let rebuilt = projection_hash(&fresh);
+            // The fresh model loads what it does not hold as the live one did.
+            fresh.source = Arc::clone(&self.inner.source);
             *live = fresh;
             (previous, rebuilt, live.next_seq)
         };
@@ -627,9 +783,7 @@ impl Projector {
     /// A task's state at the head of what the projection has folded.
     pub fn state(&self, task_id: &str) -> Result<Arc<TaskState>, QueryError> {
         self.read()
-            .tasks
-            .get(task_id)
-            .map(|entry| Arc::clone(&entry.state))
+            .state(task_id)?
             .ok_or_else(|| not_found(task_id))
     }
 
@@ -638,8 +792,14 @@ impl Projector {
         self.read()
             .tasks
             .get(task_id)
-            .map(TaskEntry::version)
+            .map(|e| e.version)
             .ok_or_else(|| not_found(task_id))
+    }
+
+    /// Snapshots found unusable when a state was loaded, since the projector opened; each was
+    /// removed, and its task's state rebuilt from an older one or from the ledger.
+    pub fn discarded(&self) -> Vec<Discarded> {
+        lock(&self.inner.source.discarded).clone()
     }
 
     /// A task's state after its first `version` events (0 gives the state before any).
@@ -651,11 +811,7 @@ impl Projector {
     /// newest snapshot at or below `version` that the ledger confirms, else from the first
     /// event.
     pub fn time_travel(&self, task_id: &str, version: u64) -> Result<TimeTravel, QueryError> {
-        let (live, head) = {
-            let model = self.read();
-            let entry = model.tasks.get(task_id).ok_or_else(|| not_found(task_id))?;
-            (Arc::clone(&entry.state), entry.version())
-        };
+        let head = self.session_version(task_id)?;
         if version > head {
             return Err(QueryError::VersionBeyondHead {
                 task_id: task_id.to_owned(),
@@ -664,19 +820,30 @@ impl Projector {
             });
         }
         if version == head {
-            return Ok(TimeTravel {
-                state: live,
-                start: TravelStart::Live,
-                events_folded: 0,
-            });
+            // The head may have moved on since it was read: the state is taken at the version
+            // asked for, or folded to it below.
+            let live = self.state(task_id)?;
+            if live.version() == version {
+                return Ok(TimeTravel {
+                    state: live,
+                    start: TravelStart::Live,
+                    events_folded: 0,
+                });
+            }
         }
         let snapshot = match &self.inner.store {
-            Some(store) if version > 0 => store
-                .at_or_below(&self.inner.ledger, task_id, version)
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "time travel goes without snapshots");
-                    None
-                }),
+            Some(store) if version > 0 => {
+                match store.at_or_below(&self.inner.ledger, task_id, version) {
+                    Ok((valid, discarded)) => {
+                        lock(&self.inner.source.discarded).extend(discarded);
+                        valid
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "time travel goes without snapshots");
+                        None
+                    }
+                }
+            }
             _ => None,
         };
         let (mut state, start) = match snapshot {
@@ -694,7 +861,13 @@ impl Projector {
             ),
             None => (TaskState::new(), TravelStart::Scratch),
         };
-        let events_folded = fold_stream_to(&self.inner.ledger, task_id, &mut state, version)?;
+        let events_folded = fold_stream_to(
+            &self.inner.ledger,
+            task_id,
+            &mut state,
+            version,
+            self.inner.limits.catch_up_batch_events,
+        )?;
         Ok(TimeTravel {
             state: Arc::new(state),
             start,
@@ -704,27 +877,44 @@ impl Projector {
 
     /// The deterministic hash of a task's state at its head.
     pub fn task_hash(&self, task_id: &str) -> Result<Hash32, QueryError> {
-        self.read()
-            .tasks
-            .get(task_id)
-            .map(TaskEntry::hash)
-            .ok_or_else(|| not_found(task_id))
+        self.task_head(task_id).map(|(_, hash)| hash)
     }
 
     /// A task's version and state hash at its head, read together: what an auditor who
     /// folded the task's events elsewhere compares their state with.
     pub fn task_head(&self, task_id: &str) -> Result<(u64, Hash32), QueryError> {
-        self.read()
+        let model = self.read();
+        let version = model
             .tasks
             .get(task_id)
-            .map(|entry| (entry.version(), entry.hash()))
-            .ok_or_else(|| not_found(task_id))
+            .map(|e| e.version)
+            .ok_or_else(|| not_found(task_id))?;
+        let hash = model.hash(task_id)?.ok_or_else(|| not_found(task_id))?;
+        Ok((version, hash))
     }
 
     /// The hash of the whole projection: every task's state hash, in id order, at the
-    /// projection's position.
+    /// projection's position. Loads every state not held in memory, one at a time: a check,
+    /// not a query to serve often.
     pub fn projection_hash(&self) -> ProjectionHash {
         projection_hash(&self.read())
+    }
+
+    /// Every task a search of which asked the embedded corpus, in the order they were opened:
+    /// what a check that the corpus is still there needs to read, without reading the ledger.
+    pub fn tasks_that_searched_the_corpus(&self) -> Vec<String> {
+        let model = self.read();
+        model
+            .order
+            .values()
+            .filter(|id| {
+                model
+                    .tasks
+                    .get(*id)
+                    .is_some_and(|e| e.summary.corpus_searched)
+            })
+            .cloned()
+            .collect()
     }
 
     /// A page of the task index.
@@ -786,8 +976,17 @@ fn not_found(task_id: &str) -> QueryError {
 
 fn projection_hash(model: &Model) -> ProjectionHash {
     let mut hasher = ProjectionHasher::new(model.next_seq);
-    for (task_id, entry) in &model.tasks {
-        hasher.add(task_id, &entry.hash());
+    for task_id in model.tasks.keys() {
+        match model.hash(task_id) {
+            Ok(Some(hash)) => hasher.add(task_id, &hash),
+            Ok(None) => {}
+            Err(e) => {
+                // A state that cannot be loaded hashes as nothing: the hash then differs from
+                // any projection that holds it, which is what a comparison must show.
+                tracing::warn!(error = %e, task = %task_id, "a task's state is left out of the projection hash");
+                hasher.add(task_id, &Hash32([0; 32]));
+            }
+        }
     }
     hasher.finish()
 }
@@ -815,55 +1014,25 @@ fn fold_model(
     Ok(folded)
 }
 
-/// Folds a task's events after `state.version()` up to `version`, reading its stream.
-fn fold_stream_to(
-    ledger: &Ledger,
-    task_id: &str,
-    state: &mut TaskState,
-    version: u64,
-) -> Result<u64, QueryError> {
-    let mut folded = 0;
-    while state.version() < version {
-        let from = state.version() + 1;
-        let want = usize::try_from(version - state.version()).unwrap_or(usize::MAX);
-        let events = ledger.read_stream(task_id, from, want)?;
-        if events.is_empty() {
-            return Err(QueryError::Damaged {
-                seq: None,
-                detail: format!("the ledger holds no version {from} of {task_id}"),
-            });
-        }
-        for event in events.iter().take_while(|e| e.stream_version <= version) {
-            let decoded = model::decode(event).map_err(|e| QueryError::Damaged {
-                seq: Some(event.seq),
-                detail: e.to_string(),
-            })?;
-            research::evolve(state, &decoded, &model::meta(event));
-            folded += 1;
-        }
-    }
-    Ok(folded)
-}
-
 /// What the snapshot directory gave an opening projector.
 struct Loaded {
     model: Model,
     start: OpenStart,
     discarded: Vec<Discarded>,
-    repaired: Vec<String>,
-    /// Whether the directory needs writing at once: it was empty, unusable or repaired.
+    /// Whether the directory needs writing at once: it was empty or unusable.
     write_snapshot: bool,
 }
 
-/// Loads and checks the snapshots; falls back to an empty model (a full fold) when they cannot
-/// describe the ledger.
+/// Loads the manifest and the entries; falls back to an empty model (a full fold) when they
+/// cannot describe the ledger.
 fn load(
     store: &SnapshotStore,
     wiped: Option<String>,
     ledger: &Ledger,
+    source: &Arc<Source>,
     limits: &Limits,
 ) -> Result<Loaded, OpenError> {
-    let mut discarded: Vec<Discarded> = wiped
+    let discarded: Vec<Discarded> = wiped
         .into_iter()
         .map(|reason| Discarded {
             task_id: None,
@@ -871,127 +1040,41 @@ fn load(
             reason,
         })
         .collect();
-    let full_fold = |start, discarded| Loaded {
-        model: Model::new(),
-        start,
-        discarded,
-        repaired: Vec::new(),
-        write_snapshot: true,
-    };
-    let (manifest, tasks) = match store.load(ledger)? {
-        Found::Empty => return Ok(full_fold(OpenStart::Empty, discarded)),
+    let empty = || Model::new(Arc::clone(source), limits.task_states_cached_max);
+    match store.load(ledger)? {
+        Found::Empty => Ok(Loaded {
+            model: empty(),
+            start: OpenStart::Empty,
+            discarded,
+            write_snapshot: true,
+        }),
         Found::Unusable(reason) => {
             tracing::warn!(dir = %store.dir().display(), %reason, "snapshots unusable; folding the whole ledger");
             store.clear()?;
-            return Ok(full_fold(OpenStart::FullRebuild { reason }, discarded));
+            Ok(Loaded {
+                model: empty(),
+                start: OpenStart::FullRebuild { reason },
+                discarded,
+                write_snapshot: true,
+            })
         }
-        Found::Snapshots {
-            manifest,
-            tasks,
-            discarded: found,
-        } => {
-            discarded.extend(found);
-            (manifest, tasks)
-        }
-    };
-    match restore(ledger, &manifest, tasks, limits) {
-        Ok((model, repaired)) => Ok(Loaded {
-            model,
-            start: OpenStart::Snapshots {
-                next_seq: manifest.next_seq,
-                tasks: manifest.tasks,
-            },
-            write_snapshot: !discarded.is_empty() || !repaired.is_empty(),
-            discarded,
-            repaired,
-        }),
-        Err(RestoreFailure::Read(e)) => Err(OpenError::Read(e)),
-        Err(RestoreFailure::Rebuild(reason)) => {
-            tracing::warn!(%reason, "snapshots unusable; folding the whole ledger");
-            store.clear()?;
-            Ok(full_fold(OpenStart::FullRebuild { reason }, discarded))
-        }
-    }
-}
-
-/// Builds the model the snapshots describe: each task from its newest valid snapshot, folded
-/// forward along its own stream to the manifest's seq; tasks without a usable snapshot from
-/// their first event. Gives up (for a full rebuild) when the snapshots cannot be the whole
-/// story: tasks missing, or a stream that will not fold.
-fn restore(
-    ledger: &Ledger,
-    manifest: &Manifest,
-    tasks: Vec<(String, Option<Valid>)>,
-    limits: &Limits,
-) -> Result<(Model, Vec<String>), RestoreFailure> {
-    if tasks.len() as u64 != manifest.tasks {
-        return Err(RestoreFailure::Rebuild(format!(
-            "the manifest names {} tasks; snapshots of {} were found",
-            manifest.tasks,
-            tasks.len()
-        )));
-    }
-    let mut model = Model::new();
-    model.next_seq = manifest.next_seq;
-    model.last_hash = Digest(manifest.last_hash);
-    model.snapshot_seq = manifest.next_seq;
-    let mut repaired = Vec::new();
-    let batch = limits.catch_up_batch_events.max(1);
-    for (task_id, valid) in tasks {
-        let mut entry = valid
-            .map(|v| TaskEntry::new(v.state, v.last_seq, v.last_hash, v.updated_at, v.version));
-        let mut folded = false;
-        loop {
-            let from = entry.as_ref().map_or(1, |e| e.version() + 1);
-            let events = ledger
-                .read_stream(&task_id, from, batch)
-                .map_err(RestoreFailure::Read)?;
-            // A short page is the end of the stream; an event at or past the manifest's seq is
-            // the end of what the snapshots are meant to cover.
-            let mut done = events.len() < batch;
-            for event in &events {
-                if event.seq >= manifest.next_seq {
-                    done = true;
-                    break;
-                }
-                let fold = match entry.as_mut() {
-                    Some(entry) => entry.fold(event).map(|_| ()),
-                    None => first_entry(event).map(|e| entry = Some(e)),
-                };
-                fold.map_err(|e| {
-                    RestoreFailure::Rebuild(format!("task {task_id} does not fold: {e}"))
-                })?;
-                folded = true;
+        Found::Entries { manifest, entries } => {
+            let mut model = empty();
+            model.next_seq = manifest.next_seq;
+            model.last_hash = Digest(manifest.last_hash);
+            model.snapshot_seq = manifest.next_seq;
+            for (task_id, entry) in entries {
+                model.insert(task_id, entry);
             }
-            if done {
-                break;
-            }
+            Ok(Loaded {
+                model,
+                start: OpenStart::Snapshots {
+                    next_seq: manifest.next_seq,
+                    tasks: manifest.tasks,
+                },
+                write_snapshot: !discarded.is_empty(),
+                discarded,
+            })
         }
-        let Some(entry) = entry else {
-            return Err(RestoreFailure::Rebuild(format!(
-                "task {task_id} has no events before seq {}",
-                manifest.next_seq
-            )));
-        };
-        if folded {
-            repaired.push(task_id.clone());
-        }
-        model.insert(task_id, entry);
     }
-    Ok((model, repaired))
-}
-
-/// A task entry from the task's first event, which must open it.
-fn first_entry(event: &RecordedEvent) -> Result<TaskEntry, ApplyError> {
-    let mut model = Model::new();
-    model.fold(event)?;
-    model
-        .tasks
-        .remove(&event.stream)
-        .ok_or_else(|| ApplyError::StreamGap {
-            seq: event.seq,
-            stream: event.stream.clone(),
-            expected: 1,
-            found: event.stream_version,
-        })
 }

@@ -11,15 +11,22 @@
 //!
 //! - `format` → the format this build writes, which names [`research::STATE_FORMAT_VERSION`];
 //!   any other value means every snapshot is of another shape and the directory is rebuilt.
-//! - `manifest` → `{next_seq, last_hash, tasks}`: the snapshots hold every task as of the
+//! - `manifest` → `{next_seq, last_hash, tasks}`: the entries hold every task as of the
 //!   ledger's first `next_seq` events, the last of which has hash `last_hash`.
+//! - `e ‖ len(task) u16 ‖ task` → the task's index entry as of the manifest: what the task
+//!   index lists of it, its version, first and last seq, last hash, and its state hash. Written
+//!   in the same atomic batch as the manifest, so that an open reads the index of every task
+//!   without reading a single state.
 //! - `s ‖ len(task) u16 ‖ task ‖ version u64` (big endian) → one snapshot of a task at a stream
 //!   version: the state's canonical bytes, their hash, and the seq and hash of the task's event
-//!   at that version.
+//!   at that version. Written with the manifest, or alone when a state leaves the bounded cache
+//!   of the read models before the next round.
 //!
 //! A snapshot is used only when its bytes hash to the recorded state hash, decode to a state of
 //! the recorded version, and the ledger's event at the recorded seq has the recorded hash and is
-//! that version of that task. Anything else is discarded and reported.
+//! that version of that task. Anything else is discarded and reported. States are loaded, and
+//! so checked, when a task is first needed, not at open: an open of a large ledger reads the
+//! manifest, checks it against the ledger, and reads the entries.
 
 use std::path::{Path, PathBuf};
 
@@ -28,17 +35,21 @@ use ledger::{Digest, Ledger};
 use research::TaskState;
 use serde::{Deserialize, Serialize};
 
+use research::Hash32;
+
 use crate::error::SnapshotError;
 use crate::hash::bytes_hash;
+use crate::model::{Summary, TaskEntry, search_text};
 
 const FORMAT_KEY: &[u8] = b"format";
 const MANIFEST_KEY: &[u8] = b"manifest";
 const SNAPSHOT_TAG: u8 = b's';
+const ENTRY_TAG: u8 = b'e';
 
 /// The format this build writes and reads.
 fn format_mark() -> Vec<u8> {
     format!(
-        "research-ledger/projections/snapshots/v1 task-state/{}",
+        "research-ledger/projections/snapshots/v2 task-state/{}",
         research::STATE_FORMAT_VERSION
     )
     .into_bytes()
@@ -66,6 +77,60 @@ struct Record {
     state: Vec<u8>,
 }
 
+/// One stored index entry. Field order is the encoding: never reorder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EntryRecord {
+    task_id: String,
+    version: u64,
+    first_seq: u64,
+    last_seq: u64,
+    last_hash: [u8; 32],
+    updated_at_micros: i64,
+    state_hash: Option<[u8; 32]>,
+    summary: Summary,
+}
+
+impl EntryRecord {
+    fn of(task_id: &str, entry: &TaskEntry) -> Self {
+        EntryRecord {
+            task_id: task_id.to_owned(),
+            version: entry.version,
+            first_seq: entry.first_seq,
+            last_seq: entry.last_seq,
+            last_hash: entry.last_hash.0,
+            updated_at_micros: entry.updated_at.timestamp_micros(),
+            state_hash: entry.hash.map(|h| h.0),
+            summary: entry.summary.clone(),
+        }
+    }
+
+    /// The entry it records, as a newly opened model holds it: recorded and, as far as the
+    /// store knows, snapshotted at its version (a load finds the newest snapshot there is).
+    fn entry(self) -> Result<(String, TaskEntry), String> {
+        let updated_at = DateTime::<Utc>::from_timestamp_micros(self.updated_at_micros)
+            .ok_or_else(|| format!("the entry of {} has no valid time", self.task_id))?;
+        if self.version == 0 || self.last_seq < self.first_seq {
+            return Err(format!(
+                "the entry of {} is inconsistent: version {}, seqs {}..{}",
+                self.task_id, self.version, self.first_seq, self.last_seq
+            ));
+        }
+        let entry = TaskEntry {
+            search_text: search_text(&self.summary.question, &self.summary.constraints),
+            summary: self.summary,
+            version: self.version,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            last_hash: Digest(self.last_hash),
+            updated_at,
+            snapshot_version: self.version,
+            recorded_version: self.version,
+            hash: self.state_hash.map(Hash32),
+        };
+        Ok((self.task_id, entry))
+    }
+}
+
 /// A task's state to write.
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -82,8 +147,6 @@ pub(crate) struct Valid {
     pub(crate) state: TaskState,
     pub(crate) version: u64,
     pub(crate) last_seq: u64,
-    pub(crate) last_hash: Digest,
-    pub(crate) updated_at: DateTime<Utc>,
 }
 
 /// A snapshot that was found unusable and removed.
@@ -115,13 +178,11 @@ pub(crate) enum Found {
     Empty,
     /// Nothing usable; the reason says why.
     Unusable(String),
-    /// Snapshots of the tasks as of `manifest.next_seq`.
-    Snapshots {
+    /// The index entry of every task as of `manifest.next_seq`.
+    Entries {
         manifest: Manifest,
-        /// Every task with a snapshot key, and its newest valid snapshot if it has one.
-        tasks: Vec<(String, Option<Valid>)>,
-        /// What was removed.
-        discarded: Vec<Discarded>,
+        /// Every task's entry.
+        entries: Vec<(String, TaskEntry)>,
     },
 }
 
@@ -148,9 +209,18 @@ fn key(task_id: &str, version: u64) -> Vec<u8> {
 /// The key prefix of every snapshot of one task. The length prefix keeps one task's keys from
 /// running into another's whose id extends it.
 fn prefix(task_id: &str) -> Vec<u8> {
+    tagged(SNAPSHOT_TAG, task_id)
+}
+
+/// The key of a task's index entry.
+fn entry_key(task_id: &str) -> Vec<u8> {
+    tagged(ENTRY_TAG, task_id)
+}
+
+fn tagged(tag: u8, task_id: &str) -> Vec<u8> {
     let len = u16::try_from(task_id.len()).unwrap_or(u16::MAX);
     let mut key = Vec::with_capacity(3 + task_id.len() + 8);
-    key.push(SNAPSHOT_TAG);
+    key.push(tag);
     key.extend_from_slice(&len.to_be_bytes());
     key.extend_from_slice(task_id.as_bytes());
     key
@@ -231,7 +301,9 @@ impl SnapshotStore {
         &self.dir
     }
 
-    /// Reads and checks what the directory holds. Unusable snapshots are removed.
+    /// Reads what the directory holds: the manifest, checked against the ledger, and every
+    /// task's index entry. States are not read here; [`SnapshotStore::at_or_below`] reads and
+    /// checks one when it is needed.
     pub(crate) fn load(&self, ledger: &Ledger) -> Result<Found, SnapshotError> {
         let format = self.db.get(FORMAT_KEY).map_err(store_error("read"))?;
         let Some(format) = format else {
@@ -258,108 +330,119 @@ impl SnapshotStore {
         if let Some(reason) = manifest_mismatch(ledger, &manifest)? {
             return Ok(Found::Unusable(reason));
         }
-
-        let mut tasks: Vec<(String, Option<Valid>)> = Vec::new();
-        let mut discarded = Vec::new();
-        let mut doomed = Vec::new();
-        // Newest first within each task, so the first snapshot that checks out is the one used
-        // and only the ones newer than it need to be read.
-        for item in self.db.scan_prefix([SNAPSHOT_TAG]).rev() {
-            let (k, bytes) = item.map_err(store_error("read"))?;
-            let Some((task_id, version)) = parse_key(&k) else {
-                discarded.push(Discarded {
-                    task_id: None,
-                    version: None,
-                    reason: "the key is not a snapshot key".into(),
-                });
-                doomed.push(k);
-                continue;
-            };
-            let known = tasks.last().is_some_and(|(t, _)| *t == task_id);
-            if known && tasks.last().is_some_and(|(_, v)| v.is_some()) {
-                // An older snapshot of a task that already has a valid newer one.
-                continue;
-            }
-            let checked = check(ledger, &task_id, version, &bytes)?.and_then(|valid| {
-                if valid.last_seq >= manifest.next_seq {
-                    Err(format!(
-                        "it covers seq {}, beyond the manifest's {}",
-                        valid.last_seq, manifest.next_seq
-                    ))
-                } else {
-                    Ok(valid)
+        let mut entries = Vec::with_capacity(usize::try_from(manifest.tasks).unwrap_or(0));
+        for item in self.db.scan_prefix([ENTRY_TAG]) {
+            let (_, bytes) = item.map_err(store_error("read"))?;
+            let entry = decode_exact::<EntryRecord>(&bytes).and_then(EntryRecord::entry);
+            match entry {
+                Ok((task_id, entry)) if entry.last_seq < manifest.next_seq => {
+                    entries.push((task_id, entry));
                 }
-            });
-            let valid = match checked {
-                Ok(valid) => Some(valid),
-                Err(reason) => {
-                    tracing::warn!(task = %task_id, version, %reason, "discarding a snapshot");
-                    discarded.push(Discarded {
-                        task_id: Some(task_id.clone()),
-                        version: Some(version),
-                        reason,
-                    });
-                    doomed.push(k);
-                    None
+                Ok((task_id, entry)) => {
+                    return Ok(Found::Unusable(format!(
+                        "the entry of {task_id} covers seq {}, beyond the manifest's {}",
+                        entry.last_seq, manifest.next_seq
+                    )));
                 }
-            };
-            match tasks.last_mut() {
-                Some((t, slot)) if *t == task_id => *slot = valid,
-                _ => tasks.push((task_id, valid)),
+                Err(e) => return Ok(Found::Unusable(format!("an entry is damaged: {e}"))),
             }
         }
-        if !doomed.is_empty() {
-            let mut batch = sled::Batch::default();
-            for k in doomed {
-                batch.remove(k);
-            }
-            self.db.apply_batch(batch).map_err(store_error("remove"))?;
+        if entries.len() as u64 != manifest.tasks {
+            return Ok(Found::Unusable(format!(
+                "the manifest names {} tasks; entries of {} were found",
+                manifest.tasks,
+                entries.len()
+            )));
         }
-        tasks.reverse();
-        Ok(Found::Snapshots {
-            manifest,
-            tasks,
-            discarded,
-        })
+        Ok(Found::Entries { manifest, entries })
     }
 
-    /// The newest valid snapshot of a task at or below `version`, for time travel. Invalid ones
-    /// are skipped (and left for the next open to remove).
+    /// The newest valid snapshot of a task at or below `version`, and the newer ones found
+    /// unusable on the way, which are removed.
     pub(crate) fn at_or_below(
         &self,
         ledger: &Ledger,
         task_id: &str,
         version: u64,
-    ) -> Result<Option<Valid>, SnapshotError> {
+    ) -> Result<(Option<Valid>, Vec<Discarded>), SnapshotError> {
+        let mut discarded = Vec::new();
+        let mut found_valid = None;
         for item in self.db.range(key(task_id, 0)..=key(task_id, version)).rev() {
             let (k, bytes) = item.map_err(store_error("read"))?;
             let Some((_, found)) = parse_key(&k) else {
                 continue;
             };
             match check(ledger, task_id, found, &bytes)? {
-                Ok(valid) => return Ok(Some(valid)),
+                Ok(valid) => {
+                    found_valid = Some(valid);
+                    break;
+                }
                 Err(reason) => {
-                    tracing::warn!(task = %task_id, version = found, %reason, "skipping a snapshot");
+                    tracing::warn!(task = %task_id, version = found, %reason, "discarding a snapshot");
+                    if let Err(e) = self.db.remove(&k) {
+                        tracing::warn!(error = %e, "an unusable snapshot was not removed");
+                    }
+                    discarded.push(Discarded {
+                        task_id: Some(task_id.to_owned()),
+                        version: Some(found),
+                        reason,
+                    });
                 }
             }
         }
-        Ok(None)
+        Ok((found_valid, discarded))
     }
 
-    /// Writes snapshots of `pending` and a manifest saying they cover every event before
-    /// `next_seq`, all in one atomic batch; keeps at most `keep` snapshots per task.
+    /// Writes the index entries and states of a snapshot round and a manifest saying they
+    /// cover every event before `next_seq`, all in one atomic batch; keeps at most `keep`
+    /// snapshots per task.
     pub(crate) fn write(
         &self,
         manifest: Manifest,
-        pending: &[Pending],
+        entries: &[(String, TaskEntry)],
+        states: &[Pending],
         keep: usize,
     ) -> Result<SnapshotReport, SnapshotError> {
-        let keep = keep.max(1);
         let mut batch = sled::Batch::default();
         batch.insert(FORMAT_KEY, format_mark());
         batch.insert(MANIFEST_KEY, postcard_bytes(&manifest));
+        for (task_id, entry) in entries {
+            batch.insert(
+                entry_key(task_id),
+                postcard_bytes(&EntryRecord::of(task_id, entry)),
+            );
+        }
+        let pruned = self.add_states(&mut batch, states, keep)?;
+        self.db.apply_batch(batch).map_err(store_error("write"))?;
+        self.db.flush().map_err(store_error("flush"))?;
+        Ok(SnapshotReport {
+            next_seq: manifest.next_seq,
+            tasks_written: entries.len() as u64,
+            snapshots_pruned: pruned,
+        })
+    }
+
+    /// Writes states alone, between rounds: those that leave the bounded cache before their
+    /// changes were snapshotted. Not flushed: a lost one costs a longer load, never a wrong one.
+    pub(crate) fn write_states(
+        &self,
+        states: &[Pending],
+        keep: usize,
+    ) -> Result<(), SnapshotError> {
+        let mut batch = sled::Batch::default();
+        self.add_states(&mut batch, states, keep)?;
+        self.db.apply_batch(batch).map_err(store_error("write"))
+    }
+
+    fn add_states(
+        &self,
+        batch: &mut sled::Batch,
+        states: &[Pending],
+        keep: usize,
+    ) -> Result<u64, SnapshotError> {
+        let keep = keep.max(1);
         let mut pruned = 0u64;
-        for p in pending {
+        for p in states {
             let state = p.state.canonical_bytes();
             let record = Record {
                 task_id: p.task_id.clone(),
@@ -385,13 +468,7 @@ impl SnapshotStore {
                 pruned += 1;
             }
         }
-        self.db.apply_batch(batch).map_err(store_error("write"))?;
-        self.db.flush().map_err(store_error("flush"))?;
-        Ok(SnapshotReport {
-            next_seq: manifest.next_seq,
-            tasks_written: pending.len() as u64,
-            snapshots_pruned: pruned,
-        })
+        Ok(pruned)
     }
 
     /// Removes every snapshot and the manifest, before a full rebuild writes new ones.
@@ -500,8 +577,6 @@ fn check(
         state,
         version,
         last_seq: record.last_seq,
-        last_hash: event.hash,
-        updated_at: event.recorded_at,
     }))
 }
 
@@ -580,6 +655,12 @@ mod tests {
         }
     }
 
+    fn entry(state: &TaskState, events: &[RecordedEvent]) -> (String, TaskEntry) {
+        let last = &events[events.len() - 1];
+        let entry = TaskEntry::of_state(state, last.seq, last.hash, last.recorded_at).unwrap();
+        ("t".into(), entry)
+    }
+
     fn manifest(events: &[RecordedEvent]) -> Manifest {
         Manifest {
             next_seq: events.len() as u64,
@@ -595,16 +676,28 @@ mod tests {
         let (store, wiped) = SnapshotStore::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(wiped, None);
         store
-            .write(manifest(&events), &[pending(&state, 1, events[1].hash)], 2)
+            .write(
+                manifest(&events),
+                &[entry(&state, &events)],
+                &[pending(&state, 1, events[1].hash)],
+                2,
+            )
             .unwrap();
-        let found = store.at_or_below(&ledger, "t", 2).unwrap().unwrap();
+        let (found, discarded) = store.at_or_below(&ledger, "t", 2).unwrap();
+        let found = found.unwrap();
+        assert!(discarded.is_empty());
         assert_eq!(found.version, 2);
         assert_eq!(found.state.canonical_bytes(), state.canonical_bytes());
-        assert!(store.at_or_below(&ledger, "t", 1).unwrap().is_none());
-        assert!(matches!(
-            store.load(&ledger).unwrap(),
-            Found::Snapshots { tasks, discarded, .. } if tasks.len() == 1 && tasks[0].1.is_some() && discarded.is_empty()
-        ));
+        assert!(store.at_or_below(&ledger, "t", 1).unwrap().0.is_none());
+        let loaded = store.load(&ledger).unwrap();
+        let Found::Entries { entries, .. } = loaded else {
+            panic!("{loaded:?}");
+        };
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].0, "t");
+        assert_eq!(entries[0].1.version, 2);
+        assert_eq!(entries[0].1.last_hash, events[1].hash);
+        assert_eq!(entries[0].1.summary.question, "Q?");
     }
 
     #[test]
@@ -614,34 +707,51 @@ mod tests {
         let (store, _) = SnapshotStore::open(dir.path(), 1 << 20).unwrap();
         // The recorded last hash is not the ledger's event at that seq.
         store
-            .write(manifest(&events), &[pending(&state, 1, Digest([9; 32]))], 2)
+            .write_states(&[pending(&state, 1, Digest([9; 32]))], 2)
             .unwrap();
-        assert!(store.at_or_below(&ledger, "t", 2).unwrap().is_none());
-        let loaded = store.load(&ledger).unwrap();
-        let Found::Snapshots {
-            tasks, discarded, ..
-        } = loaded
-        else {
-            panic!("{loaded:?}");
-        };
-        assert_eq!(tasks.len(), 1);
-        assert!(tasks[0].1.is_none());
+        let (found, discarded) = store.at_or_below(&ledger, "t", 2).unwrap();
+        assert!(found.is_none());
         assert_eq!(discarded.len(), 1);
         assert!(discarded[0].reason.contains("hash"), "{:?}", discarded[0]);
-        // Discarded means removed: a second load finds no snapshot of the task at all.
+        // Discarded means removed: a second look finds no snapshot of the task at all.
         assert!(matches!(
-            store.load(&ledger).unwrap(),
-            Found::Snapshots { tasks, discarded, .. } if tasks.is_empty() && discarded.is_empty()
+            store.at_or_below(&ledger, "t", 2).unwrap(),
+            (None, d) if d.is_empty()
         ));
 
         // The right hash at the wrong seq is no better.
         store
-            .write(manifest(&events), &[pending(&state, 0, events[1].hash)], 2)
+            .write_states(&[pending(&state, 0, events[1].hash)], 2)
             .unwrap();
-        let Found::Snapshots { discarded, .. } = store.load(&ledger).unwrap() else {
-            panic!("the manifest is intact");
-        };
+        let (found, discarded) = store.at_or_below(&ledger, "t", 2).unwrap();
+        assert!(found.is_none());
         assert_eq!(discarded.len(), 1);
+    }
+
+    #[test]
+    fn entries_that_do_not_add_up_to_the_manifest_are_unusable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ledger, state, events) = one_task();
+        let (store, _) = SnapshotStore::open(dir.path(), 1 << 20).unwrap();
+        // The manifest names one task, but no entry was written.
+        store.write(manifest(&events), &[], &[], 2).unwrap();
+        let loaded = store.load(&ledger).unwrap();
+        assert!(
+            matches!(&loaded, Found::Unusable(reason) if reason.contains("1 tasks")),
+            "{loaded:?}"
+        );
+        // An entry that claims to cover events past the manifest is no better.
+        let mut short = manifest(&events);
+        short.next_seq = 1;
+        short.last_hash = events[0].hash.0;
+        store
+            .write(short, &[entry(&state, &events)], &[], 2)
+            .unwrap();
+        let loaded = store.load(&ledger).unwrap();
+        assert!(
+            matches!(&loaded, Found::Unusable(reason) if reason.contains("beyond")),
+            "{loaded:?}"
+        );
     }
 
     #[test]

@@ -482,7 +482,7 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     let ledger = state.service.ledger();
     let head = ledger.head();
     let checkpoint = ledger.latest_checkpoint().ok().flatten();
-    let refusing = ledger.poisoned();
+    let refusing = state.service.refusing_writes();
     Json(json!({
         "status": if refusing.is_none() { "ok" } else { "refusing_writes" },
         "reason": refusing,

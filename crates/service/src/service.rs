@@ -4,8 +4,10 @@
 //! A write goes: idempotency key first (a retry of a command that succeeded is answered from the
 //! events it wrote, even if the same command would now be refused), then the expected version,
 //! then `research::decide` on the task's state, then one conditional append, then the
-//! projection catches up so the caller reads its own write. Content blobs are made durable
-//! before the event that cites them is appended.
+//! projection folds the events the ledger's writer hands it, so the caller reads its own write
+//! without the events being read back. Each check is made once: the key is looked up by the
+//! ledger's writer as it appends, or by the service when the command is refused before the
+//! append. Content blobs are made durable before the event that cites them is appended.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -238,40 +240,59 @@ impl std::fmt::Debug for Service {
 
 /// An empty corpus under a ledger whose searches ran on a corpus of documents: the corpus
 /// folder was deleted or replaced. Reported rather than searched, since an empty corpus would
-/// answer every search with nothing, silently.
-fn missing_corpus(ledger: &Ledger, corpus: &Corpus) -> Option<String> {
+/// answer every search with nothing, silently. Only the tasks whose searches asked the corpus
+/// are read (the task index knows them), so an open does not read the whole ledger.
+fn missing_corpus(projector: &Projector, corpus: &Corpus) -> Option<String> {
     let empty = corpus.index_state();
     if empty.documents > 0 {
         return None;
     }
-    let mut from = 0u64;
     let mut last: Option<(u64, String)> = None;
     let mut count = 0u64;
-    loop {
-        let chunk = ledger.read_range(from, 4096).ok()?;
-        let Some(end) = chunk.last().map(|e| e.seq + 1) else {
-            break;
-        };
-        for event in chunk {
-            if event.kind != "search_recorded" {
+    for task in projector.tasks_that_searched_the_corpus() {
+        let state = match projector.state(&task) {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::warn!(error = %e, %task, "a task's searches could not be read");
                 continue;
             }
-            if let Ok(research::Event::SearchRecorded(search)) =
-                research::decode(&event.kind, &event.payload)
-                && search.sources.iter().any(|s| s == "corpus")
-                && search.index_state != empty.id
+        };
+        for search in state.searches() {
+            if search.event.sources.iter().any(|s| s == "corpus")
+                && search.event.index_state != empty.id
             {
                 count += 1;
-                last = Some((event.seq, search.index_state));
+                let seq = search.provenance.cite.seq;
+                if last.as_ref().is_none_or(|(at, _)| *at < seq) {
+                    last = Some((seq, search.event.index_state.clone()));
+                }
             }
         }
-        from = end;
     }
     let (seq, state) = last?;
     Some(format!(
         "the corpus in {} is empty, but {count} searches recorded in the ledger ran on a corpus of documents (the last at seq {seq}, index state {state}): the folder was deleted or replaced; ingest the collection again, or restore the folder from a backup",
         corpus.dir().display()
     ))
+}
+
+/// The registered tools' contracts, none named like a built-in tool.
+fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
+    let built_in: Vec<String> = crate::tools::tool_specs()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
+    let registry = sources::contracts::Registry::load(
+        &options.layout.contracts,
+        options.tool_endpoint_allow.clone(),
+        options.contract_limits,
+        &reserved,
+    );
+    for problem in registry.problems() {
+        tracing::warn!(%problem, "a contract is left out");
+    }
+    registry
 }
 
 /// Why the service could not open.
@@ -304,7 +325,9 @@ impl Service {
     /// each search; it does not search), and jobs are read as they are. Every write is refused.
     pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
         let read_only = options.ledger.read_only;
+        let started = std::time::Instant::now();
         let ledger = Ledger::open(&options.layout.ledger, options.ledger.clone())?;
+        let ledger_opened = started.elapsed();
         let projector = Projector::open(
             ledger.clone(),
             ProjectorOptions {
@@ -312,6 +335,7 @@ impl Service {
                 snapshot_dir: (!read_only).then(|| options.layout.projections.clone()),
             },
         )?;
+        let projections_opened = started.elapsed();
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
@@ -327,27 +351,23 @@ impl Service {
             )
         };
         let clock = Arc::clone(&options.ledger.clock);
-        let built_in: Vec<String> = crate::tools::tool_specs()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
-        let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
-        let registry = sources::contracts::Registry::load(
-            &options.layout.contracts,
-            options.tool_endpoint_allow.clone(),
-            options.contract_limits,
-            &reserved,
-        );
-        for problem in registry.problems() {
-            tracing::warn!(%problem, "a contract is left out");
-        }
+        let registry = load_registry(&options);
         let (tools_version, _) = tokio::sync::watch::channel(0);
         let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone(), read_only)?;
         let corpus_missing = if read_only {
             None
         } else {
-            missing_corpus(&ledger, &corpus)
+            missing_corpus(&projector, &corpus)
         };
+        // Where an open's time goes, for an operator waiting on a large ledger.
+        tracing::info!(
+            events = ledger.head().size,
+            tasks = projector.status().tasks,
+            ledger_ms = ledger_opened.as_millis() as u64,
+            read_models_ms = (projections_opened - ledger_opened).as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "the service is open"
+        );
         if let Some(why) = &corpus_missing {
             tracing::error!(%why, "the corpus is missing");
         }
@@ -389,6 +409,17 @@ impl Service {
             return None;
         }
         self.inner.corpus_missing.as_deref()
+    }
+
+    /// Why the service refuses writes, if it does: the ledger refuses appends (see
+    /// [`Ledger::poisoned`]), or the content store refuses puts after a failed write or sync.
+    pub fn refusing_writes(&self) -> Option<String> {
+        self.inner.ledger.poisoned().or_else(|| {
+            self.inner
+                .blobs
+                .failure()
+                .map(|reason| format!("the content store: {reason}"))
+        })
     }
 
     /// The ledger.
@@ -446,6 +477,10 @@ impl Service {
             && let Err(e) = self.inner.projector.snapshot()
         {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
+        }
+        // Every blob's file made durable, so the next open has no journal to replay.
+        if let Err(e) = self.inner.blobs.checkpoint() {
+            tracing::warn!(error = %e, "the content journal was not emptied on shutdown; the next open replays it");
         }
         // A signed checkpoint of everything appended, so the next audit starts from it.
         let ledger = &self.inner.ledger;
@@ -510,48 +545,46 @@ impl Service {
                         ),
                     ));
                 }
-                let fingerprint = fingerprint(tool, arguments, &caller.actor);
-                // The key first: a retry of a command that succeeded gets its original result.
-                if let Some(record) = inner
-                    .ledger
-                    .idempotency(key)
-                    .map_err(ServiceError::unavailable)?
-                {
-                    if record.fingerprint != fingerprint {
-                        return Err(ServiceError::IdempotencyKeyReused { key: key.clone() });
-                    }
-                    return self.replay(&record);
-                }
                 Some(Idempotency {
                     key: key.clone(),
-                    fingerprint,
+                    fingerprint: fingerprint(tool, arguments, &caller.actor),
                 })
             }
         };
+        let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
         let mut attempts = 0;
         loop {
             attempts += 1;
             let state = match target {
                 Target::New(_) => Arc::new(TaskState::new()),
-                Target::Existing(id) => self.state(id)?,
+                Target::Existing(id) => match self.state(id) {
+                    Ok(state) => state,
+                    Err(e) => return refused(e),
+                },
             };
             let current = state.version();
             if let Some(expected) = guard.expected_version
                 && expected != current
             {
-                return Err(ServiceError::SessionConflict {
+                return refused(ServiceError::SessionConflict {
                     task_id,
                     expected_version: expected,
                     current_version: current,
                 });
             }
-            let command = make(&state)?;
+            let command = match make(&state) {
+                Ok(command) => command,
+                Err(e) => return refused(e),
+            };
             let context = CommandContext {
                 now: inner.clock.now(),
                 limits: inner.options.research.clone(),
             };
-            let decided = research::decide(&state, &command, &context)?;
+            let decided = match research::decide(&state, &command, &context) {
+                Ok(decided) => decided,
+                Err(e) => return refused(e.into()),
+            };
             let events: Vec<NewEvent> = decided
                 .iter()
                 .map(|e| NewEvent {
@@ -579,50 +612,28 @@ impl Service {
             if let Ok(receipt) = &appended
                 && !receipt.replayed
             {
-                inner
-                    .metrics
-                    .append(receipt.events.len() as u64, started.elapsed());
-                for event in &decided {
-                    match &event.event {
-                        research::Event::ConflictsAdjudicated(c) => {
-                            for a in &c.adjudications {
-                                inner.metrics.conflict(a.tier.name());
-                            }
-                        }
-                        research::Event::ConflictResolved(_)
-                        | research::Event::AdjudicationAppealed(_) => {
-                            inner.metrics.conflict("human");
-                        }
-                        research::Event::ConclusionIssued(c) => {
-                            inner.metrics.conclusion(c.stance.name());
-                        }
-                        _ => {}
-                    }
-                }
+                self.count_written(receipt.events.len(), started.elapsed(), &decided);
             }
             match appended {
                 Ok(receipt) => {
                     if receipt.replayed {
-                        // Another call with the same key and command won the race.
-                        let record = inner
-                            .ledger
-                            .idempotency(
-                                &idempotency
-                                    .as_ref()
-                                    .map(|i| i.key.clone())
-                                    .unwrap_or_default(),
-                            )
-                            .map_err(ServiceError::outcome_unknown)?
-                            .ok_or_else(|| {
-                                ServiceError::outcome_unknown("a replayed append has no record")
-                            })?;
-                        return self.replay(&record);
+                        // The key was used before, for this very command: its original result,
+                        // from the receipt the ledger answered with.
+                        let first = receipt.events.first().map_or(0, |e| e.seq);
+                        return self.replay(
+                            &receipt.stream,
+                            receipt.stream_version,
+                            first,
+                            receipt.events.len(),
+                        );
                     }
                     // Durable from here on: a failure to show the result is no failure to write.
                     let last = receipt.events.last().map_or(0, |e| e.seq);
+                    // The events just written, folded from the writer's memory: nothing is
+                    // read back, decoded or encoded again.
                     inner
                         .projector
-                        .catch_up_to(last)
+                        .fold_appended(last)
                         .map_err(ServiceError::outcome_unknown)?;
                     let state = self.state(&task_id)?;
                     let events = receipt
@@ -671,29 +682,99 @@ impl Service {
         }
     }
 
-    /// The original result of a command, rebuilt from the events it wrote.
-    fn replay(&self, record: &ledger::IdempotencyRecord) -> Result<Written, ServiceError> {
+    /// The answer to a command refused before its append. The key is checked before anything
+    /// else, but only where the answer can differ: a command that is decided and appended
+    /// carries its key to the ledger, whose writer checks it (once, atomically with the append)
+    /// and answers a retry with the original receipt; a command refused before the append
+    /// looks the key up here, once, since a retry of a command that succeeded must get its
+    /// original result even when the same command would now be refused.
+    fn refused(
+        &self,
+        idempotency: Option<&Idempotency>,
+        error: ServiceError,
+    ) -> Result<Written, ServiceError> {
+        let Some(idem) = idempotency else {
+            return Err(error);
+        };
+        match self
+            .inner
+            .ledger
+            .idempotency(&idem.key)
+            .map_err(ServiceError::unavailable)?
+        {
+            Some(record) if record.fingerprint == idem.fingerprint => self.replay(
+                &record.stream,
+                record.stream_version,
+                record.first_seq,
+                record.event_count as usize,
+            ),
+            Some(_) => Err(ServiceError::IdempotencyKeyReused {
+                key: idem.key.clone(),
+            }),
+            None => Err(error),
+        }
+    }
+
+    /// Counts an append and the verdicts and adjudications it recorded.
+    fn count_written(
+        &self,
+        events: usize,
+        took: std::time::Duration,
+        decided: &[research::NewEvent],
+    ) {
+        let metrics = &self.inner.metrics;
+        metrics.append(events as u64, took);
+        for event in decided {
+            match &event.event {
+                research::Event::ConflictsAdjudicated(c) => {
+                    for a in &c.adjudications {
+                        metrics.conflict(a.tier.name());
+                    }
+                }
+                research::Event::ConflictResolved(_) | research::Event::AdjudicationAppealed(_) => {
+                    metrics.conflict("human");
+                }
+                research::Event::ConclusionIssued(c) => {
+                    metrics.conclusion(c.stance.name());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The original result of a command, rebuilt from the events it wrote: `count` events of
+    /// `stream` from `first_seq`, which left the stream at `version`.
+    fn replay(
+        &self,
+        stream: &str,
+        version: u64,
+        first_seq: u64,
+        count: usize,
+    ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
-        let last = record.first_seq + u64::from(record.event_count.max(1)) - 1;
+        let last = first_seq + (count.max(1) as u64) - 1;
         inner
             .projector
             .catch_up_to(last)
             .map_err(ServiceError::unavailable)?;
         let recorded = inner
             .ledger
-            .read_range(record.first_seq, record.event_count as usize)
+            .read_range(first_seq, count)
             .map_err(ServiceError::unavailable)?;
+        if recorded.len() != count || recorded.iter().any(|e| e.stream != stream) {
+            return Err(ServiceError::unavailable(format!(
+                "the original events of a retried command are not at seq {first_seq}"
+            )));
+        }
         let mut events = Vec::with_capacity(recorded.len());
         for e in recorded {
             let event = research::decode(&e.kind, &e.payload).map_err(ServiceError::unavailable)?;
             events.push((e.seq, e.hash, event));
         }
-        let state = inner
-            .projector
-            .state_at(&record.stream, record.stream_version)?;
+        let state = inner.projector.state_at(stream, version)?;
         Ok(Written {
-            task_id: record.stream.clone(),
-            session_version: record.stream_version,
+            task_id: stream.to_owned(),
+            session_version: version,
             events,
             replayed: true,
             state,

@@ -1,13 +1,15 @@
-//! A stream of updates for subscribers: one per event appended, in order, for MCP resource
-//! subscriptions and GraphQL subscriptions alike.
+//! A stream of updates for subscribers: one per event appended, in order, each sent only once
+//! the read models have folded it — the one mechanism behind MCP resource subscriptions and
+//! GraphQL subscriptions alike, so a subscriber that reads what it was told of sees the change.
 
-use ledger::{Digest, Subscription};
+use ledger::Digest;
+use projections::{Feed, FeedError};
 use serde::Serialize;
 
 use crate::error::ServiceError;
 use crate::service::Service;
 
-/// One event appended to the ledger, as subscribers see it.
+/// One event appended to the ledger and folded into the read models, as subscribers see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Update {
     /// The event's seq.
@@ -26,21 +28,23 @@ pub struct Update {
     pub hash: Digest,
 }
 
-/// Every event from a seq on: first those already in the ledger, then each new one. A slow
-/// subscriber catches up from storage and misses nothing.
+/// Every event from a seq on, each once the read models hold it: first those already folded,
+/// then each new one. A slow subscriber catches up from storage and misses nothing.
 #[derive(Debug)]
 pub struct Updates {
-    subscription: Subscription,
+    feed: Feed,
 }
 
 impl Updates {
     /// The next update, waiting for it if need be.
     pub async fn next(&mut self) -> Result<Update, ServiceError> {
-        let event = self
-            .subscription
-            .next()
-            .await
-            .map_err(ServiceError::unavailable)?;
+        let event = self.feed.next().await.map_err(|e| match e {
+            FeedError::Stalled(stall) => ServiceError::unavailable(format!(
+                "the read models stopped before seq {}: {}",
+                stall.seq, stall.reason
+            )),
+            other => ServiceError::unavailable(other),
+        })?;
         Ok(Update {
             seq: event.seq,
             task_id: event.stream.clone(),
@@ -54,7 +58,7 @@ impl Updates {
 
     /// The seq of the next update.
     pub fn next_seq(&self) -> u64 {
-        self.subscription.next_seq()
+        self.feed.next_seq()
     }
 }
 
@@ -62,7 +66,7 @@ impl Service {
     /// Updates from `from_seq` on (the ledger's size for only new ones).
     pub fn updates(&self, from_seq: u64) -> Updates {
         Updates {
-            subscription: self.ledger().subscribe(from_seq),
+            feed: self.projector().feed(from_seq),
         }
     }
 }

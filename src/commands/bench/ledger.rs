@@ -25,6 +25,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use ledger::{Ledger, LedgerOptions};
 
+pub(super) use self::appends::append_concurrently;
 use self::appends::{APPEND_ROUNDS, run_appends};
 use self::baseline::{blake3_rate, sha256_node_rate};
 use self::frames::Grouping;
@@ -218,7 +219,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
 
 /// Opens (creating if needed) the benchmark's ledger in `dir`, with the product's defaults:
 /// the figures are those of the ledger as it ships.
-fn open_ledger(dir: &Path) -> anyhow::Result<Ledger> {
+pub(in crate::commands::bench) fn open_ledger(dir: &Path) -> anyhow::Result<Ledger> {
     Ledger::open(
         dir,
         LedgerOptions {

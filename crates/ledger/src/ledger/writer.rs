@@ -308,7 +308,10 @@ impl Writer {
     /// The time for a group: the clock, but never earlier than the previous group's, so
     /// `recorded_at` never decreases along the log.
     pub(super) fn tick(&mut self) -> DateTime<Utc> {
+        // To the microsecond, the precision the envelope stores: the events handed to live
+        // readers must be the events a read gives back.
         let now = self.clock.now();
+        let now = DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now);
         let now = match self.last_time {
             Some(last) if last > now => last,
             _ => now,

@@ -279,3 +279,229 @@ fn concurrent_writers_each_read_their_own_writes() {
         crate::support::projector(&ledger).projection_hash()
     );
 }
+
+/// Storage that counts the reads of events, so a test can tell folding the writer's events
+/// from reading them back.
+#[derive(Debug)]
+struct CountingStorage {
+    inner: ledger::storage::memory::MemoryStorage,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl CountingStorage {
+    fn count(&self) {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+use ledger::storage::{Commit, StorageProblem, TreeGrowth};
+use ledger::{ChainHead, CheckpointEntry, Digest, IdempotencyRecord, RawEvent, StorageError};
+
+impl ledger::Storage for CountingStorage {
+    fn head(&self) -> ChainHead {
+        self.inner.head()
+    }
+    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
+        self.inner.append(commits, tree)
+    }
+    fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {
+        self.count();
+        self.inner.read_range(from_seq, max)
+    }
+    fn visit_range(
+        &self,
+        from_seq: u64,
+        max: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> std::ops::ControlFlow<()>,
+    ) -> Result<usize, StorageError> {
+        self.count();
+        self.inner.visit_range(from_seq, max, visit)
+    }
+    fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
+        self.inner.stream_version(stream)
+    }
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<RawEvent>, StorageError> {
+        self.count();
+        self.inner.read_stream(stream, from_version, max)
+    }
+    fn find_event_id(&self, id: uuid::Uuid) -> Result<Option<RawEvent>, StorageError> {
+        self.inner.find_event_id(id)
+    }
+    fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
+        self.inner.find_hash(hash)
+    }
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
+        self.inner.idempotency(key)
+    }
+    fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
+        self.inner.idempotency_records()
+    }
+    fn problems(&self) -> Vec<StorageProblem> {
+        self.inner.problems()
+    }
+    fn checkpoint_index(&self) -> Result<(), StorageError> {
+        self.inner.checkpoint_index()
+    }
+    fn merkle_size(&self) -> Result<u64, StorageError> {
+        self.inner.merkle_size()
+    }
+    fn put_merkle_nodes(
+        &self,
+        nodes: &[ledger::ledger_proof::PerfectNode],
+        size: u64,
+    ) -> Result<(), StorageError> {
+        self.inner.put_merkle_nodes(nodes, size)
+    }
+    fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
+        self.inner.clear_merkle_nodes()
+    }
+    fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        self.inner.merkle_node(level, index)
+    }
+    fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
+        self.inner.append_checkpoint_entry(entry)
+    }
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
+        self.inner.checkpoint_entries()
+    }
+}
+
+fn counted_ledger(buffer: usize) -> (ledger::Ledger, std::sync::Arc<CountingStorage>) {
+    let storage = std::sync::Arc::new(CountingStorage {
+        inner: ledger::storage::memory::MemoryStorage::new(
+            ledger::storage::memory::Faults::default(),
+            71,
+        ),
+        reads: std::sync::atomic::AtomicU64::new(0),
+    });
+    let mut options = ledger_options(71);
+    options.limits.subscription_buffer_events = buffer;
+    let ledger = ledger::Ledger::with_storage(storage.clone(), options);
+    (ledger, storage)
+}
+
+#[test]
+fn the_write_path_folds_the_writers_events_without_reading_them_back() {
+    let (ledger, storage) = counted_ledger(4096);
+    let mut world = World::new(&ledger);
+    let projector = projector(&ledger);
+    let mut last = 0;
+    for (task, stance) in [("a", Stance::Supports), ("b", Stance::Opposes)] {
+        last = world
+            .ok(task, open_task(task, "Read back?", &[], Mode::AgentLed))
+            .last()
+            .unwrap()
+            .seq;
+        // The harness reads what it appended; the count starts after it.
+        let reads = storage.reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(projector.fold_appended(last).unwrap(), 1);
+        assert_eq!(
+            storage.reads.load(std::sync::atomic::Ordering::Relaxed),
+            reads,
+            "the events just appended were read back from storage"
+        );
+        for event in world.ok(
+            task,
+            add(vec![item(
+                "x.example.org",
+                "blog",
+                "2025-06-01",
+                Some(stance),
+            )]),
+        ) {
+            last = event.seq;
+        }
+        let reads = storage.reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(projector.fold_appended(last).unwrap(), 1);
+        assert_eq!(
+            storage.reads.load(std::sync::atomic::Ordering::Relaxed),
+            reads,
+            "the events just appended were read back from storage"
+        );
+        // Folding what was folded already does nothing.
+        assert_eq!(projector.fold_appended(last).unwrap(), 0);
+    }
+    assert_eq!(projector.next_seq(), last + 1);
+    let reference = fold_all(&ledger);
+    for (task, state) in &reference {
+        assert_eq!(
+            projector.state(task).unwrap().canonical_bytes(),
+            state.canonical_bytes()
+        );
+    }
+}
+
+#[test]
+fn events_the_handover_missed_are_read_from_the_ledger() {
+    // A buffer of two events: a burst of more goes past it.
+    let (ledger, storage) = counted_ledger(2);
+    let mut world = World::new(&ledger);
+    let projector = projector(&ledger);
+    let mut last = 0;
+    for i in 0..6 {
+        let task = format!("t{i}");
+        last = world
+            .ok(&task, open_task(&task, "Missed?", &[], Mode::AgentLed))
+            .last()
+            .unwrap()
+            .seq;
+    }
+    let reads = storage.reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(projector.fold_appended(last).unwrap(), 6);
+    assert!(storage.reads.load(std::sync::atomic::Ordering::Relaxed) > reads);
+    assert_eq!(projector.next_seq(), last + 1);
+    assert_eq!(projector.status().tasks, 6);
+}
+
+#[test]
+fn the_feed_tells_of_an_event_only_once_it_is_folded() {
+    // The appends block, so the feed is driven by a runtime of its own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let ledger = memory_ledger(81);
+    let mut world = World::new(&ledger);
+    let projector = projector(&ledger);
+    let first = world.ok("fed", open_task("fed", "Told late?", &[], Mode::AgentLed));
+    projector.fold_appended(first[0].seq).unwrap();
+    // A subscriber from the start hears of what was folded before it subscribed.
+    let mut feed = projector.feed(0);
+    assert_eq!(runtime.block_on(feed.next()).unwrap().seq, first[0].seq);
+
+    // Appended but not folded: nothing is delivered.
+    let added = world.ok(
+        "fed",
+        add(vec![item(
+            "x.example.org",
+            "blog",
+            "2025-06-01",
+            Some(Stance::Supports),
+        )]),
+    );
+    let early = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_millis(200), feed.next()).await });
+    assert!(
+        early.is_err(),
+        "an event was delivered before it was folded"
+    );
+
+    // Folded: delivered, and what the subscriber reads holds it.
+    projector.fold_appended(added[0].seq).unwrap();
+    let told = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), feed.next()).await })
+        .expect("the folded event is delivered")
+        .unwrap();
+    assert_eq!(told.seq, added[0].seq);
+    assert_eq!(
+        projector.state("fed").unwrap().version(),
+        told.stream_version
+    );
+    assert_eq!(feed.next_seq(), added[0].seq + 1);
+}

@@ -189,7 +189,7 @@ fn append_sequentially(ledger: &Ledger, appends: u64, rng: &mut Rng) -> anyhow::
 /// `writers` threads appending `appends` events between them, each to a stream of its own, all
 /// released at once. The time from their release to the last acknowledgement, and every
 /// append's latency.
-fn append_concurrently(
+pub(in crate::commands::bench) fn append_concurrently(
     ledger: &Ledger,
     writers: usize,
     appends: u64,

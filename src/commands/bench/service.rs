@@ -1,0 +1,683 @@
+//! `research-ledger bench service`: the service as its callers meet it, through real
+//! transports, beside the ledger's own figures measured in the same run.
+//!
+//! The run, in order:
+//!
+//! 1. the ledger alone: concurrent durable appends at each connection count, in a directory of
+//!    its own — the engine the writes below are compared with;
+//! 2. `serve` spawned on a new data directory; concurrent `retrieval_add_evidence` calls on
+//!    distinct tasks over REST and over MCP Streamable HTTP (2025-11-25 sessions) at each
+//!    connection count, each client on one kept-alive connection;
+//! 3. read tool calls (`research_summarize_state`) over REST and MCP in both eras, and a
+//!    GraphQL task query: p50 and p99 at 1 and at 16 connections;
+//! 4. for each generated ledger size: a data directory written through the tools, in process,
+//!    then `serve` started on it — time to `/health` answering, its resident memory, a task
+//!    read and a `tasks` page.
+
+mod client;
+mod generate;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use self::client::{Client, Transport};
+use super::ledger::{append_concurrently, open_ledger};
+use super::stats::{quantile, rate};
+use super::{Scratch, phase};
+use crate::Outcome;
+
+/// Arguments of `bench service`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Connection counts the writes are measured at.
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
+    connections: Vec<usize>,
+    /// How long each write run lasts, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    write_secs: f64,
+    /// Read calls per connection in each read run.
+    #[arg(long, value_name = "N", default_value_t = 400)]
+    reads: usize,
+    /// Sizes of the generated ledgers, in events.
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [10_000, 100_000, 1_000_000])]
+    sizes: Vec<u64>,
+    /// Keep everything in this new or empty directory instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    scratch: Option<PathBuf>,
+}
+
+/// A latency distribution.
+#[derive(Debug, Serialize)]
+struct Latency {
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+impl Latency {
+    fn of(mut samples: Vec<Duration>) -> Latency {
+        samples.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Latency {
+            p50_ms: ms(quantile(&samples, 0.5)),
+            p99_ms: ms(quantile(&samples, 0.99)),
+        }
+    }
+}
+
+/// Writes at one connection count.
+#[derive(Debug, Serialize)]
+struct WriteRun {
+    connections: usize,
+    engine_appends_per_s: f64,
+    rest_writes_per_s: f64,
+    rest_latency: Latency,
+    rest_ratio: f64,
+    mcp_writes_per_s: f64,
+    mcp_latency: Latency,
+    mcp_ratio: f64,
+    /// CPU time the server used per REST write, in milliseconds.
+    server_cpu_ms_per_write: f64,
+}
+
+/// Reads of one kind at 1 and 16 connections.
+#[derive(Debug, Serialize)]
+struct ReadRun {
+    what: String,
+    one: Latency,
+    sixteen: Latency,
+}
+
+/// A generated ledger, and `serve` started on it.
+#[derive(Debug, Serialize)]
+struct ScaleRun {
+    events: u64,
+    tasks: u64,
+    generated_secs: f64,
+    /// The first start after the ledger was written (sled then replays its own log).
+    cold_start_first_ms: f64,
+    /// A restart after a clean stop: the median of three.
+    cold_start_ms: f64,
+    /// Resident memory after the reads below.
+    rss_mib: f64,
+    task_read: Latency,
+    tasks_page: Latency,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    goals: Value,
+    writes: Vec<WriteRun>,
+    reads: Vec<ReadRun>,
+    scale: Vec<ScaleRun>,
+}
+
+pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
+    let scratch = Scratch::new(args.scratch.as_deref())?;
+    let root = scratch.path().to_owned();
+
+    phase("the ledger's own concurrent appends");
+    let engine = engine_rates(&root, &args.connections)?;
+
+    phase("writes through the server");
+    let server = Served::start(&root.join("writes"))?;
+    let writes = write_runs(&server, &args.connections, &engine, args.write_secs)?;
+
+    phase("reads through the server");
+    let reads = read_runs(&server.base, args.reads)?;
+    server.stop()?;
+
+    let mut scale = Vec::new();
+    for &events in &args.sizes {
+        phase(&format!("a generated ledger of {events} events"));
+        scale.push(scale_run(
+            &root.join(format!("ledger-{events}")),
+            events,
+            args.reads,
+        )?);
+    }
+
+    let report = Report {
+        goals: json!({
+            "writes_32_connections_ratio_min": 0.5,
+            "read_tool_p50_ms_1_connection_max": 0.3,
+            "read_tool_p99_ms_16_connections_max": 5.0,
+            "cold_start_ms_1m_events_max": 2000.0,
+            "rss_mib_1m_events_max": 512.0,
+        }),
+        writes,
+        reads,
+        scale,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    if scratch.kept() {
+        eprintln!("kept in {}", root.display());
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The ledger's own concurrent durable appends at each connection count, each count in a
+/// directory of its own.
+fn engine_rates(root: &Path, connections: &[usize]) -> anyhow::Result<Vec<f64>> {
+    let mut engine = Vec::new();
+    for &c in connections {
+        let dir = root.join(format!("engine-{c}"));
+        let ledger = open_ledger(&dir)?;
+        let appends = (c as u64 * 200).clamp(2_000, 20_000);
+        let (elapsed, _) = append_concurrently(&ledger, c, appends)?;
+        ledger.shutdown();
+        engine.push(rate(appends, elapsed));
+    }
+    Ok(engine)
+}
+
+/// Writes over REST and MCP at each connection count, beside the engine's rate there.
+fn write_runs(
+    server: &Served,
+    connections: &[usize],
+    engine: &[f64],
+    secs: f64,
+) -> anyhow::Result<Vec<WriteRun>> {
+    let mut writes = Vec::new();
+    for (&c, &engine) in connections.iter().zip(engine) {
+        let cpu_before = server.cpu_secs()?;
+        let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
+        let cpu = server.cpu_secs()? - cpu_before;
+        let (mcp, mcp_latency) = concurrent_writes(&server.base, Transport::McpSession, c, secs)?;
+        writes.push(WriteRun {
+            connections: c,
+            engine_appends_per_s: engine,
+            rest_writes_per_s: rest.0,
+            rest_latency,
+            rest_ratio: rest.0 / engine.max(1e-9),
+            mcp_writes_per_s: mcp.0,
+            mcp_latency,
+            mcp_ratio: mcp.0 / engine.max(1e-9),
+            server_cpu_ms_per_write: cpu * 1e3 / (rest.1.max(1) as f64),
+        });
+    }
+    Ok(writes)
+}
+
+/// Read tool calls over each transport, and a GraphQL task query, at 1 and 16 connections.
+fn read_runs(base: &str, per_client: usize) -> anyhow::Result<Vec<ReadRun>> {
+    let task = seeded_task(base)?;
+    let mut reads = Vec::new();
+    for transport in [
+        Transport::Rest,
+        Transport::McpSession,
+        Transport::McpStateless,
+    ] {
+        let call = |client: &mut Client| {
+            client
+                .call_tool("research_summarize_state", json!({"task_id": task}))
+                .map(drop)
+        };
+        reads.push(ReadRun {
+            what: format!("research_summarize_state over {}", transport.name()),
+            one: concurrent_reads(base, transport, 1, per_client, &call)?,
+            sixteen: concurrent_reads(base, transport, 16, per_client, &call)?,
+        });
+    }
+    let query = |client: &mut Client| {
+        client
+            .graphql(
+                "query($t: ID!) { task(id: $t) { sessionVersion status evidence { evidenceId source stance status } } }",
+                json!({"t": task}),
+            )
+            .map(drop)
+    };
+    reads.push(ReadRun {
+        what: "GraphQL task query".into(),
+        one: concurrent_reads(base, Transport::Rest, 1, per_client, &query)?,
+        sixteen: concurrent_reads(base, Transport::Rest, 16, per_client, &query)?,
+    });
+    Ok(reads)
+}
+
+/// A ledger of `events` generated in `dir`, then `serve` on it: its first start, reads and
+/// memory, and restarts.
+fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<ScaleRun> {
+    let generated = generate::generate(dir, events)?;
+    let (server, cold_start) = Served::start_timed(dir)?;
+    let task_ids = first_tasks(&server.base)?;
+    // Tasks in turn, across the first pages of the index, so that reads are not all served
+    // from one task's state in memory.
+    let turn = AtomicUsize::new(0);
+    let task_read = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
+        let i = turn.fetch_add(1, Ordering::Relaxed) % task_ids.len();
+        c.call_tool("research_summarize_state", json!({"task_id": task_ids[i]}))
+            .map(drop)
+    })?;
+    let tasks_page = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
+        c.graphql(
+            "{ tasks(first: 20, status: CONCLUDED) { edges { node { id question sessionVersion status } } pageInfo { endCursor } } }",
+            json!({}),
+        )
+        .map(drop)
+    })?;
+    let rss = server.rss_bytes()?;
+    server.stop()?;
+    let mut restarts = Vec::with_capacity(RESTARTS);
+    for _ in 0..RESTARTS {
+        let (server, took) = Served::start_timed(dir)?;
+        restarts.push(took);
+        server.stop()?;
+    }
+    restarts.sort();
+    Ok(ScaleRun {
+        events: generated.events,
+        tasks: generated.tasks,
+        generated_secs: generated.elapsed.as_secs_f64(),
+        cold_start_first_ms: cold_start.as_secs_f64() * 1e3,
+        cold_start_ms: restarts[RESTARTS / 2].as_secs_f64() * 1e3,
+        rss_mib: rss as f64 / (1024.0 * 1024.0),
+        task_read,
+        tasks_page,
+    })
+}
+
+fn print_report(report: &Report) {
+    println!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
+    println!(
+        "{:>5} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12}",
+        "conns",
+        "engine/s",
+        "rest/s",
+        "ratio",
+        "rest p50/p99 ms",
+        "mcp/s",
+        "ratio",
+        "mcp p50/p99 ms",
+        "cpu ms/write"
+    );
+    for w in &report.writes {
+        println!(
+            "{:>5} {:>12.0} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2}",
+            w.connections,
+            w.engine_appends_per_s,
+            w.rest_writes_per_s,
+            w.rest_ratio,
+            format!("{:.2}/{:.2}", w.rest_latency.p50_ms, w.rest_latency.p99_ms),
+            w.mcp_writes_per_s,
+            w.mcp_ratio,
+            format!("{:.2}/{:.2}", w.mcp_latency.p50_ms, w.mcp_latency.p99_ms),
+            w.server_cpu_ms_per_write,
+        );
+    }
+    println!();
+    println!("reads: p50/p99 ms at 1 and at 16 connections");
+    for r in &report.reads {
+        println!(
+            "{:<52} {:>8.3}/{:<8.3} {:>8.3}/{:<8.3}",
+            r.what, r.one.p50_ms, r.one.p99_ms, r.sixteen.p50_ms, r.sixteen.p99_ms
+        );
+    }
+    println!();
+    println!("generated ledgers, serve started on each");
+    println!(
+        "{:>9} {:>7} {:>10} {:>14} {:>13} {:>9} {:>18} {:>18}",
+        "events",
+        "tasks",
+        "written s",
+        "first start ms",
+        "restart ms",
+        "RSS MiB",
+        "task read p50/p99",
+        "tasks page p50/p99"
+    );
+    for s in &report.scale {
+        println!(
+            "{:>9} {:>7} {:>10.1} {:>14.0} {:>13.0} {:>9.1} {:>18} {:>18}",
+            s.events,
+            s.tasks,
+            s.generated_secs,
+            s.cold_start_first_ms,
+            s.cold_start_ms,
+            s.rss_mib,
+            format!("{:.3}/{:.3}", s.task_read.p50_ms, s.task_read.p99_ms),
+            format!("{:.3}/{:.3}", s.tasks_page.p50_ms, s.tasks_page.p99_ms),
+        );
+    }
+    println!();
+    println!("goals: {}", report.goals);
+}
+
+/// `serve` on a data directory, spawned from this very binary.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Served {
+    /// [`Served::start`], and how long it took to answer `/health`. The process that wrote
+    /// the directory before may still be letting go of its locks (sled does so from a thread
+    /// of its own): a start refused for a held lock is tried again, and timed from the try
+    /// that succeeded.
+    fn start_timed(data: &Path) -> anyhow::Result<(Served, Duration)> {
+        let mut tries = 0;
+        loop {
+            let started = Instant::now();
+            match Served::start(data) {
+                Ok(server) => return Ok((server, started.elapsed())),
+                Err(e) if tries < 20 && format!("{e:#}").contains("lock") => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Starts `serve` on a free loopback port and waits for `/health` to answer.
+    fn start(data: &Path) -> anyhow::Result<Served> {
+        let exe = std::env::current_exe().context("cannot find this program")?;
+        // What the server says goes beside its data, for when it does not start.
+        let log_path = data.with_extension("serve.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        let mut child = Command::new(exe)
+            .arg("--data-dir")
+            .arg(data)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--requests-in-flight-max",
+                "4096",
+            ])
+            .env_remove("RESEARCH_LEDGER_DATA_DIR")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("cannot start serve")?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .context("serve said nothing")?;
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("serve did not start: {line:?}; it said: {said}");
+        };
+        let base = format!("http://{addr}");
+        let probe = Client::connect(&base, Transport::Rest, "bench-health")?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !probe.get_ok("/health") {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("serve did not become healthy");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(Served { child, base })
+    }
+
+    fn proc_file(&self, name: &str) -> anyhow::Result<String> {
+        let path = format!("/proc/{}/{name}", self.child.id());
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))
+    }
+
+    /// Resident memory of the server process.
+    fn rss_bytes(&self) -> anyhow::Result<u64> {
+        let status = self.proc_file("status")?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("no VmRSS in /proc status"))?;
+        Ok(kib * 1024)
+    }
+
+    /// CPU time (user and system) the server used so far, in seconds.
+    fn cpu_secs(&self) -> anyhow::Result<f64> {
+        let stat = self.proc_file("stat")?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or_else(|| anyhow!("unreadable /proc stat"))?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        Ok((ticks(11) + ticks(12)) / 100.0)
+    }
+
+    /// Stops the server as an operator would (SIGTERM, then it finishes and exits).
+    fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                self.child.kill()?;
+                bail!("serve did not stop within a minute of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Opens a task for a client.
+fn open_task(client: &mut Client, name: &str) -> anyhow::Result<String> {
+    let opened = client.call_tool(
+        "research_open_task",
+        json!({"question": format!("Does the benchmark hold for {name}?"), "research_date": "2025-06-30"}),
+    )?;
+    opened["task_id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("an opened task has no id: {opened}"))
+}
+
+/// Restarts timed on each generated ledger.
+const RESTARTS: usize = 3;
+
+/// Evidence adds a task takes before a writer moves to a new one, below the domain's bound on
+/// evidence per task.
+const ADDS_PER_TASK: u64 = 200;
+
+/// `connections` clients each adding evidence to tasks of their own for `secs`: writes/s and
+/// the latencies, with how many writes there were.
+fn concurrent_writes(
+    base: &str,
+    transport: Transport,
+    connections: usize,
+    secs: f64,
+) -> anyhow::Result<((f64, u64), Latency)> {
+    let start = Barrier::new(connections + 1);
+    let duration = Duration::from_secs_f64(secs);
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..connections)
+            .map(|w| {
+                let start = &start;
+                s.spawn(move || -> anyhow::Result<Vec<Duration>> {
+                    let name = format!("{}-writer-{w}", transport.name());
+                    let connected = Client::connect(base, transport, &name)
+                        .and_then(|mut c| open_task(&mut c, &name).map(|t| (c, t)));
+                    start.wait();
+                    let (mut client, mut task) = connected?;
+                    let mut latencies = Vec::new();
+                    let began = Instant::now();
+                    let mut n = 0u64;
+                    while began.elapsed() < duration {
+                        if n > 0 && n.is_multiple_of(ADDS_PER_TASK) {
+                            task = open_task(&mut client, &name)?;
+                        }
+                        let arguments = json!({
+                            "task_id": task,
+                            "source": format!("source-{}.example.org", n % 5),
+                            "publish_date": "2025-01-10",
+                            "source_type": "government",
+                            "content": format!("{name} item {n}: the series shows supply growing faster than demand over five years."),
+                            "stance": if n.is_multiple_of(3) { "opposes" } else { "supports" },
+                        });
+                        let sent = Instant::now();
+                        client.call_tool("retrieval_add_evidence", arguments)?;
+                        latencies.push(sent.elapsed());
+                        n += 1;
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        start.wait();
+        let began = Instant::now();
+        let mut all = Vec::new();
+        for handle in handles {
+            all.extend(
+                handle
+                    .join()
+                    .map_err(|_| anyhow!("a client thread panicked"))??,
+            );
+        }
+        anyhow::Ok((all, began.elapsed()))
+    });
+    let (latencies, elapsed) = results?;
+    let count = latencies.len() as u64;
+    Ok(((rate(count, elapsed), count), Latency::of(latencies)))
+}
+
+/// `connections` clients each making `per_client` calls of `call`, after a warm-up call each.
+fn concurrent_reads(
+    base: &str,
+    transport: Transport,
+    connections: usize,
+    per_client: usize,
+    call: &(dyn Fn(&mut Client) -> anyhow::Result<()> + Sync),
+) -> anyhow::Result<Latency> {
+    let start = Barrier::new(connections + 1);
+    let latencies = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..connections)
+            .map(|w| {
+                let start = &start;
+                s.spawn(move || -> anyhow::Result<Vec<Duration>> {
+                    let connected = Client::connect(base, transport, &format!("reader-{w}"))
+                        .and_then(|mut c| call(&mut c).map(|()| c));
+                    start.wait();
+                    let mut client = connected?;
+                    let mut latencies = Vec::with_capacity(per_client);
+                    for _ in 0..per_client {
+                        let sent = Instant::now();
+                        call(&mut client)?;
+                        latencies.push(sent.elapsed());
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        start.wait();
+        let mut all = Vec::new();
+        for handle in handles {
+            all.extend(
+                handle
+                    .join()
+                    .map_err(|_| anyhow!("a client thread panicked"))??,
+            );
+        }
+        anyhow::Ok(all)
+    })?;
+    Ok(Latency::of(latencies))
+}
+
+/// A task with some evidence, screened and concluded: what the read runs read.
+fn seeded_task(base: &str) -> anyhow::Result<String> {
+    let mut client = Client::connect(base, Transport::Rest, "bench-seed")?;
+    let task = open_task(&mut client, "the reads")?;
+    let mut decisions = Vec::new();
+    for (i, (source, stance)) in [
+        ("stats.example.org", "supports"),
+        ("journal.example.org", "supports"),
+        ("daily.example.org", "opposes"),
+        ("lab.example.org", "supports"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let added = client.call_tool(
+            "retrieval_add_evidence",
+            json!({"task_id": task, "source": source, "publish_date": format!("2025-0{}-10", i + 1),
+                   "source_type": "government", "stance": stance,
+                   "content": format!("{source} reports on the question, item {i}.")}),
+        )?;
+        let id = added["evidence"]["evidence_id"]
+            .as_str()
+            .or_else(|| added["evidence_id"].as_str())
+            .ok_or_else(|| anyhow!("added evidence has no id: {added}"))?
+            .to_owned();
+        decisions.push(json!({"evidence_id": id, "adopt": true}));
+    }
+    client.call_tool(
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": decisions}),
+    )?;
+    for step in [
+        "evaluation_conflict_resolution",
+        "evaluation_build_decision_matrix",
+        "evaluation_generate_conclusion",
+    ] {
+        client.call_tool(step, json!({"task_id": task}))?;
+    }
+    Ok(task)
+}
+
+/// Ids of tasks spread over the generated ledger, read from the task index.
+fn first_tasks(base: &str) -> anyhow::Result<Vec<String>> {
+    let mut client = Client::connect(base, Transport::Rest, "bench-index")?;
+    let mut ids = Vec::new();
+    let mut after = Value::Null;
+    for _ in 0..20 {
+        let data = client.graphql(
+            "query($after: String) { tasks(first: 100, after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }",
+            json!({"after": after}),
+        )?;
+        let page = &data["tasks"];
+        for edge in page["edges"].as_array().into_iter().flatten() {
+            if let Some(id) = edge["node"]["id"].as_str() {
+                ids.push(id.to_owned());
+            }
+        }
+        if page["pageInfo"]["hasNextPage"] != json!(true) {
+            break;
+        }
+        after = page["pageInfo"]["endCursor"].clone();
+    }
+    if ids.is_empty() {
+        bail!("the generated ledger lists no task");
+    }
+    Ok(ids)
+}

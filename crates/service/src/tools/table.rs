@@ -112,7 +112,7 @@ fn research_open_task(tool: Tool) -> ToolDef {
         tool,
         "Open a research task",
         "Call first, once per question: opens a task and returns its task_id. Constraints, research date and rule overrides are recorded here for good.",
-        write_output(&[
+        output(&[
             ("question", json!({"type": "string"})),
             ("research_date", json!({"type": "string"})),
             (
@@ -130,7 +130,7 @@ fn research_expand_subquestions(tool: Tool) -> ToolDef {
         tool,
         "Add sub-questions",
         "Call when the question splits into parts answered separately: each gets an id (sq-N) that scopes searches, evidence and conflicts.",
-        write_output(&[("sub_questions", arr())]),
+        output(&[("sub_questions", arr())]),
         task::expand_subquestions,
     )
 }
@@ -140,7 +140,7 @@ fn retrieval_search_evidence(tool: Tool) -> ToolDef {
         tool,
         "Search for evidence",
         "Call to find evidence: searches the sources (the corpus by default) and adds new hits as candidates, scored by the service. Screen them next with synthesis_screen_evidence.",
-        write_output(&[
+        output(&[
             ("search_id", json!({"type": "string"})),
             ("query", json!({"type": "string"})),
             (
@@ -159,7 +159,7 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
         tool,
         "Add evidence you found",
         "Call with evidence the sources did not return: its full text, source, type and date. The service scores it; the conclusion reports the share of such evidence.",
-        write_output(&[
+        output(&[
             ("evidence_id", json!({"type": "string"})),
             ("evidence", obj()),
         ]),
@@ -172,14 +172,11 @@ fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
         tool,
         "Read an evidence item in full",
         "Call when a summary is not enough: the item's full text and its hash.",
-        output(
-            true,
-            &[
-                ("evidence", obj()),
-                ("content", json!({"type": "string"})),
-                ("content_hash", json!({"type": "string"})),
-            ],
-        ),
+        output(&[
+            ("evidence", obj()),
+            ("content", json!({"type": "string"})),
+            ("content_hash", json!({"type": "string"})),
+        ]),
         evidence::source_detail,
     )
 }
@@ -189,14 +186,11 @@ fn retrieval_list_candidates(tool: Tool) -> ToolDef {
         tool,
         "List a task's items",
         "Call to see a task's candidates (or items of another status) a page at a time, compact, without reading its whole state.",
-        output(
-            true,
-            &[
-                ("total", json!({"type": "integer"})),
-                ("items", arr()),
-                ("next_cursor", json!({"type": "string"})),
-            ],
-        ),
+        output(&[
+            ("total", json!({"type": "integer"})),
+            ("items", arr()),
+            ("next_cursor", json!({"type": "string"})),
+        ]),
         evidence::list_candidates,
     )
 }
@@ -206,7 +200,7 @@ fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
         tool,
         "Retract an evidence item",
         "Call when an item proves wrong or unusable: it leaves the verdict with the reason; nothing is deleted.",
-        write_output(&[
+        output(&[
             ("evidence_id", json!({"type": "string"})),
             ("status", json!({"type": "string", "enum": ["retracted"]})),
         ]),
@@ -219,7 +213,7 @@ fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
         tool,
         "Screen candidates",
         "Call after a search: adopt each candidate with its stance toward the main question, or reject it. Every candidate is screened before conflicts are resolved.",
-        write_output(&[
+        output(&[
             ("screened", arr()),
             ("candidates_remaining", json!({"type": "integer"})),
         ]),
@@ -232,7 +226,7 @@ fn synthesis_research_synthesis(tool: Tool) -> ToolDef {
         tool,
         "Synthesise viewpoints",
         "Call after screening, if useful: groups adopted evidence into viewpoints by scope and stance.",
-        write_output(&[("synthesis", obj())]),
+        output(&[("synthesis", obj())]),
         evaluation::synthesis,
     )
 }
@@ -242,7 +236,7 @@ fn evaluation_conflict_resolution(tool: Tool) -> ToolDef {
         tool,
         "Resolve conflicts by the rules",
         "Call after the last change to the evidence: where adopted items disagree within a scope, the rules decide by authority, then recency, or leave the conflict pending.",
-        write_output(&[("conflicts", arr())]),
+        output(&[("conflicts", arr())]),
         evaluation::conflict_resolution,
     )
 }
@@ -252,7 +246,7 @@ fn evaluation_resolve_conflict(tool: Tool) -> ToolDef {
         tool,
         "Decide a conflict as a person",
         "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
-        write_output(&[("conflict", obj())]),
+        output(&[("conflict", obj())]),
         evaluation::resolve_conflict,
     )
     .for_role(Role::Reviewer)
@@ -263,7 +257,7 @@ fn evaluation_build_decision_matrix(tool: Tool) -> ToolDef {
         tool,
         "Build the decision matrix",
         "Call after conflicts are settled: a row per item (authority, reliability, relevance, recency, stance, status) and totals per stance.",
-        write_output(&[("matrix", obj())]),
+        output(&[("matrix", obj())]),
         evaluation::decision_matrix,
     )
 }
@@ -273,7 +267,7 @@ fn evaluation_generate_conclusion(tool: Tool) -> ToolDef {
         tool,
         "Issue the verdict",
         "Call after the matrix: the service computes the verdict and confidence from the recorded evidence by the task's rules and returns the conclusion card.",
-        write_output(&[
+        output(&[
             ("conclusion_id", json!({"type": "string"})),
             (
                 "stance",
@@ -297,7 +291,7 @@ fn evaluation_explain_reasoning(tool: Tool) -> ToolDef {
         tool,
         "Explain the verdict",
         "Call after a conclusion: why the verdict is what it is, each line citing the ledger events it rests on.",
-        write_output(&[
+        output(&[
             ("explanation_id", json!({"type": "string"})),
             ("conclusion_id", json!({"type": "string"})),
             ("markdown", json!({"type": "string"})),
@@ -311,7 +305,7 @@ fn research_summarize_state(tool: Tool) -> ToolDef {
         tool,
         "Summarise a task",
         "Call for a compact view of a task: status, counts, next steps, conflicts and the verdict.",
-        output(true, &[("summary", obj()), ("pending_actions", arr())]),
+        output(&[("summary", obj()), ("pending_actions", arr())]),
         task::summarize,
     )
 }
@@ -321,7 +315,7 @@ fn research_close_task(tool: Tool) -> ToolDef {
         tool,
         "Close a task",
         "Call when the research is finished: nothing more can be written to the task.",
-        write_output(&[("status", json!({"type": "string"}))]),
+        output(&[("status", json!({"type": "string"}))]),
         task::close,
     )
 }
@@ -351,14 +345,11 @@ fn audit_verify(tool: Tool) -> ToolDef {
         tool,
         "Verify the ledger",
         "Call to check that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
-        output(
-            false,
-            &[
-                ("intact", json!({"type": "boolean"})),
-                ("size", json!({"type": "integer"})),
-                ("root", json!({"type": "string"})),
-            ],
-        ),
+        output(&[
+            ("intact", json!({"type": "boolean"})),
+            ("size", json!({"type": "integer"})),
+            ("root", json!({"type": "string"})),
+        ]),
         task::verify,
     )
 }
@@ -377,7 +368,7 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// task carries (`task_id`, `session_version`, `replayed`) are described once, in the server's
 /// instructions ([`super::compact::SHARED_RESULTS`]); a result holds more than its schema
 /// names, as JSON Schema allows.
-fn output(_task: bool, properties: &[(&str, Value)]) -> Value {
+fn output(properties: &[(&str, Value)]) -> Value {
     let props: serde_json::Map<String, Value> = properties
         .iter()
         .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
@@ -393,17 +384,13 @@ fn arr() -> Value {
     json!({"type": "array"})
 }
 
-fn write_output(properties: &[(&str, Value)]) -> Value {
-    output(true, properties)
-}
-
 /// The structured result of the job tools: the job as it stands.
 fn job_output() -> Value {
     let status = json!({
         "type": "string",
         "enum": ["running", "waiting", "completed", "failed", "interrupted"],
     });
-    write_output(&[
+    output(&[
         ("job_id", json!({"type": "string"})),
         ("status", status),
         ("step", json!({"type": "integer"})),

@@ -186,13 +186,10 @@ fn conclusion_warnings(
             ),
         );
     }
-    let used: Vec<_> = card
+    let defaulted = card
         .evidence
         .iter()
         .filter_map(|e| views.iter().find(|v| v.item.evidence_id == e.evidence_id))
-        .collect();
-    let defaulted = used
-        .iter()
         .filter(|v| v.item.publish_date_defaulted)
         .count();
     if defaulted > 0 {

@@ -529,10 +529,7 @@ impl Service {
     ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
         let task_id = target.id().to_owned();
-        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
-        let _task = inner.task_locks[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let _task = self.task_lock(&task_id);
         let idempotency = self.idempotency(caller, tool, arguments, guard)?;
         let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
@@ -587,19 +584,17 @@ impl Service {
                         .catch_up()
                         .map_err(ServiceError::unavailable)?;
                 }
-                Err(AppendError::IdempotencyKeyReused { key }) => {
-                    return Err(ServiceError::IdempotencyKeyReused { key });
-                }
-                Err(AppendError::LimitExceeded { limit, max, actual }) => {
-                    return Err(ServiceError::LimitExceeded {
-                        limit: limit.to_owned(),
-                        max,
-                        actual,
-                    });
-                }
-                Err(e) => return Err(ServiceError::from(e)),
+                Err(e) => return Err(append_refused(e)),
             }
         }
+    }
+
+    /// The lock that serialises writes to one task (one of a fixed set of shards).
+    fn task_lock(&self, task_id: &str) -> std::sync::MutexGuard<'_, ()> {
+        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
+        self.inner.task_locks[shard]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The write's idempotency key with the fingerprint of what it asks, after checking the
@@ -782,6 +777,19 @@ impl Service {
             replayed: true,
             state,
         })
+    }
+}
+
+/// The service's error for an append the ledger refused for a reason other than a lost race.
+fn append_refused(error: AppendError) -> ServiceError {
+    match error {
+        AppendError::IdempotencyKeyReused { key } => ServiceError::IdempotencyKeyReused { key },
+        AppendError::LimitExceeded { limit, max, actual } => ServiceError::LimitExceeded {
+            limit: limit.to_owned(),
+            max,
+            actual,
+        },
+        e => ServiceError::from(e),
     }
 }
 

@@ -63,15 +63,7 @@ pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
             (components, confidence, rule, Some(v2))
         }
     };
-    let from_clients = used
-        .iter()
-        .filter(|(item, _)| item.added.origin == ORIGIN_CLIENT)
-        .count();
-    let client_share = if used.is_empty() {
-        0.0
-    } else {
-        from_clients as f64 / used.len() as f64
-    };
+    let client_share = client_share(&used);
 
     ConclusionIssued {
         conclusion_id: ConclusionId::nth(state.conclusions().len() + 1),
@@ -81,16 +73,7 @@ pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
         components,
         counts,
         distinct_sources: distinct_sources as u64,
-        evidence: used
-            .iter()
-            .map(|(item, stance)| UsedEvidence {
-                evidence_id: item.id().clone(),
-                content_hash: item.added.content_hash,
-                stance: *stance,
-                source: item.added.source.clone(),
-                origin: item.added.origin.clone(),
-            })
-            .collect(),
+        evidence: used_evidence(&used),
         adjudications: state
             .current_conflicts()
             .map(|c| UsedAdjudication {
@@ -107,6 +90,32 @@ pub(crate) fn conclusion(state: &TaskState) -> ConclusionIssued {
             .map(|c| c.issued.conclusion_id.clone()),
         v2,
     }
+}
+
+/// The share of the items used that a client added rather than a search found.
+fn client_share(used: &[(&EvidenceRecord, Stance)]) -> f64 {
+    let from_clients = used
+        .iter()
+        .filter(|(item, _)| item.added.origin == ORIGIN_CLIENT)
+        .count();
+    if used.is_empty() {
+        0.0
+    } else {
+        from_clients as f64 / used.len() as f64
+    }
+}
+
+/// The items used as the conclusion records them.
+fn used_evidence(used: &[(&EvidenceRecord, Stance)]) -> Vec<UsedEvidence> {
+    used.iter()
+        .map(|(item, stance)| UsedEvidence {
+            evidence_id: item.id().clone(),
+            content_hash: item.added.content_hash,
+            stance: *stance,
+            source: item.added.source.clone(),
+            origin: item.added.origin.clone(),
+        })
+        .collect()
 }
 
 /// The items a conclusion uses, counted: what both rule sets score from.

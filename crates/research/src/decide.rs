@@ -381,10 +381,8 @@ fn open_task(
         Some(text) => date_field("research_date", text, ctx)?,
         None => ctx.now.date_naive(),
     };
-    let rules = c
-        .rules
-        .as_ref()
-        .map_or(Ok(RuleSet::v1()), RuleSet::with_overrides)?;
+    let overrides = c.rules.as_ref();
+    let rules = overrides.map_or(Ok(RuleSet::v1()), RuleSet::with_overrides)?;
     Ok(vec![NewEvent {
         event: Event::TaskOpened(TaskOpened {
             task_id: c.task_id.clone(),

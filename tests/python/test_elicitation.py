@@ -1,19 +1,20 @@
 """People asked for real: a conflict the rules leave pending is asked of the person through MCP
-elicitation, when the client declares it, through the Python SDK's elicitation callback — in
-both protocol eras (2025-11-25: `elicitation/create` while the call waits; 2026-07-28: an
+elicitation, when the client declares it, through the Python SDK's elicitation callback (over
+stdio and Streamable HTTP) — in both protocol eras (2025-11-25: `elicitation/create` while the call waits; 2026-07-28: an
 `input_required` result the SDK answers and retries). An accepted answer is recorded as the
 person's decision; a declined or cancelled form records nothing. A task that requires person
 decisions refuses the assistant's own `evaluation_resolve_conflict`."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from mcp import types
 
-from conftest import CLIENT_NAME, MODES, call, connect, refused
+from conftest import CLIENT_NAME, MODES, call, connect, refused, stdio_params
 
 pytestmark = pytest.mark.anyio
 
@@ -71,18 +72,14 @@ def conflict_of(result: dict[str, Any]) -> dict[str, Any]:
 async def state_decisions(client: Any, task: str) -> list[dict[str, Any]]:
     """Every human decision the task's state records, oldest first."""
     read = await client.read_resource(f"ledger://tasks/{task}/state")
-    import json
-
     state = json.loads(read.contents[0].text)
     return [d for c in state["conflicts"] for d in c["human_decisions"]]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_an_accepted_answer_is_recorded_as_the_persons_decision(data_dir: Any, mode: str) -> None:
-    from conftest import stdio_params
-
+async def test_an_accepted_answer_is_recorded_as_the_persons_decision(target: Any, mode: str) -> None:
     person = Person("accept", {"outcome": "opposes", "reason": "the local records are the better measure"})
-    async with connect(stdio_params(data_dir), mode, elicitation_callback=person) as client:
+    async with connect(target, mode, elicitation_callback=person) as client:
         task, ids = await pending_conflict(client)
         result = await client.call_tool("evaluation_conflict_resolution", {"task_id": task})
         assert not result.is_error, result.content
@@ -117,8 +114,6 @@ async def test_an_accepted_answer_is_recorded_as_the_persons_decision(data_dir: 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_a_declined_or_cancelled_question_records_nothing(data_dir: Any, mode: str, action: str) -> None:
-    from conftest import stdio_params
-
     person = Person(action)
     async with connect(stdio_params(data_dir), mode, elicitation_callback=person) as client:
         task, _ = await pending_conflict(client)
@@ -137,8 +132,6 @@ async def test_a_declined_or_cancelled_question_records_nothing(data_dir: Any, m
 
 
 async def test_a_client_without_elicitation_is_not_asked(data_dir: Any) -> None:
-    from conftest import stdio_params
-
     async with connect(stdio_params(data_dir), "legacy") as client:
         task, _ = await pending_conflict(client)
         out = await call(client, "evaluation_conflict_resolution", {"task_id": task})
@@ -152,8 +145,6 @@ async def test_a_client_without_elicitation_is_not_asked(data_dir: Any) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_task_requiring_a_person_refuses_the_assistants_decision(data_dir: Any, mode: str) -> None:
-    from conftest import stdio_params
-
     async with connect(stdio_params(data_dir), mode) as client:
         task, _ = await pending_conflict(client, conflict_decisions="person")
         out = await call(client, "evaluation_conflict_resolution", {"task_id": task})

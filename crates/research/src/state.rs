@@ -26,7 +26,7 @@ use crate::rules::{Mode, RuleSet, Stance};
 /// something else; whoever keeps encoded states (snapshots of read models) records this version
 /// beside them and discards any of another. Bump it whenever a field of the state, or of a type
 /// the state holds, is added, removed, reordered or retyped.
-pub const STATE_FORMAT_VERSION: u16 = 4;
+pub const STATE_FORMAT_VERSION: u16 = 5;
 
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +82,8 @@ pub struct TaskInfo {
     pub mode: Mode,
     /// The rule set in force.
     pub rules: RuleSet,
+    /// Who may decide the task's conflicts, when the task restricts it.
+    pub conflict_decisions: Option<crate::event::ConflictDecisions>,
     /// The `task_opened` event.
     pub opened: Provenance,
 }
@@ -496,6 +498,7 @@ impl TaskState {
             research_date: opened.research_date,
             mode: opened.mode,
             rules: opened.rules.clone(),
+            conflict_decisions: opened.conflict_decisions,
             opened: provenance,
         });
     }

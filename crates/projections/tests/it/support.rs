@@ -259,6 +259,7 @@ pub(crate) fn open_task(task: &str, question: &str, constraints: &[&str], mode: 
         research_date: Some(RESEARCH_DATE.into()),
         mode,
         rules: None,
+        conflict_decisions: None,
     })
 }
 

@@ -15,6 +15,7 @@ mod compact;
 mod compact_views;
 pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
+pub use evaluation::conflicts_in_force;
 mod evidence;
 mod search;
 mod table;

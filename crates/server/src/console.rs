@@ -200,7 +200,7 @@ async fn graphiql(headers: HeaderMap) -> Response {
 }
 
 async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
-    let policy = if path.starts_with("vendor/graphiql") {
+    let policy = if path == "graphiql.html" || path.starts_with("vendor/graphiql") {
         GRAPHIQL_POLICY
     } else {
         CONSOLE_POLICY

@@ -11,7 +11,7 @@ import {blake3Hex} from './blake3.js';
 import {drawWhyGraph} from './graph.js';
 import {proofReport, rotationsOf, trustAnchor} from './ledger.js';
 import {CONFLICT_FIELDS, decider, decisionForm, decisionInForce, decisionsList, sides, waitsForPerson} from './review.js';
-import {checkCosignature, checkInclusionFile, walkKeyChain} from './verify.js';
+import {checkCosignature, checkInclusionFile, fingerprint, hexToBytes, walkKeyChain} from './verify.js';
 
 const CARD = `fragment Card on Conclusion {
   conclusionId stance rule confidence components { relevance consistency recency diversity } distinctSources
@@ -321,7 +321,7 @@ async function proveLast(t, events, out) {
     fill(out,
       target !== last ? note('info', `The task's last event, #${last.seq}, is newer than the latest signed checkpoint (${size} events); the server signs one as the ledger grows. Proved here: its last event the checkpoint covers, #${target.seq}.`) : null,
       proofReport(result, `event #${target.seq} (${target.kind}, the task's ${target === last ? 'last' : 'last checkpointed'} event) is in the tree of ${proof.file.tree_size} events the checkpoint signs`),
-      h('p', {class: 'muted'}, `Key trusted: ${anchor.key.slice(0, 16)}…, ${anchor.source}; ${chain.keys.length} key(s) in its chain.`),
+      h('p', {class: 'muted'}, `Key trusted: ${anchor.key.slice(0, 16)}… (fingerprint ${fingerprint(hexToBytes(anchor.key))}), ${anchor.source}; ${chain.keys.length} key(s) in its chain.`),
       h('h3', {}, 'Witness cosignatures'),
       cosigned.length ? h('ul', {}, cosigned.map((c) => h('li', {class: c.ok ? 'ok' : 'bad'}, `${c.ok ? '✓' : '✗'} ${c.why}`))) : h('p', {class: 'muted'}, 'None kept of this checkpoint.'),
       h('div', {class: 'actions'},

@@ -272,7 +272,10 @@ fn the_vendored_files_are_the_ones_the_manifest_hashes_name() {
                     .join(file["to"].as_str().unwrap()),
             )
             .unwrap();
-            let digest = format!("{:x}", sha2::Sha256::digest(&bytes));
+            let digest: String = sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             assert_eq!(digest, file["sha256"].as_str().unwrap(), "{file}");
             checked += 1;
         }

@@ -204,6 +204,10 @@ pub struct FoundBy {
 }
 
 /// An evidence item entered the task as a candidate.
+///
+/// This is also the item's shape in every view (see [`crate::views::EvidenceView`]): the
+/// fields are named as in SPEC §4 and serialise under those names. The stored event is encoded
+/// by [`crate::codec`], not through this type's `Serialize` ([`crate::v2_part`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EvidenceAdded {
     /// Its id.

@@ -340,7 +340,7 @@ pub(crate) fn adopt_all(state: &TaskState) -> Command {
             .evidence_views()
             .iter()
             .filter(|v| v.status == research::event::EvidenceStatus::Candidate)
-            .map(|v| adopt(v.evidence_id.as_str()))
+            .map(|v| adopt(v.item.evidence_id.as_str()))
             .collect(),
     )
 }

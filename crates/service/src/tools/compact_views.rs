@@ -11,26 +11,29 @@ use serde_json::{Map, Value, json};
 /// An item as a compact JSON object.
 pub(crate) fn item(view: &EvidenceView) -> Value {
     let mut map = Map::new();
-    map.insert("evidence_id".into(), json!(view.evidence_id.as_str()));
-    if let Some(found) = &view.found_by {
+    map.insert("evidence_id".into(), json!(view.item.evidence_id.as_str()));
+    if let Some(found) = &view.item.found_by {
         map.insert("result_id".into(), json!(found.result_id));
     }
-    map.insert("origin".into(), json!(view.origin));
-    map.insert("source".into(), json!(view.source));
-    map.insert("source_type".into(), json!(view.source_type.name()));
-    map.insert("publish_date".into(), json!(view.publish_date.to_string()));
-    if view.publish_date_defaulted {
+    map.insert("origin".into(), json!(view.item.origin));
+    map.insert("source".into(), json!(view.item.source));
+    map.insert("source_type".into(), json!(view.item.source_type.name()));
+    map.insert(
+        "publish_date".into(),
+        json!(view.item.publish_date.to_string()),
+    );
+    if view.item.publish_date_defaulted {
         map.insert("publish_date_defaulted".into(), json!(true));
     }
-    map.insert("relevance".into(), json!(round3(view.relevance)));
+    map.insert("relevance".into(), json!(round3(view.item.relevance)));
     map.insert("status".into(), json!(view.status.name()));
-    if let Some(stance) = view.stance {
+    if let Some(stance) = view.item.stance {
         map.insert("stance".into(), json!(stance.name()));
     }
-    if let Some(scope) = &view.sub_question {
+    if let Some(scope) = &view.item.sub_question {
         map.insert("sub_question".into(), json!(scope.as_str()));
     }
-    map.insert("summary".into(), json!(short(&view.summary)));
+    map.insert("summary".into(), json!(short(&view.item.summary)));
     Value::Object(map)
 }
 
@@ -51,23 +54,24 @@ fn short(summary: &str) -> String {
 /// An item as one line of text: `ev-3 [government; varden basin water authority; 2024-11-15;
 /// relevance 0.82] summary`.
 pub(crate) fn line(view: &EvidenceView) -> String {
-    let defaulted = if view.publish_date_defaulted {
+    let defaulted = if view.item.publish_date_defaulted {
         " (default date)"
     } else {
         ""
     };
     let stance = view
+        .item
         .stance
         .map(|s| format!("; {}", s.name()))
         .unwrap_or_default();
     format!(
         "{} [{}; {}; {}{defaulted}; relevance {:.2}{stance}] {}",
-        view.evidence_id.as_str(),
-        view.source_type.name(),
-        view.source,
-        view.publish_date,
-        view.relevance,
-        short(&view.summary)
+        view.item.evidence_id.as_str(),
+        view.item.source_type.name(),
+        view.item.source,
+        view.item.publish_date,
+        view.item.relevance,
+        short(&view.item.summary)
     )
 }
 

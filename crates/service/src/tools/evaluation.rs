@@ -186,12 +186,12 @@ fn conclusion_warnings(
             ),
         );
     }
-    let used: Vec<_> = card
+    let defaulted = card
         .evidence
         .iter()
-        .filter_map(|e| views.iter().find(|v| v.evidence_id == e.evidence_id))
-        .collect();
-    let defaulted = used.iter().filter(|v| v.publish_date_defaulted).count();
+        .filter_map(|e| views.iter().find(|v| v.item.evidence_id == e.evidence_id))
+        .filter(|v| v.item.publish_date_defaulted)
+        .count();
     if defaulted > 0 {
         let how = if card.rules.v2.is_some() {
             "they take no part in recency"

@@ -241,7 +241,7 @@ pub(crate) fn evidence_view(state: &TaskState, id: &str) -> Value {
     state
         .evidence_views()
         .into_iter()
-        .find(|v| v.evidence_id.as_str() == id)
+        .find(|v| v.item.evidence_id.as_str() == id)
         .map(|v| to_json(&v))
         .unwrap_or(Value::Null)
 }

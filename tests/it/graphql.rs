@@ -572,7 +572,10 @@ fn graphiql_is_served_and_other_origins_and_content_types_are_refused() {
         page.contains("/console/vendor/graphiql-3.9.0/graphiql.min.js"),
         "{page}"
     );
-    assert!(!page.contains("http://") && !page.contains("https://"), "{page}");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
     let (status, start) = request(addr, "GET", "/console/js/graphiql-start.js", &[], b"");
     assert_eq!(status, 200);
     let start = String::from_utf8(start).unwrap();

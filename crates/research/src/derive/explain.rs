@@ -531,34 +531,46 @@ fn adjudication_lines(
         );
     }
     if let Some(h) = human {
-        let automatic = match a.winner {
-            Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),
-            None => format!(
-                "{}: neither gap reached its threshold",
-                Tier::Pending.name()
-            ),
-        };
-        tree.add(
-            Some(line),
-            format!("Automatic adjudication: {automatic}"),
-            vec![record.provenance.cite],
-        );
-        let kind = match h.kind {
-            crate::state::HumanDecisionKind::Resolution => "Resolved",
-            crate::state::HumanDecisionKind::Appeal => "Appealed",
-        };
-        tree.add(
-            Some(line),
-            format!(
-                "{kind} by {}{}: {}; reason: {}",
-                h.provenance.actor,
-                decider_text(h.decided_by.as_ref()),
-                h.outcome.name(),
-                quote(&h.reason)
-            ),
-            vec![h.provenance.cite],
-        );
+        human_lines(tree, line, record, h);
     }
+}
+
+/// Under an adjudication a person (or an assistant) decided: what the rules decided, then the
+/// decision.
+fn human_lines(
+    tree: &mut Tree,
+    line: u32,
+    record: &crate::state::ConflictRecord,
+    h: &crate::state::HumanDecision,
+) {
+    let a = &record.adjudication;
+    let automatic = match a.winner {
+        Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),
+        None => format!(
+            "{}: neither gap reached its threshold",
+            Tier::Pending.name()
+        ),
+    };
+    tree.add(
+        Some(line),
+        format!("Automatic adjudication: {automatic}"),
+        vec![record.provenance.cite],
+    );
+    let kind = match h.kind {
+        crate::state::HumanDecisionKind::Resolution => "Resolved",
+        crate::state::HumanDecisionKind::Appeal => "Appealed",
+    };
+    tree.add(
+        Some(line),
+        format!(
+            "{kind} by {}{}: {}; reason: {}",
+            h.provenance.actor,
+            decider_text(h.decided_by.as_ref()),
+            h.outcome.name(),
+            quote(&h.reason)
+        ),
+        vec![h.provenance.cite],
+    );
 }
 
 fn left_out_line(

@@ -116,24 +116,7 @@ impl Metrics {
             out,
             "# HELP research_ledger_projection_lag_events Events the read models have not folded yet.\n# TYPE research_ledger_projection_lag_events gauge\nresearch_ledger_projection_lag_events {projection_lag}"
         );
-        {
-            let h = lock(&self.latency);
-            let _ = writeln!(
-                out,
-                "# HELP research_ledger_append_duration_seconds Time from submitting an append to its acknowledgement.\n# TYPE research_ledger_append_duration_seconds histogram"
-            );
-            for (bound, count) in LATENCY_BUCKETS.iter().zip(h.buckets) {
-                let _ = writeln!(
-                    out,
-                    "research_ledger_append_duration_seconds_bucket{{le=\"{bound}\"}} {count}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "research_ledger_append_duration_seconds_bucket{{le=\"+Inf\"}} {}\nresearch_ledger_append_duration_seconds_sum {}\nresearch_ledger_append_duration_seconds_count {}",
-                h.count, h.sum, h.count
-            );
-        }
+        self.render_latency(&mut out);
         let _ = writeln!(
             out,
             "# HELP research_ledger_tool_calls_total Tool calls by tool and outcome (ok or the error code).\n# TYPE research_ledger_tool_calls_total counter"
@@ -146,29 +129,55 @@ impl Metrics {
                 escape(outcome)
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP research_ledger_conflicts_total Conflicts decided, by tier.\n# TYPE research_ledger_conflicts_total counter"
+        labelled(
+            &mut out,
+            "research_ledger_conflicts_total",
+            "Conflicts decided, by tier.",
+            "tier",
+            &lock(&self.conflicts),
         );
-        for (tier, n) in lock(&self.conflicts).iter() {
-            let _ = writeln!(
-                out,
-                "research_ledger_conflicts_total{{tier=\"{}\"}} {n}",
-                escape(tier)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP research_ledger_conclusions_total Conclusions issued, by stance.\n# TYPE research_ledger_conclusions_total counter"
+        labelled(
+            &mut out,
+            "research_ledger_conclusions_total",
+            "Conclusions issued, by stance.",
+            "stance",
+            &lock(&self.conclusions),
         );
-        for (stance, n) in lock(&self.conclusions).iter() {
-            let _ = writeln!(
-                out,
-                "research_ledger_conclusions_total{{stance=\"{}\"}} {n}",
-                escape(stance)
-            );
-        }
         out
+    }
+
+    /// The histogram of append latencies.
+    fn render_latency(&self, out: &mut String) {
+        let h = lock(&self.latency);
+        let _ = writeln!(
+            out,
+            "# HELP research_ledger_append_duration_seconds Time from submitting an append to its acknowledgement.\n# TYPE research_ledger_append_duration_seconds histogram"
+        );
+        for (bound, count) in LATENCY_BUCKETS.iter().zip(h.buckets) {
+            let _ = writeln!(
+                out,
+                "research_ledger_append_duration_seconds_bucket{{le=\"{bound}\"}} {count}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "research_ledger_append_duration_seconds_bucket{{le=\"+Inf\"}} {}\nresearch_ledger_append_duration_seconds_sum {}\nresearch_ledger_append_duration_seconds_count {}",
+            h.count, h.sum, h.count
+        );
+    }
+}
+
+/// A counter with one label, a line per value of the label.
+fn labelled<K: AsRef<str>>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &std::collections::BTreeMap<K, u64>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (value, n) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {n}", escape(value.as_ref()));
     }
 }
 

@@ -117,6 +117,36 @@ pub(crate) fn page(
     query: &TaskQuery,
     limits: &Limits,
 ) -> Result<TaskPage, QueryError> {
+    let (limit, needle, start) = checked_query(query, limits)?;
+    let mut tasks = Vec::with_capacity(limit);
+    let mut more = false;
+    for (_, task_id) in model.order.range((start, Bound::Unbounded)) {
+        let Some(entry) = model.tasks.get(task_id) else {
+            continue;
+        };
+        if !matches(query, needle.as_deref(), entry) {
+            continue;
+        }
+        if tasks.len() == limit {
+            // One more match exists: there is a next page.
+            more = true;
+            break;
+        }
+        tasks.push(listing(task_id, entry));
+    }
+    let next_cursor = if more {
+        tasks.last().map(|t| t.cursor.clone())
+    } else {
+        None
+    };
+    Ok(TaskPage { tasks, next_cursor })
+}
+
+/// The query's page size, normalised text filter and starting point, each within its limit.
+fn checked_query(
+    query: &TaskQuery,
+    limits: &Limits,
+) -> Result<(usize, Option<String>, Bound<u64>), QueryError> {
     let limit = query.limit.unwrap_or(limits.page_tasks_default);
     if limit == 0 {
         return Err(QueryError::InvalidArgument {
@@ -155,39 +185,21 @@ pub(crate) fn page(
             )
         }
     };
-    let mut tasks = Vec::with_capacity(limit);
-    let mut more = false;
-    for (_, task_id) in model.order.range((start, Bound::Unbounded)) {
-        let Some(entry) = model.tasks.get(task_id) else {
-            continue;
-        };
-        let summary = &entry.summary;
-        if query.status.is_some_and(|s| s != summary.status) {
-            continue;
-        }
-        if let Some(stance) = query.stance
-            && summary.stance != Some(stance)
-        {
-            continue;
-        }
-        if let Some(needle) = &needle
-            && !entry.search_text.contains(needle.as_str())
-        {
-            continue;
-        }
-        if tasks.len() == limit {
-            // One more match exists: there is a next page.
-            more = true;
-            break;
-        }
-        tasks.push(listing(task_id, entry));
+    Ok((limit, needle, start))
+}
+
+/// Whether a task passes the query's filters (status, stance, text).
+fn matches(query: &TaskQuery, needle: Option<&str>, entry: &TaskEntry) -> bool {
+    let summary = &entry.summary;
+    if query.status.is_some_and(|s| s != summary.status) {
+        return false;
     }
-    let next_cursor = if more {
-        tasks.last().map(|t| t.cursor.clone())
-    } else {
-        None
-    };
-    Ok(TaskPage { tasks, next_cursor })
+    if let Some(stance) = query.stance
+        && summary.stance != Some(stance)
+    {
+        return false;
+    }
+    needle.is_none_or(|needle| entry.search_text.contains(needle))
 }
 
 #[cfg(test)]

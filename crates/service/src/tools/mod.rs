@@ -13,6 +13,7 @@
 
 mod compact;
 mod compact_views;
+mod detail;
 pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
 pub use evaluation::conflicts_in_force;

@@ -15,7 +15,7 @@ use research::views::{ConflictView, Divergence, DivergenceItem, EvidenceView};
 use serde_json::{Map, Value, json};
 
 /// An item as a compact JSON object.
-pub(crate) fn item(view: &EvidenceView) -> Value {
+pub fn item(view: &EvidenceView) -> Value {
     let mut map = Map::new();
     map.insert("evidence_id".into(), json!(view.item.evidence_id.as_str()));
     if let Some(found) = &view.item.found_by {

@@ -325,7 +325,7 @@ fn research_run_pipeline(tool: Tool) -> ToolDef {
     write::<RunPipelineArgs>(
         tool,
         "Run the research pipeline",
-        "Runs a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation); returns a job_id to follow with research_job_status. It stops at screening for you; screen, then call again.",
+        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation); returns a job_id to follow with research_job_status. It stops at screening for you; screen, then call again.",
         job_output(),
         task::run_pipeline,
     )

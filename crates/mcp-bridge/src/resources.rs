@@ -246,47 +246,55 @@ pub(crate) fn list(
             McpError::invalid_params(e.to_string(), Some(e.to_json()))
         })?;
     for task in &page.tasks {
-        let id = &task.task_id;
-        let short: String = task.question.chars().take(80).collect();
-        resources.push(
-            Resource::new(
-                format!("{PREFIX}tasks/{id}/state"),
-                format!("task-{id}-state"),
-            )
-            .with_title(format!("Task: {short}"))
-            .with_description(format!("The task as it stands (version {}).", task.version))
-            .with_mime_type(JSON),
-        );
-        resources.push(
-            Resource::new(
-                format!("{PREFIX}tasks/{id}/summary"),
-                format!("task-{id}-summary"),
-            )
-            .with_title(format!("Task, compact: {short}"))
-            .with_mime_type(JSON),
-        );
-        resources.push(
-            Resource::new(
-                format!("{PREFIX}tasks/{id}/events"),
-                format!("task-{id}-events"),
-            )
-            .with_title(format!("Audit trail: {short}"))
-            .with_mime_type(JSON),
-        );
-        if task.stance.is_some() {
-            resources.push(
-                Resource::new(
-                    format!("{PREFIX}tasks/{id}/conclusion"),
-                    format!("task-{id}-conclusion"),
-                )
-                .with_title(format!("Conclusion: {short}"))
-                .with_mime_type(JSON),
-            );
-        }
+        resources.extend(task_resources(task));
     }
     let mut result = ListResourcesResult::with_all_items(resources);
     result.next_cursor = page.next_cursor;
     Ok(result)
+}
+
+/// The resources `resources/list` gives for one task: its state, summary, events and, once
+/// concluded, its conclusion.
+fn task_resources(task: &projections::TaskListing) -> Vec<Resource> {
+    let mut resources = Vec::new();
+    let id = &task.task_id;
+    let short: String = task.question.chars().take(80).collect();
+    resources.push(
+        Resource::new(
+            format!("{PREFIX}tasks/{id}/state"),
+            format!("task-{id}-state"),
+        )
+        .with_title(format!("Task: {short}"))
+        .with_description(format!("The task as it stands (version {}).", task.version))
+        .with_mime_type(JSON),
+    );
+    resources.push(
+        Resource::new(
+            format!("{PREFIX}tasks/{id}/summary"),
+            format!("task-{id}-summary"),
+        )
+        .with_title(format!("Task, compact: {short}"))
+        .with_mime_type(JSON),
+    );
+    resources.push(
+        Resource::new(
+            format!("{PREFIX}tasks/{id}/events"),
+            format!("task-{id}-events"),
+        )
+        .with_title(format!("Audit trail: {short}"))
+        .with_mime_type(JSON),
+    );
+    if task.stance.is_some() {
+        resources.push(
+            Resource::new(
+                format!("{PREFIX}tasks/{id}/conclusion"),
+                format!("task-{id}-conclusion"),
+            )
+            .with_title(format!("Conclusion: {short}"))
+            .with_mime_type(JSON),
+        );
+    }
+    resources
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Value {

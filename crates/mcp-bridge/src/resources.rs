@@ -409,7 +409,7 @@ fn pinned_conclusion(
     else {
         return Err(resource_not_found(uri, "the task has no such conclusion"));
     };
-    let cite = record.provenance.cite.clone();
+    let cite = record.provenance.cite;
     let then = service
         .state_at(task_id, Some(cite.version))
         .map_err(fail)?;

@@ -625,3 +625,56 @@ fn search_summary(corpus: Option<usize>, external: usize, failed: usize) -> Stri
     parts.push("recorded".into());
     parts.join("; ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_field(arguments: Value) -> Option<String> {
+        let a: SearchEvidenceArgs = serde_json::from_value(arguments).unwrap();
+        match check_preview(&a, &[]) {
+            Ok(()) => None,
+            Err(ServiceError::InvalidArgument { field, .. }) => Some(field),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_preview_and_adding_from_one_take_only_the_arguments_that_fit() {
+        let cases = [
+            (json!({"task_id": "t", "preview": true}), None),
+            (json!({"task_id": "t", "preview": true, "query": "q"}), None),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"]}),
+                None,
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1"}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": []}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "result_ids": ["d"]}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"], "query": "q"}),
+                Some("query"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"], "preview": true}),
+                Some("preview"),
+            ),
+        ];
+        for (arguments, field) in cases {
+            assert_eq!(
+                refused_field(arguments.clone()),
+                field.map(str::to_owned),
+                "{arguments}"
+            );
+        }
+    }
+}

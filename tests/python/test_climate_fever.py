@@ -92,3 +92,29 @@ async def test_a_real_claim_researched_end_to_end_fits_the_budgets(
     kinds = {w["kind"] for w in card["warnings"]}
     assert {"single_source", "defaulted_dates"} <= kinds, card["warnings"]
     assert explained["conclusion_id"] == card["conclusion_id"]
+
+
+async def test_a_real_hit_reads_with_its_article_title_and_its_relevance_explained(
+    climate_data: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(climate_data, data)
+    claim = claims()["14"]
+    async with connect(stdio_params(data), "2026-07-28") as client:
+        opened = await client.call_tool("research_open_task", {"question": claim["claim"]})
+        task = opened.structured_content["task_id"]
+        found = await client.call_tool("retrieval_search_evidence", {"task_id": task, "limit": 3})
+        hit = found.structured_content["candidates"][0]
+        result = await client.call_tool(
+            "retrieval_get_source_detail", {"task_id": task, "evidence_id": hit["evidence_id"]}
+        )
+        assert not result.is_error, result.content
+        detail = result.structured_content
+        # A Climate-FEVER sentence is its own document: its title is the article's.
+        assert detail["title"] == hit["result_id"].rsplit(":", 1)[0], detail["title"]
+        assert detail["content"] and detail["passage_offset"] == 0
+        explained = detail["relevance_explained"]
+        assert explained["formula"].endswith(f"{detail['evidence']['relevance']:.3f}"), explained
+        assert explained["question"]["matched"], explained
+        text = "\n".join(b.text for b in result.content if b.type == "text")
+        assert detail["title"] in text and "Relevance min(1, " in text, text

@@ -49,8 +49,14 @@ async def screen_all(client: Any, task: str) -> None:
 async def searches(client: Any, task: str) -> int:
     import json
 
-    events = json.loads((await client.read_resource(f"ledger://tasks/{task}/events")).contents[0].text)
-    return sum(1 for e in events["events"] if e["kind"] == "search_recorded")
+    # The trail comes a page at a time: follow `next` to its end.
+    uri: str | None = f"ledger://tasks/{task}/events"
+    count = 0
+    while uri:
+        page = json.loads((await client.read_resource(uri)).contents[0].text)
+        count += sum(1 for e in page["events"] if e["kind"] == "search_recorded")
+        uri = page.get("next")
+    return count
 
 
 async def test_a_job_is_polled_to_completion(target: Any, mode: str) -> None:

@@ -177,10 +177,12 @@ async def test_resources_are_listed_and_read_at_head_and_at_a_version(target: An
 
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
+            "ledger://tasks/{task_id}/summary",
             "ledger://tasks/{task_id}/state",
             "ledger://tasks/{task_id}/state/{version}",
-            "ledger://tasks/{task_id}/events",
+            "ledger://tasks/{task_id}/events{?cursor}",
             "ledger://tasks/{task_id}/conclusion",
+            "ledger://tasks/{task_id}/conclusions/{conclusion_id}",
         }
         uris = {r.uri for r in (await client.list_resources()).resources}
         assert {"ledger://tasks", f"ledger://tasks/{task}/state", f"ledger://tasks/{task}/events"} <= uris

@@ -27,8 +27,9 @@ pub struct BridgeOptions {
     pub actor_chars_max: usize,
     /// Tasks per page of `resources/list` (each task lists its state, events and conclusion).
     pub resource_tasks_per_page: usize,
-    /// Events in one read of `ledger://tasks/{id}/events`; a longer trail says where to go on.
-    pub resource_events_max: usize,
+    /// Events in one page of `ledger://tasks/{id}/events`; a longer trail gives the cursor of
+    /// the next page.
+    pub resource_events_per_page: usize,
     /// Resources one connection (or one `subscriptions/listen`) may subscribe to.
     pub subscriptions_max: usize,
     /// Tasks scanned to complete a task id.
@@ -55,7 +56,7 @@ impl Default for BridgeOptions {
             actor_default: "mcp-client".into(),
             actor_chars_max: 64,
             resource_tasks_per_page: 50,
-            resource_events_max: 5_000,
+            resource_events_per_page: 20,
             subscriptions_max: 256,
             completion_tasks_scanned_max: 10_000,
             task_ttl_ms: 600_000,
@@ -171,7 +172,7 @@ decision matrix and issue the verdict (evaluation_*). The service, not you, scor
 decides the verdict; every step is a hash-chained ledger event. research_run_pipeline runs the \
 steps in the background and stops where your judgement is needed. Refusals are tool results \
 with isError and a structured error: follow its pending_actions; on session_conflict read the \
-task again. Tasks are also resources: ledger://tasks/{task_id}/state, …/events, …/conclusion.";
+task again. Tasks are also resources: ledger://tasks/{task_id}/summary (compact), …/state (full), …/events{?cursor}, …/conclusion.";
 
 impl ServerHandler for Bridge {
     // Logging is deprecated from 2026-07-28, but 2025-11-25 clients still set a level.

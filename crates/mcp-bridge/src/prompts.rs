@@ -169,7 +169,7 @@ pub(crate) fn get(
                 text.push('\n');
             }
             text.push_str(
-                "A pending conflict is the person's to decide; you may propose. For each pending conflict, read both sides (retrieval_get_source_detail for full texts), tell the person what each side rests on and, if you have one, the decision you propose and why. Record only what the person decides: the winning side (supports or opposes) or both_stand, always with their reason. When your client supports elicitation, evaluation_conflict_resolution asks the person itself and records the answer as the person's. A decision you send with evaluation_resolve_conflict is recorded as the assistant's (decided_by: assistant), and a task opened with conflict_decisions: person refuses it (person_decision_required); the person then decides with a reviewer's token over REST, GraphQL or the command line. An automatic adjudication (tier authority, recency or weight) may be appealed the same way, with a reason. Then rebuild the decision matrix and issue the conclusion again.",
+                "A pending conflict is the person's to decide; you may propose. For each pending conflict, read both sides (retrieval_get_source_detail for their texts), tell the person what each side rests on and, if you have one, the decision you propose and why. Record only what the person decides: the winning side (supports or opposes) or both_stand, always with their reason. When your client supports elicitation, evaluation_conflict_resolution asks the person itself and records the answer as the person's. A decision you send with evaluation_resolve_conflict is recorded as the assistant's (decided_by: assistant), and a task opened with conflict_decisions: person refuses it (person_decision_required); the person then decides with a reviewer's token over REST, GraphQL or the command line. An automatic adjudication (tier authority, recency or weight) may be appealed the same way, with a reason. Then rebuild the decision matrix and issue the conclusion again.",
             );
             Ok(
                 GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
@@ -197,7 +197,7 @@ pub(crate) fn get(
                  Its explanation, every line citing a ledger event (seq and hash):\n{explanation}\n\n\
                  Check, and report each point as confirmed or not:\n\
                  1. audit_verify says the ledger is intact (hash chain, Merkle tree, signed checkpoints).\n\
-                 2. Every evidence item the card cites is in ledger://tasks/{task_id}/events, adopted, not retracted, with the content hash the card gives (retrieval_get_source_detail shows the full text and its hash).\n\
+                 2. Every evidence item the card cites is in ledger://tasks/{task_id}/events, adopted, not retracted, with the content hash the card gives (retrieval_get_source_detail shows the text, a page at a time, and its hash).\n\
                  3. Every adjudication the card cites follows the rule set the card records (its rules.id): authority gap, then recency gap (under v2 between given dates only, then side weight when enabled), else pending for a person; human decisions carry a reason.\n\
                  4. The components and the confidence follow from the evidence by the rules recorded in the card; the stance follows from them.\n\
                  5. The card is not stale (stale: false); if it is, say what changed since.\n\

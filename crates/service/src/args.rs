@@ -26,7 +26,7 @@ pub struct OpenTaskArgs {
     /// `tool_constrained` (default): the steps in order; `agent_led`: free order.
     #[serde(default)]
     pub mode: Option<ModeArg>,
-    /// Optional overrides (defaults shown): rule_set "v2" (or "v1"); weights {relevance 0.4,
+    /// Overrides (defaults): rule_set "v2" (or "v1"); weights {relevance 0.4,
     /// consistency 0.3, recency 0.2, diversity 0.1} (all four, sum 1); half_life_days 365;
     /// authority {SOURCE_TYPE: 0..1}; thresholds {authority_gap 0.15, recency_gap_days 30,
     /// consistency 0.667, confidence_floor 0.5, diversity_sources 3, sided_items_min 1,
@@ -35,8 +35,8 @@ pub struct OpenTaskArgs {
     #[serde(default)]
     #[schemars(schema_with = "rules_schema")]
     pub rules: Option<RulesArg>,
-    /// `person`: only a person decides the task's conflicts (asked through elicitation, or a
-    /// reviewer over HTTP/CLI); `anyone` (default): your decisions too, recorded as yours.
+    /// `person`: only a person decides its conflicts (by elicitation, or a reviewer over
+    /// HTTP/CLI); `anyone` (default): you too, recorded as yours.
     #[serde(default)]
     pub conflict_decisions: Option<ConflictDecisionsArg>,
     /// Refused unless the task is at this version (0 for a new task).
@@ -198,18 +198,27 @@ task_write_args!(
 task_write_args!(
     /// `retrieval_search_evidence`.
     SearchEvidenceArgs {
-        /// What to search for; the sub-question's text, or else the task question, when absent.
+        /// Default: the sub-question's text, else the task question.
         #[serde(default)]
         pub query: Option<String>,
-        /// The sub-question the results answer (their scope), by id.
+        /// The sub-question id the results answer.
         #[serde(default)]
         pub sub_question: Option<String>,
-        /// Sources to ask; `corpus` (the embedded corpus) when absent.
+        /// Default `corpus` (the embedded corpus).
         #[serde(default)]
         pub sources: Option<Vec<String>>,
         /// Most results per source (default 10).
         #[serde(default)]
         pub limit: Option<u32>,
+        /// Show hits, add no candidates (corpus only).
+        #[serde(default)]
+        pub preview: Option<bool>,
+        /// A preview's search_id: add its result_ids as candidates.
+        #[serde(default)]
+        pub from_search: Option<String>,
+        /// With from_search: the hits to add.
+        #[serde(default)]
+        pub result_ids: Option<Vec<String>>,
     }
 );
 
@@ -223,7 +232,7 @@ task_write_args!(
         pub url: Option<String>,
         /// `YYYY-MM-DD`.
         pub publish_date: String,
-        /// The date is a placeholder, not the item's own (v2 leaves it out of recency).
+        /// The date is a placeholder (v2 leaves it out of recency).
         #[serde(default)]
         pub publish_date_defaulted: Option<bool>,
         /// The kind of publisher.
@@ -231,7 +240,7 @@ task_write_args!(
         pub source_type: String,
         /// The full text.
         pub content: String,
-        /// At most 800 characters; cut from the content when absent.
+        /// At most 800 characters; default cut from content.
         #[serde(default)]
         pub summary: Option<String>,
         /// Stance toward the main question, if already known.
@@ -270,7 +279,7 @@ pub struct ScreeningArg {
     /// Toward the main question; needed to adopt an item that has none.
     #[serde(default)]
     pub stance: Option<StanceArg>,
-    /// Moves the item to another scope: a sub-question id, or null for the main question.
+    /// Another scope: a sub-question id, or null for the main question.
     #[serde(default, deserialize_with = "present_or_null")]
     #[schemars(with = "Option<String>")]
     pub sub_question: Option<Option<String>>,
@@ -334,7 +343,7 @@ task_write_args!(
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobStatusArgs {
-    /// The job, as `research_run_pipeline` named it.
+    /// From research_run_pipeline.
     pub job_id: String,
 }
 
@@ -354,6 +363,12 @@ pub struct SourceDetailArgs {
     pub task_id: String,
     /// The item.
     pub evidence_id: String,
+    /// First character (default: just before the passage).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Characters (default 2000, at most 8000).
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
 
 /// A tool that takes no arguments.
@@ -422,20 +437,20 @@ pub use crate::tools::parse_for_tool;
 pub struct ListCandidatesArgs {
     /// The task.
     pub task_id: String,
-    /// Items of this status (`candidate` by default, or `all`).
+    /// Default `candidate`.
     #[serde(default)]
     #[schemars(extend("enum" = ["candidate", "adopted", "rejected", "retracted", "overruled", "all"]))]
     pub status: Option<String>,
     /// A sub-question id, or `main`.
     #[serde(default)]
     pub scope: Option<String>,
-    /// Items per page (20 by default, at most 100).
+    /// Per page (default 20, at most 100).
     #[serde(default)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the page before.
+    /// A `next_cursor` given.
     #[serde(default)]
     pub cursor: Option<String>,
-    /// `compact` (default) or `full`.
+    /// Default `compact`.
     #[serde(default)]
     #[schemars(extend("enum" = ["compact", "full"]))]
     pub detail: Option<String>,

@@ -32,6 +32,6 @@ pub use service::{
 pub use tokens::Role;
 pub use tools::{
     SHARED_ARGUMENTS, SHARED_RESULTS, ToolOutput, ToolProgress, ToolSpec, built_in_tools,
-    conflicts_in_force, role_for_tool, tool_specs,
+    compact_item, conflicts_in_force, role_for_tool, tool_specs,
 };
 pub use updates::{Update, Updates};

@@ -191,6 +191,27 @@ async fn every_tool_result() {
     };
     outputs.push(("research_job_status", status));
 
+    // A preview, the hits chosen from it, and a corpus item read a page at a time with its
+    // relevance explained.
+    let preview = app
+        .ok(
+            "retrieval_search_evidence",
+            json!({"task_id": task, "query": "sea level rise", "limit": 2, "preview": true}),
+        )
+        .await;
+    let chosen = preview["hits"][1]["result_id"].clone();
+    let from =
+        json!({"task_id": task, "from_search": preview["search_id"], "result_ids": [chosen]});
+    outputs.push(("retrieval_search_evidence.preview", preview));
+    let added = app.ok("retrieval_search_evidence", from).await;
+    let corpus_item = added["candidates"][0]["evidence_id"].clone();
+    outputs.push(("retrieval_search_evidence.from_search", added));
+    let page = json!({"task_id": task, "evidence_id": corpus_item, "offset": 10, "limit": 120});
+    outputs.push((
+        "retrieval_get_source_detail.corpus_page",
+        app.ok("retrieval_get_source_detail", page).await,
+    ));
+
     outputs.push((
         "research_close_task",
         app.ok(
@@ -200,8 +221,13 @@ async fn every_tool_result() {
         .await,
     ));
 
-    let mut covered: Vec<&str> = outputs.iter().map(|(t, _)| *t).collect();
+    // `tool.case` names a second snapshot of one tool.
+    let mut covered: Vec<&str> = outputs
+        .iter()
+        .map(|(t, _)| t.split('.').next().unwrap_or(t))
+        .collect();
     covered.sort();
+    covered.dedup();
     let mut all: Vec<&str> = service::built_in_tools()
         .iter()
         .map(|t| t.name.as_str())

@@ -15,7 +15,7 @@ use research::views::{ConflictView, Divergence, DivergenceItem, EvidenceView};
 use serde_json::{Map, Value, json};
 
 /// An item as a compact JSON object.
-pub(crate) fn item(view: &EvidenceView) -> Value {
+pub fn item(view: &EvidenceView) -> Value {
     let mut map = Map::new();
     map.insert("evidence_id".into(), json!(view.item.evidence_id.as_str()));
     if let Some(found) = &view.item.found_by {
@@ -47,7 +47,7 @@ pub(crate) fn item(view: &EvidenceView) -> Value {
 const SUMMARY_CHARS_SHOWN: usize = 240;
 
 /// `summary` cut to [`SUMMARY_CHARS_SHOWN`] at a word's end, marked with `…` when cut.
-fn short(summary: &str) -> String {
+pub(crate) fn short(summary: &str) -> String {
     let summary = summary.replace('\n', " ");
     if summary.chars().count() <= SUMMARY_CHARS_SHOWN {
         return summary;
@@ -197,7 +197,7 @@ pub(crate) fn conflict_lines(view: &ConflictView, divergence: Option<&Divergence
 }
 
 /// A score shown to three decimals: the unrounded value is in the ledger and the full view.
-fn round3(x: f64) -> f64 {
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

@@ -1,5 +1,5 @@
-//! The evidence tools: add an item the client found, read one in full, retract one, screen
-//! candidates; and the relevance the task's rule set computes for a text.
+//! The evidence tools: add an item the client found, retract one, screen candidates, list a
+//! task's items; and the relevance the task's rule set computes for a text.
 
 use research::command::{
     AddEvidence, Command, EvidenceInput, RetractEvidence, ScopeChoice, ScreenEvidence,
@@ -8,7 +8,7 @@ use research::command::{
 use research::event::{Event, EvidenceStatus, RelevanceBasis, ScreeningDecision};
 use serde_json::{Value, json};
 
-use super::{Call, ToolOutput, base, done, evidence_view, guard, hex_of, suffix, to_json};
+use super::{Call, ToolOutput, base, done, evidence_view, guard, suffix, to_json};
 use crate::args::*;
 use crate::error::ServiceError;
 use crate::service::{Service, Target};
@@ -81,42 +81,6 @@ pub(super) fn add(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput,
         suffix(&written)
     );
     map.insert("evidence_id".into(), json!(id));
-    Ok(done(map, text))
-}
-
-pub(super) fn source_detail(
-    call: &mut Call<'_>,
-    a: SourceDetailArgs,
-) -> Result<ToolOutput, ServiceError> {
-    let state = call.service.state(&a.task_id)?;
-    let view = state
-        .evidence_views()
-        .into_iter()
-        .find(|v| v.item.evidence_id.as_str() == a.evidence_id)
-        .ok_or_else(|| ServiceError::NotFound {
-            resource: "evidence",
-            id: a.evidence_id.clone(),
-        })?;
-    let bytes = call
-        .service
-        .blobs()
-        .get(&view.item.content_hash)
-        .map_err(ServiceError::unavailable)?;
-    let content = String::from_utf8_lossy(&bytes).into_owned();
-    let mut map = serde_json::Map::new();
-    map.insert("task_id".into(), json!(a.task_id));
-    map.insert("session_version".into(), json!(state.version()));
-    map.insert(
-        "content_hash".into(),
-        json!(hex_of(&view.item.content_hash)),
-    );
-    map.insert("content".into(), json!(content));
-    let text = format!(
-        "{} ({} characters of full text).",
-        a.evidence_id,
-        content.chars().count()
-    );
-    map.insert("evidence".into(), to_json(&view));
     Ok(done(map, text))
 }
 

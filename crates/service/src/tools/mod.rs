@@ -13,6 +13,8 @@
 
 mod compact;
 mod compact_views;
+pub use compact_views::item as compact_item;
+mod detail;
 pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
 pub use evaluation::conflicts_in_force;

@@ -1,5 +1,6 @@
 //! The search tool: ask the sources (the embedded corpus, registered evidence sources), record
-//! the search, and fold its hits into the task as candidates.
+//! the search, and fold its hits into the task as candidates; or, as a preview, record the
+//! search and show its hits, and later add those chosen as candidates.
 
 use research::TaskState;
 use research::command::{Command, EvidenceInput, RecordSearch, SearchCandidate};
@@ -29,10 +30,18 @@ pub(super) fn search_evidence(
             message: format!("searching the corpus ({total}/{total})"),
         });
     }
+    // A preview records the search without its hits, and shows them.
+    let mut previewed = Vec::new();
     let written = call.write(
         Target::Existing(&a.task_id),
         &guard(a.expected_version, &a.idempotency_key),
-        &mut |state| record(service, state, &a, &asked, &external.candidates),
+        &mut |state| {
+            let mut search = record(service, state, &a, &asked, &external.candidates)?;
+            if asked.preview {
+                previewed = std::mem::take(&mut search.results);
+            }
+            Ok(Command::RecordSearch(search))
+        },
     )?;
     let recorded = written.events.iter().find_map(|(_, _, e)| match e {
         Event::SearchRecorded(s) => Some(s.clone()),
@@ -43,6 +52,12 @@ pub(super) fn search_evidence(
             "a search was recorded but no event says so",
         ));
     };
+    if asked.preview {
+        if written.replayed {
+            previewed = record(service, &written.state, &a, &asked, &[])?.results;
+        }
+        return Ok(preview_result(&written, &search, &previewed));
+    }
     let from_corpus = search
         .results
         .iter()
@@ -67,6 +82,7 @@ struct Asked {
     external: Vec<sources::contracts::Contract>,
     corpus: bool,
     limit: u32,
+    preview: bool,
 }
 
 impl Asked {
@@ -105,8 +121,13 @@ impl Asked {
                 _ => return Err(unknown_source(service, source)),
             }
         }
+        check_preview(a, &external)?;
         let limit_max = service.options().corpus.search_results_max as u32;
-        let limit = a.limit.unwrap_or(service.options().search_results_default);
+        // Adding from a preview looks for the chosen hits among all a search may return.
+        let limit = match &a.from_search {
+            Some(_) => limit_max,
+            None => a.limit.unwrap_or(service.options().search_results_default),
+        };
         if limit == 0 || limit > limit_max {
             return Err(ServiceError::LimitExceeded {
                 limit: "search_results_max".into(),
@@ -119,7 +140,46 @@ impl Asked {
             sources: sources_asked,
             external,
             limit,
+            preview: a.preview.unwrap_or(false),
         })
+    }
+}
+
+/// The arguments of a preview, and of adding hits from one, checked: both search the corpus
+/// alone, and adding repeats the preview's query, naming at least one hit.
+fn check_preview(
+    a: &SearchEvidenceArgs,
+    external: &[sources::contracts::Contract],
+) -> Result<(), ServiceError> {
+    let preview = a.preview.unwrap_or(false);
+    if (preview || a.from_search.is_some()) && !external.is_empty() {
+        return Err(ServiceError::invalid(
+            "sources",
+            "a preview, and adding hits from one, search the corpus alone",
+        ));
+    }
+    match (&a.from_search, &a.result_ids) {
+        (None, Some(_)) => Err(ServiceError::invalid(
+            "result_ids",
+            "name the preview they come from with from_search",
+        )),
+        (Some(_), _) if preview => Err(ServiceError::invalid(
+            "preview",
+            "from_search adds hits of a preview made before; leave preview out",
+        )),
+        (Some(_), _) if a.query.is_some() => Err(ServiceError::invalid(
+            "query",
+            "from_search repeats that search's query; leave query out",
+        )),
+        (Some(_), None) => Err(ServiceError::invalid(
+            "result_ids",
+            "name the hits to add, by result_id",
+        )),
+        (Some(_), Some(ids)) if ids.is_empty() => Err(ServiceError::invalid(
+            "result_ids",
+            "name the hits to add, by result_id",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -216,7 +276,7 @@ fn record(
     a: &SearchEvidenceArgs,
     asked: &Asked,
     external: &[SearchCandidate],
-) -> Result<Command, ServiceError> {
+) -> Result<RecordSearch, ServiceError> {
     let task = state.task().ok_or_else(|| ServiceError::NotFound {
         resource: "task",
         id: a.task_id.clone(),
@@ -225,7 +285,10 @@ fn record(
     let mut results = external.to_vec();
     let mut index_state = String::new();
     if asked.corpus {
-        let (hits, state_id) = corpus_hits(service, task, &query, asked.limit, a)?;
+        let (mut hits, state_id) = corpus_hits(service, task, &query, asked.limit, a)?;
+        if let Some(id) = &a.from_search {
+            hits = chosen(state, id, &state_id, hits, a.result_ids.as_deref())?;
+        }
         index_state = state_id;
         results.extend(hits);
     }
@@ -240,12 +303,119 @@ fn record(
         research::rules::reliability(authority, c.evidence.citation_count)
     };
     results.sort_by(|x, y| reliability(y).total_cmp(&reliability(x)));
-    Ok(Command::RecordSearch(RecordSearch {
+    Ok(RecordSearch {
         query,
         sources: asked.sources.clone(),
         index_state,
         results,
-    }))
+    })
+}
+
+/// The hits of the search `search_id` that `result_ids` names, found again by the same query
+/// on the same corpus: refused when the corpus changed since (the scores would differ from
+/// those the preview showed) or when a hit named is not one of that search's.
+fn chosen(
+    state: &TaskState,
+    search_id: &str,
+    index_state: &str,
+    hits: Vec<SearchCandidate>,
+    result_ids: Option<&[String]>,
+) -> Result<Vec<SearchCandidate>, ServiceError> {
+    let search = recorded_search(state, search_id)?;
+    if search.index_state != index_state {
+        return Err(ServiceError::invalid(
+            "from_search",
+            format!("the corpus changed since {search_id} was made; preview again"),
+        ));
+    }
+    let ids = result_ids.unwrap_or_default();
+    if let Some(missing) = ids
+        .iter()
+        .find(|id| !hits.iter().any(|h| &h.result_id == *id))
+    {
+        return Err(ServiceError::invalid(
+            "result_ids",
+            format!("{missing:?} is not a hit of {search_id}"),
+        ));
+    }
+    Ok(hits
+        .into_iter()
+        .filter(|h| ids.contains(&h.result_id))
+        .collect())
+}
+
+/// A search the task recorded, by id.
+fn recorded_search<'s>(
+    state: &'s TaskState,
+    search_id: &str,
+) -> Result<&'s research::event::SearchRecorded, ServiceError> {
+    state
+        .searches()
+        .iter()
+        .map(|s| &s.event)
+        .find(|s| s.search_id.as_str() == search_id && s.sources == ["corpus"])
+        .ok_or_else(|| ServiceError::NotFound {
+            resource: "search",
+            id: search_id.to_owned(),
+        })
+}
+
+/// A preview's result: the search as recorded, and its hits, none of them a candidate; each in
+/// the text too, with the result id to add it by.
+fn preview_result(
+    written: &crate::service::Written,
+    search: &research::event::SearchRecorded,
+    hits: &[SearchCandidate],
+) -> ToolOutput {
+    let views = written.state.evidence_views();
+    let mut items = Vec::with_capacity(hits.len());
+    let mut text = format!(
+        "Previewed {} hit(s) for {:?} as {}; none is a candidate: add those you choose with from_search {:?} and their result_ids.{}",
+        hits.len(),
+        search.query,
+        search.search_id.as_str(),
+        search.search_id.as_str(),
+        suffix(written)
+    );
+    for hit in hits {
+        let e = &hit.evidence;
+        let known = views
+            .iter()
+            .find(|v| v.item.content_hash == e.content_hash)
+            .map(|v| v.item.evidence_id.as_str().to_owned());
+        let mut item = json!({
+            "result_id": hit.result_id,
+            "source": e.source,
+            "source_type": e.source_type,
+            "publish_date": e.publish_date,
+            "relevance": super::compact_views::round3(e.relevance),
+            "summary": super::compact_views::short(&e.summary),
+        });
+        let seen = match &known {
+            Some(id) => {
+                item["in_task_as"] = json!(id);
+                format!(" (in the task as {id})")
+            }
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "\n{} [{}; {}; {}; relevance {:.2}]{seen} {}",
+            hit.result_id,
+            e.source_type,
+            e.source.as_deref().unwrap_or("unknown"),
+            e.publish_date,
+            e.relevance,
+            super::compact_views::short(&e.summary)
+        ));
+        items.push(item);
+    }
+    let mut map = base(written);
+    map.insert("search_id".into(), json!(search.search_id));
+    map.insert("query".into(), json!(search.query));
+    map.insert("index_state".into(), json!(search.index_state));
+    map.insert("preview".into(), json!(true));
+    map.insert("hits".into(), Value::Array(items));
+    done(map, text)
 }
 
 /// The corpus's hits for `query` as candidates, and the index state they came from. `v1`
@@ -418,6 +588,9 @@ fn search_query(state: &TaskState, a: &SearchEvidenceArgs) -> Result<String, Ser
         resource: "task",
         id: a.task_id.clone(),
     })?;
+    if let Some(id) = &a.from_search {
+        return Ok(recorded_search(state, id)?.query.clone());
+    }
     let sub_question_text = match &a.sub_question {
         None => None,
         Some(id) => Some(
@@ -451,4 +624,57 @@ fn search_summary(corpus: Option<usize>, external: usize, failed: usize) -> Stri
     }
     parts.push("recorded".into());
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_field(arguments: Value) -> Option<String> {
+        let a: SearchEvidenceArgs = serde_json::from_value(arguments).unwrap();
+        match check_preview(&a, &[]) {
+            Ok(()) => None,
+            Err(ServiceError::InvalidArgument { field, .. }) => Some(field),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_preview_and_adding_from_one_take_only_the_arguments_that_fit() {
+        let cases = [
+            (json!({"task_id": "t", "preview": true}), None),
+            (json!({"task_id": "t", "preview": true, "query": "q"}), None),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"]}),
+                None,
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1"}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": []}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "result_ids": ["d"]}),
+                Some("result_ids"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"], "query": "q"}),
+                Some("query"),
+            ),
+            (
+                json!({"task_id": "t", "from_search": "se-1", "result_ids": ["d"], "preview": true}),
+                Some("preview"),
+            ),
+        ];
+        for (arguments, field) in cases {
+            assert_eq!(
+                refused_field(arguments.clone()),
+                field.map(str::to_owned),
+                "{arguments}"
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    Call, ToolDef, ToolOutput, ToolSpec, check, evaluation, evidence, parse, search, task,
+    Call, ToolDef, ToolOutput, ToolSpec, check, detail, evaluation, evidence, parse, search, task,
 };
 use crate::args::*;
 use crate::error::ServiceError;
@@ -111,7 +111,7 @@ fn research_open_task(tool: Tool) -> ToolDef {
     write::<OpenTaskArgs>(
         tool,
         "Open a research task",
-        "Call first, once per question: opens a task and returns its task_id. Constraints, research date and rule overrides are recorded here for good.",
+        "Call first, once per question: opens a task, returns its task_id. Constraints, date and rules are fixed here.",
         output(&[
             ("question", json!({"type": "string"})),
             ("research_date", json!({"type": "string"})),
@@ -129,7 +129,7 @@ fn research_expand_subquestions(tool: Tool) -> ToolDef {
     write::<ExpandSubquestionsArgs>(
         tool,
         "Add sub-questions",
-        "Call when the question splits into parts answered separately: each gets an id (sq-N) that scopes searches, evidence and conflicts.",
+        "Call when the question splits into parts: each gets an id (sq-N) scoping searches, evidence and conflicts.",
         output(&[("sub_questions", arr())]),
         task::expand_subquestions,
     )
@@ -139,7 +139,7 @@ fn retrieval_search_evidence(tool: Tool) -> ToolDef {
     write::<SearchEvidenceArgs>(
         tool,
         "Search for evidence",
-        "Call to find evidence: searches the sources (the corpus by default) and adds new hits as candidates, scored by the service. Screen them next with synthesis_screen_evidence.",
+        "Call to find evidence: searches the sources (corpus by default); new hits become candidates, scored by the service, to screen with synthesis_screen_evidence. preview records and shows hits only; from_search adds those you pick.",
         output(&[
             ("search_id", json!({"type": "string"})),
             ("query", json!({"type": "string"})),
@@ -149,6 +149,7 @@ fn retrieval_search_evidence(tool: Tool) -> ToolDef {
             ),
             ("index_state", json!({"type": "string"})),
             ("candidates", arr()),
+            ("hits", arr()),
         ]),
         search::search_evidence,
     )
@@ -158,7 +159,7 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
     write::<AddEvidenceArgs>(
         tool,
         "Add evidence you found",
-        "Call with evidence the sources did not return: its full text, source, type and date. The service scores it; the conclusion reports the share of such evidence.",
+        "Call with evidence the sources did not return (full text, source, type, date). The service scores it; the conclusion reports such evidence's share.",
         output(&[
             ("evidence_id", json!({"type": "string"})),
             ("evidence", obj()),
@@ -170,14 +171,14 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
 fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
     read::<SourceDetailArgs>(
         tool,
-        "Read an evidence item in full",
-        "Call when a summary is not enough: the item's full text and its hash.",
+        "Read an evidence item",
+        "Call when a summary is not enough: the title, the text around the passage (paged by offset), its hash, and why it scored its relevance.",
         output(&[
-            ("evidence", obj()),
             ("content", json!({"type": "string"})),
-            ("content_hash", json!({"type": "string"})),
+            ("next_offset", json!({"type": "integer"})),
+            ("relevance_explained", obj()),
         ]),
-        evidence::source_detail,
+        detail::source_detail,
     )
 }
 
@@ -185,7 +186,7 @@ fn retrieval_list_candidates(tool: Tool) -> ToolDef {
     read::<ListCandidatesArgs>(
         tool,
         "List a task's items",
-        "Call to see a task's candidates (or items of another status) a page at a time, compact, without reading its whole state.",
+        "Call to list a task's candidates (or other items), compact, a page at a time.",
         output(&[
             ("total", json!({"type": "integer"})),
             ("items", arr()),
@@ -212,7 +213,7 @@ fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
     write::<ScreenEvidenceArgs>(
         tool,
         "Screen candidates",
-        "Call after a search: adopt each candidate with its stance toward the main question, or reject it. Every candidate is screened before conflicts are resolved.",
+        "Call after a search: adopt each candidate with its stance toward the main question, or reject it; all are screened before conflicts.",
         output(&[
             ("screened", arr()),
             ("candidates_remaining", json!({"type": "integer"})),
@@ -235,7 +236,7 @@ fn evaluation_conflict_resolution(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Resolve conflicts by the rules",
-        "Call after the last change to the evidence: where adopted items disagree within a scope, the rules decide by authority, then recency, or leave the conflict pending.",
+        "Call after the last change to the evidence: where adopted items disagree in a scope, the rules decide by authority, then recency, or leave it pending.",
         output(&[("conflicts", arr())]),
         evaluation::conflict_resolution,
     )
@@ -245,7 +246,7 @@ fn evaluation_resolve_conflict(tool: Tool) -> ToolDef {
     write::<ResolveConflictArgs>(
         tool,
         "Decide a conflict as a person",
-        "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision sent by you is recorded as the assistant's.",
+        "Call to decide a pending conflict (a side wins, or both stand) or to appeal an automatic adjudication, with the reason. Ask the user first: a decision you send is recorded as the assistant's.",
         output(&[("conflict", obj())]),
         evaluation::resolve_conflict,
     )
@@ -266,7 +267,7 @@ fn evaluation_generate_conclusion(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Issue the verdict",
-        "Call after the matrix: the service computes the verdict and confidence from the recorded evidence by the task's rules and returns the conclusion card.",
+        "Call after the matrix: the service computes verdict and confidence from the recorded evidence by the task's rules; returns the conclusion card.",
         output(&[
             ("conclusion_id", json!({"type": "string"})),
             (
@@ -290,7 +291,7 @@ fn evaluation_explain_reasoning(tool: Tool) -> ToolDef {
     write::<TaskArgs>(
         tool,
         "Explain the verdict",
-        "Call after a conclusion: why the verdict is what it is, each line citing the ledger events it rests on.",
+        "Call after a conclusion: why the verdict is what it is, each line citing the events it rests on.",
         output(&[
             ("explanation_id", json!({"type": "string"})),
             ("conclusion_id", json!({"type": "string"})),
@@ -314,7 +315,7 @@ fn research_close_task(tool: Tool) -> ToolDef {
     write::<CloseTaskArgs>(
         tool,
         "Close a task",
-        "Call when the research is finished: nothing more can be written to the task.",
+        "Call when the research is done: nothing more can be written to it.",
         output(&[("status", json!({"type": "string"}))]),
         task::close,
     )
@@ -324,7 +325,7 @@ fn research_run_pipeline(tool: Tool) -> ToolDef {
     write::<RunPipelineArgs>(
         tool,
         "Run the research pipeline",
-        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation) and returns a job_id; follow it with research_job_status. It stops at screening for your judgement; screen, then call again to resume.",
+        "Call to run a task's steps in the background (plan, retrieve, screen, conflicts, synthesis, matrix, conclusion, explanation); returns a job_id to follow with research_job_status. It stops at screening for you; screen, then call again.",
         job_output(),
         task::run_pipeline,
     )
@@ -334,7 +335,7 @@ fn research_job_status(tool: Tool) -> ToolDef {
     read::<JobStatusArgs>(
         tool,
         "Read a pipeline job",
-        "Call to follow a pipeline job: its status, its step (\"step 2/8: retrieving evidence 2/3\"), the steps done, and what it waits for.",
+        "Call to follow a pipeline job: status, step (\"step 2/8: retrieving evidence 2/3\"), steps done, what it waits for.",
         job_output(),
         task::job_status,
     )
@@ -344,7 +345,7 @@ fn audit_verify(tool: Tool) -> ToolDef {
     read::<NoArgs>(
         tool,
         "Verify the ledger",
-        "Call to check that the ledger was never rewritten: hash chain, Merkle tree against every signed checkpoint, signatures.",
+        "Call to check the ledger was never rewritten: hash chain, Merkle tree against each signed checkpoint, signatures.",
         output(&[
             ("intact", json!({"type": "boolean"})),
             ("size", json!({"type": "integer"})),

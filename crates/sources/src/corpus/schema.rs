@@ -58,6 +58,16 @@ impl Corpus {
         Ok(found.map(|d| d.content))
     }
 
+    /// The document whose full text has blake3 hash `hash`, if the corpus holds one: how a
+    /// stored item finds its title again.
+    pub fn document_with_content(
+        &self,
+        hash: &ContentHash,
+    ) -> Result<Option<Document>, CorpusError> {
+        let snapshot = self.current();
+        self.find_one(&snapshot.searcher, self.fields.content_hash, &hash.to_hex())
+    }
+
     pub(super) fn find_one(
         &self,
         searcher: &Searcher,

@@ -155,10 +155,7 @@ impl PgCluster {
     /// so a test may override them.
     pub fn start_with(settings: &[(&str, &str)]) -> Result<PgCluster, ClusterError> {
         let bin = bin_dir().ok_or(ClusterError::NotInstalled)?;
-        let root = tempfile::Builder::new()
-            .prefix("rl-pg-")
-            .tempdir()?
-            .keep();
+        let root = tempfile::Builder::new().prefix("rl-pg-").tempdir()?.keep();
         if running_as_root() {
             let mut chown = Command::new("chown");
             chown.arg("postgres:postgres").arg(&root);

@@ -218,8 +218,8 @@ fn concurrent_appends_share_transactions_committed_in_seq_order() {
         transactions < total,
         "{transactions} transactions for {total} appends: no group commit"
     );
-    // Transaction ids are taken when a transaction locks the head, in the order the lock is
-    // granted, which is commit order: along seq they never decrease.
+    // Each group's events lie in one transaction and later seqs in later transactions: along
+    // seq the transaction ids never decrease.
     let xids: Vec<u64> = sql(
         cluster,
         &url,

@@ -412,12 +412,22 @@ impl Ledger {
     /// Opens (creating its schema if needed) the ledger kept in the PostgreSQL database at
     /// `url`, signing with the key kept in `key_dir` (created there at first start unless
     /// `options.read_only`). The same checks as [`Ledger::open`] run before any write: a
-    /// database whose head row, events and signed checkpoints disagree opens read-only.
+    /// database whose head row, events and signed checkpoints disagree opens read-only. A
+    /// read-only open of a database that holds no ledger reads it as an empty one and creates
+    /// nothing there.
     pub fn open_postgres(
         url: &str,
         key_dir: &Path,
         options: LedgerOptions,
     ) -> Result<Ledger, StorageError> {
+        // A database that holds no ledger yet reads, read-only, as an empty ledger (as a data
+        // directory without one does), and a read-only open creates nothing in it.
+        if options.read_only && crate::storage::postgres::schema_version(url)? == 0 {
+            let key = KeyFiles::new(key_dir.to_path_buf()).load()?;
+            let empty: Arc<dyn Storage> =
+                Arc::new(crate::storage::memory::MemoryStorage::empty_read_only());
+            return Ok(Ledger::start_checked(empty, options, key, None, None).0);
+        }
         let storage = crate::storage::postgres::PostgresStorage::open(
             url,
             crate::storage::postgres::PostgresOptions {

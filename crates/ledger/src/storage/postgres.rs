@@ -424,6 +424,25 @@ impl PostgresStorage {
     }
 }
 
+/// The ledger schema version the database at `url` holds: 0 when it holds no ledger.
+pub fn schema_version(url: &str) -> Result<i32, StorageError> {
+    let mut config: Config = url.parse().map_err(|e| StorageError::Database {
+        op: "read the storage URL",
+        detail: format!("{e}"),
+    })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(PostgresOptions::default().connect_timeout);
+    }
+    Driver::new()?.run(async move {
+        let (client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| db_error("connect", &e))?;
+        tokio::spawn(connection);
+        schema::current(&client).await
+    })
+}
+
 /// What an open reads before it trusts the database.
 struct OpeningState {
     fsync: String,

@@ -646,3 +646,36 @@ fn a_slow_subscriber_catches_up_from_the_database_and_misses_nothing() {
     }
     assert_eq!(seen, (0..150).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_read_only_open_of_an_empty_database_reads_an_empty_ledger_and_creates_nothing() {
+    let Some((cluster, url)) = database("a_read_only_open_of_an_empty_database") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let read_only = LedgerOptions {
+        read_only: true,
+        ..options(15)
+    };
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only.clone()).unwrap();
+    assert_eq!(reader.head().size, 0);
+    assert!(reader.verify_from_scratch(&mut |_, _| {}).failure.is_none());
+    assert!(append_any(&reader, "t", b"x").is_err());
+    drop(reader);
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        "0",
+        "a read-only open creates no table"
+    );
+    assert!(!keys.path().join("signing.key").exists());
+    // Once a writer made the ledger, a read-only open reads what it wrote.
+    let writer = open(&url, keys.path(), 16);
+    append_any(&writer, "t", b"x").unwrap();
+    drop(writer);
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only).unwrap();
+    assert_eq!(reader.head().size, 1);
+}

@@ -59,7 +59,10 @@ fn a_row_altered_in_the_database_is_reported_and_a_put_repairs_it() {
     let text = b"what the source said";
     let hash = store.put(text).unwrap();
     cluster
-        .psql_url(&url, "UPDATE content_blobs SET bytes = 'what it did not say'")
+        .psql_url(
+            &url,
+            "UPDATE content_blobs SET bytes = 'what it did not say'",
+        )
         .unwrap();
     match store.get(&hash) {
         Err(BlobError::Damaged { expected, actual }) => {
@@ -84,7 +87,10 @@ fn the_size_bound_holds_on_the_way_in_and_out() {
     let tight = PostgresBlobStore::open(&url, small).unwrap();
     assert!(matches!(
         tight.put(b"nine bytes"),
-        Err(BlobError::TooLarge { bytes: 10, limit: 8 })
+        Err(BlobError::TooLarge {
+            bytes: 10,
+            limit: 8
+        })
     ));
     let roomy = PostgresBlobStore::open(&url, BlobOptions::default()).unwrap();
     let hash = roomy.put(b"nine bytes").unwrap();

@@ -19,6 +19,7 @@ mod operations;
 mod proofs;
 mod remote;
 mod server;
+mod storage;
 mod tidy;
 mod transparency;
 mod verify;

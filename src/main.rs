@@ -52,9 +52,9 @@ struct Cli {
     )]
     log_format: LogFormat,
 
-    /// The shared database holding the ledger and the content store instead of the data
-    /// directory: `postgres://USER@HOST:PORT/DB` (PostgreSQL 15 or later). The data directory
-    /// keeps the signing key, the read models, the corpus, tokens, jobs and contracts.
+    /// The shared database holding the ledger, the content store and the access tokens instead
+    /// of the data directory: `postgres://USER@HOST:PORT/DB` (PostgreSQL 15 or later). The data
+    /// directory keeps the signing key, the read models, the corpus, jobs and contracts.
     #[arg(
         long,
         global = true,

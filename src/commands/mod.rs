@@ -46,6 +46,17 @@ pub(crate) fn ledger_dir(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("ledger")
 }
 
+/// The access tokens: in the shared database when `--storage-url` names one, else the data
+/// directory's `tokens.json`.
+pub(crate) fn token_store(data_dir: &Path) -> anyhow::Result<service::tokens::TokenStore> {
+    let path = data_dir.join("tokens.json");
+    match crate::config::storage_url() {
+        Some(url) => service::tokens::TokenStore::in_database(url, path)
+            .context("cannot open the tokens in the storage database"),
+        None => Ok(service::tokens::TokenStore::new(path)),
+    }
+}
+
 /// Opens the ledger where the run keeps it: in the shared database when `--storage-url` names
 /// one (with the signing key in the data directory), in the data directory otherwise.
 fn open_ledger_with(data_dir: &Path, options: LedgerOptions) -> anyhow::Result<Ledger> {

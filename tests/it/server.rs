@@ -78,6 +78,22 @@ pub(crate) fn alias_storage(data: &Path, alias: &Path) {
     }
 }
 
+/// The tokens of data directory `data` as kept: its `tokens.json`, or the shared document in
+/// its database when the suite runs on PostgreSQL; `None` when none was ever written.
+pub(crate) fn tokens_text(data: &Path) -> Option<String> {
+    let Some(url) = storage_url(data) else {
+        return std::fs::read_to_string(data.join("tokens.json")).ok();
+    };
+    if psql(&url, "SELECT to_regclass('shared_documents') IS NOT NULL") != "t" {
+        return None;
+    }
+    let body = psql(
+        &url,
+        "SELECT coalesce(body, '') FROM shared_documents WHERE name = 'tokens'",
+    );
+    (!body.is_empty()).then_some(body)
+}
+
 /// Runs `sql` with `psql` on the database at `url`; returns what it printed (tuples only,
 /// unaligned).
 pub(crate) fn psql(url: &str, sql: &str) -> String {

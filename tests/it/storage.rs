@@ -140,3 +140,63 @@ fn a_changed_text_in_the_database_is_never_exported_and_repair_refuses_the_url()
         assert!(stderr(&out).contains("--storage-url"), "{}", stderr(&out));
     }
 }
+
+#[test]
+fn a_token_made_beside_one_data_directory_is_honoured_and_revoked_on_another() {
+    let Some(cluster) = cluster_or_skip("a_token_made_beside_one_data_directory") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let first = tempfile::tempdir().unwrap();
+    let out = with_url(
+        first.path(),
+        &url,
+        &["token", "add", "alice", "--role", "writer"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let token = stdout(&out).trim().to_owned();
+    assert!(!first.path().join("tokens.json").exists());
+    let kept = cluster
+        .psql_url(
+            &url,
+            "SELECT body FROM shared_documents WHERE name = 'tokens'",
+        )
+        .unwrap();
+    let hash = blake3::hash(token.as_bytes()).to_hex().to_string();
+    assert!(kept.contains(&hash) && !kept.contains(&token), "{kept}");
+
+    let second = tempfile::tempdir().unwrap();
+    let server = crate::server::Server::start_with(
+        second.path(),
+        &[],
+        &[("RESEARCH_LEDGER_STORAGE_URL", &url)],
+    );
+    let task = crate::auth::open_task(server.addr, &token, "Does the shared token work?");
+    assert!(!task.is_empty());
+    let auth = crate::auth::bearer(&token);
+    let (status, _) = crate::server::request(
+        server.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_ne!(status, 401);
+
+    // Revoked beside the first directory: refused by the server of the second at once.
+    let out = with_url(first.path(), &url, &["token", "revoke", "alice"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (status, _) = crate::server::request(
+        server.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(status, 401);
+    // And the list beside the second says so too.
+    let out = with_url(second.path(), &url, &["token", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!listed["tokens"][0]["revoked_at"].is_null(), "{listed}");
+    server.stop();
+}

@@ -86,9 +86,9 @@ pub struct ServiceOptions {
     /// Bounds on pipeline jobs.
     pub jobs: JobLimits,
     /// The shared database (`postgres://USER@HOST:PORT/DB`) that holds the ledger and the
-    /// content store instead of the data directory, when there is one. The data directory
-    /// keeps the rest: the signing key, the read models' snapshots, the corpus, jobs and
-    /// contracts.
+    /// content store instead of the data directory, when there is one (the access tokens, kept
+    /// there too, are opened by the front end). The data directory keeps the rest: the signing
+    /// key, the read models' snapshots, the corpus, jobs and contracts.
     pub storage_url: Option<String>,
 }
 

@@ -107,8 +107,48 @@ pub(crate) fn run_question(tools: &mut dyn Tools, q: &Question) -> anyhow::Resul
         })
         .unwrap_or_default();
 
-    // Search the main question, then each sub-question; remember which document became which
-    // evidence item.
+    let (evidence_of, searches) = search_every_scope(tools, &task_id, &sub_question_ids)?;
+    let (adopted, rejected) = screen_as_judged(tools, &task_id, q, &evidence_of)?;
+    tools.call("synthesis_research_synthesis", json!({"task_id": task_id}))?;
+    let resolved = tools.call(
+        "evaluation_conflict_resolution",
+        json!({"task_id": task_id}),
+    )?;
+    let (conflicts, human_decisions) = decide_pending(tools, &task_id, &resolved)?;
+    tools.call(
+        "evaluation_build_decision_matrix",
+        json!({"task_id": task_id}),
+    )?;
+    let card = tools.call(
+        "evaluation_generate_conclusion",
+        json!({"task_id": task_id}),
+    )?;
+    let explained = tools.call("evaluation_explain_reasoning", json!({"task_id": task_id}))?;
+    let explanation = str_field(&explained, "markdown")?.to_owned();
+    if card["stance"].is_null() {
+        bail!("the conclusion has no stance: {card}");
+    }
+    Ok(Outcome {
+        task_id,
+        searches,
+        candidates: evidence_of.len(),
+        adopted,
+        rejected,
+        conflicts,
+        human_decisions,
+        card,
+        explanation,
+        evidence_of,
+    })
+}
+
+/// Searches the main question, then each sub-question: which document became which evidence
+/// item, and how many searches ran.
+fn search_every_scope(
+    tools: &mut dyn Tools,
+    task_id: &str,
+    sub_question_ids: &[String],
+) -> anyhow::Result<(BTreeMap<String, String>, usize)> {
     let mut evidence_of: BTreeMap<String, String> = BTreeMap::new();
     let mut searches = 0;
     let mut scopes: Vec<Option<&String>> = vec![None];
@@ -129,14 +169,22 @@ pub(crate) fn run_question(tools: &mut dyn Tools, q: &Question) -> anyhow::Resul
             }
         }
     }
+    Ok((evidence_of, searches))
+}
 
-    // Screen every candidate: the sample's judgement where it has one; a document from another
-    // question is off topic.
+/// Screens every candidate: the sample's judgement where it has one; a document from another
+/// question is off topic. Answers how many were adopted and rejected.
+fn screen_as_judged(
+    tools: &mut dyn Tools,
+    task_id: &str,
+    q: &Question,
+    evidence_of: &BTreeMap<String, String>,
+) -> anyhow::Result<(usize, usize)> {
     let judged: BTreeMap<&str, &Screening> =
         q.screening.iter().map(|s| (s.doc_id.as_str(), s)).collect();
     let mut decisions = Vec::new();
     let (mut adopted, mut rejected) = (0, 0);
-    for (doc, evidence_id) in &evidence_of {
+    for (doc, evidence_id) in evidence_of {
         let decision = match judged.get(doc.as_str()) {
             Some(s) => {
                 let scope = match s.sub_question_index {
@@ -174,23 +222,27 @@ pub(crate) fn run_question(tools: &mut dyn Tools, q: &Question) -> anyhow::Resul
         "synthesis_screen_evidence",
         json!({"task_id": task_id, "decisions": decisions}),
     )?;
+    Ok((adopted, rejected))
+}
 
-    tools.call("synthesis_research_synthesis", json!({"task_id": task_id}))?;
-    let resolved = tools.call(
-        "evaluation_conflict_resolution",
-        json!({"task_id": task_id}),
-    )?;
+/// Decides each pending conflict as the demo's assistant: both stand. Answers the conflicts as
+/// they stand and the ids decided.
+fn decide_pending(
+    tools: &mut dyn Tools,
+    task_id: &str,
+    resolved: &Value,
+) -> anyhow::Result<(Vec<Value>, Vec<String>)> {
     let mut conflicts = resolved["conflicts"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let mut human_decisions = Vec::new();
+    let mut decided = Vec::new();
     for conflict in &mut conflicts {
         if conflict["tier"] == "pending" {
             // What a reviewer would do with two sides of near-equal authority published within
             // weeks of each other: let both stand until better evidence settles it.
             let conflict_id = str_field(conflict, "conflict_id")?.to_owned();
-            let decided = tools.call(
+            let answer = tools.call(
                 "evaluation_resolve_conflict",
                 json!({
                     "task_id": task_id,
@@ -199,33 +251,9 @@ pub(crate) fn run_question(tools: &mut dyn Tools, q: &Question) -> anyhow::Resul
                     "reason": "Both sides are recent and of near-equal authority and measure different things; neither is overruled until newer evidence settles it.",
                 }),
             )?;
-            *conflict = decided["conflict"].clone();
-            human_decisions.push(conflict_id);
+            *conflict = answer["conflict"].clone();
+            decided.push(conflict_id);
         }
     }
-    tools.call(
-        "evaluation_build_decision_matrix",
-        json!({"task_id": task_id}),
-    )?;
-    let card = tools.call(
-        "evaluation_generate_conclusion",
-        json!({"task_id": task_id}),
-    )?;
-    let explained = tools.call("evaluation_explain_reasoning", json!({"task_id": task_id}))?;
-    let explanation = str_field(&explained, "markdown")?.to_owned();
-    if card["stance"].is_null() {
-        bail!("the conclusion has no stance: {card}");
-    }
-    Ok(Outcome {
-        task_id,
-        searches,
-        candidates: evidence_of.len(),
-        adopted,
-        rejected,
-        conflicts,
-        human_decisions,
-        card,
-        explanation,
-        evidence_of,
-    })
+    Ok((conflicts, decided))
 }

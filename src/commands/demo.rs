@@ -132,23 +132,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let service = super::open_service(data_dir)?;
     ingest_sample(&service)?;
     let sample = demo::sample()?;
-    let questions: Vec<_> = sample
-        .questions
-        .iter()
-        .filter(|q| args.question.as_ref().is_none_or(|id| *id == q.id))
-        .collect();
-    if questions.is_empty() {
-        bail!(
-            "no question {:?} in the sample; it has: {}",
-            args.question.as_deref().unwrap_or_default(),
-            sample
-                .questions
-                .iter()
-                .map(|q| q.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    let questions = select_questions(&sample, args)?;
     if !args.json {
         println!(
             "research-ledger demo: {} research task(s) on the bundled sample corpus (fictional sources), in {}\n",
@@ -201,6 +185,47 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             Outcome::Failed
         });
     }
+    print_verification(&checkpoint, &report, data_dir, &tasks);
+    service.shutdown();
+    Ok(if report.is_intact() {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// The sample's questions, or the one `--question` names.
+fn select_questions<'a>(
+    sample: &'a demo::Sample,
+    args: &Args,
+) -> anyhow::Result<Vec<&'a demo::Question>> {
+    let questions: Vec<&demo::Question> = sample
+        .questions
+        .iter()
+        .filter(|q| args.question.as_ref().is_none_or(|id| *id == q.id))
+        .collect();
+    if questions.is_empty() {
+        bail!(
+            "no question {:?} in the sample; it has: {}",
+            args.question.as_deref().unwrap_or_default(),
+            sample
+                .questions
+                .iter()
+                .map(|q| q.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(questions)
+}
+
+/// The run's signed checkpoint, the verification of the ledger, and the commands that audit it.
+fn print_verification(
+    checkpoint: &ledger_proof::Checkpoint,
+    report: &ledger::VerifyReport,
+    data_dir: &Path,
+    tasks: &[String],
+) {
     println!(
         "Signed checkpoint: {} events, root {}, at {}, key {}.",
         checkpoint.tree_size, checkpoint.root, checkpoint.time, checkpoint.key_fingerprint
@@ -224,7 +249,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     }
     let data = data_dir.display();
     println!("\nAudit it yourself:");
-    for task in &tasks {
+    for task in tasks {
         println!("  research-ledger --data-dir {data} replay {task} --check");
     }
     if let Some(task) = tasks.first() {
@@ -233,12 +258,6 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     println!("  research-ledger --data-dir {data} prove 0");
     println!("  research-ledger --data-dir {data} export --all --out bundle.json");
     println!("  research-ledger verify-bundle bundle.json");
-    service.shutdown();
-    Ok(if report.is_intact() {
-        Outcome::Passed
-    } else {
-        Outcome::Failed
-    })
 }
 
 fn print_outcome(n: usize, of: usize, q: &demo::Question, o: &demo::Outcome) {

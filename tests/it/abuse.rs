@@ -378,11 +378,12 @@ fn malformed_requests_get_clear_errors_and_change_nothing() {
         ("PUT", "/v1/tools/list"),
         ("POST", "/health"),
         ("DELETE", "/v1/export"),
+        ("POST", "/"),
     ] {
         let reply = send(addr, method, path, &[("Authorization", &auth), JSON], b"{}");
         assert_error(&reply, 405, "invalid_argument");
     }
-    for path in ["/v1/rewrite", "/v2/tools/call", "/", "/mcp/extra"] {
+    for path in ["/v1/rewrite", "/v2/tools/call", "/index.html", "/mcp/extra"] {
         let reply = send(
             addr,
             "POST",

@@ -567,8 +567,20 @@ fn graphiql_is_served_and_other_origins_and_content_types_are_refused() {
     let (status, page) = request(addr, "GET", "/graphql", &[], b"");
     assert_eq!(status, 200);
     let page = String::from_utf8(page).unwrap();
-    assert!(page.contains("GraphiQL.createFetcher"), "{page}");
-    assert!(page.contains("'/graphql/ws'"), "{page}");
+    // GraphiQL and what it runs on come from this server, not from elsewhere.
+    assert!(
+        page.contains("/console/vendor/graphiql-3.9.0/graphiql.min.js"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
+    let (status, start) = request(addr, "GET", "/console/js/graphiql-start.js", &[], b"");
+    assert_eq!(status, 200);
+    let start = String::from_utf8(start).unwrap();
+    assert!(start.contains("GraphiQL.createFetcher"), "{start}");
+    assert!(start.contains("'/graphql/ws'"), "{start}");
 
     // A form post, which a page of any site could send, is not a GraphQL request here.
     let (status, body) = request(

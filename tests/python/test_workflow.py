@@ -93,7 +93,9 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
     resolved = await call(client, "evaluation_conflict_resolution", {"task_id": task})
     for conflict in resolved["conflicts"]:
         if conflict["tier"] == "pending":
-            assert "divergence" in conflict
+            # What a person needs to decide it: each side's items with their summaries.
+            assert conflict["supports"] and conflict["opposes"], conflict
+            assert all("summary" in item for item in conflict["supports"] + conflict["opposes"])
             decided = await call(
                 client,
                 "evaluation_resolve_conflict",
@@ -105,7 +107,7 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
                 },
             )
             # A decision sent through MCP is the assistant's, through the client it named.
-            last = decided["conflict"]["human_decisions"][-1]
+            last = decided["conflict"]["decision"]
             assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
     await call(client, "evaluation_build_decision_matrix", {"task_id": task})
     card = await call(client, "evaluation_generate_conclusion", {"task_id": task})
@@ -218,7 +220,7 @@ async def test_a_decision_sent_through_mcp_is_recorded_as_the_assistants(target:
             {"task_id": task, "conflict_id": pending[0]["conflict_id"], "winner": "supports",
              "reason": "the tide record is the longer one"},
         )
-        last = decided["conflict"]["human_decisions"][-1]
+        last = decided["conflict"]["decision"]
         assert (last["decided_by"], last["decided_via"]) == ("assistant", CLIENT_NAME), last
         await call(client, "evaluation_generate_conclusion", {"task_id": task})
         explained = await call(client, "evaluation_explain_reasoning", {"task_id": task})

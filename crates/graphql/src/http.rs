@@ -1,6 +1,7 @@
-//! The GraphQL API over HTTP: `POST /graphql` for queries and mutations, `GET /graphql` for
-//! GraphiQL, `GET /graphql/ws` for subscriptions (graphql-transport-ws, and the older
-//! graphql-ws protocol for clients that only speak it).
+//! The GraphQL API over HTTP: `POST /graphql` for queries and mutations, `GET /graphql/ws` for
+//! subscriptions (graphql-transport-ws, and the older graphql-ws protocol for clients that only
+//! speak it). The pages that use it, GraphiQL at `GET /graphql` among them, are the server's
+//! console, which merges its routes beside these.
 //!
 //! The server answers on loopback without credentials, so the browser is the one client that
 //! could be turned against it: a page on another site can send a simple cross-site POST, or
@@ -29,7 +30,7 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use service::{Caller, Service, ServiceError};
 
@@ -52,7 +53,7 @@ struct Http {
 pub fn router(service: Service, options: Options) -> Router {
     let schema = build_schema(service, options.clone());
     Router::new()
-        .route("/graphql", get(graphiql).post(post))
+        .route("/graphql", axum::routing::post(post))
         .route("/graphql/ws", get(websocket))
         .with_state(Http {
             schema,
@@ -457,48 +458,6 @@ fn init_token(payload: &serde_json::Value) -> Option<String> {
         .and_then(|(_, value)| value.as_str())?;
     bearer_token(value)
 }
-
-/// `GET /graphql`: GraphiQL, talking to this server over HTTP and WebSocket.
-async fn graphiql() -> Html<&'static str> {
-    Html(GRAPHIQL)
-}
-
-/// The GraphiQL page. Its scripts come from unpkg.com at pinned versions, as GraphiQL is
-/// distributed; the API itself needs none of them.
-const GRAPHIQL: &str = r#"<!doctype html>
-<html lang="en">
-  <head>
-    <meta charset="utf-8">
-    <meta name="robots" content="noindex">
-    <meta name="viewport" content="width=device-width, initial-scale=1">
-    <title>research-ledger · GraphiQL</title>
-    <style>
-      body { margin: 0; height: 100%; overflow: hidden; }
-      #graphiql { height: 100vh; }
-    </style>
-    <script crossorigin src="https://unpkg.com/react@18.3.1/umd/react.production.min.js"></script>
-    <script crossorigin src="https://unpkg.com/react-dom@18.3.1/umd/react-dom.production.min.js"></script>
-    <script crossorigin src="https://unpkg.com/graphql-ws@5.16.0/umd/graphql-ws.min.js"></script>
-    <link rel="stylesheet" href="https://unpkg.com/graphiql@3.9.0/graphiql.min.css">
-  </head>
-  <body>
-    <div id="graphiql">Loading GraphiQL from unpkg.com… Without it, POST queries to /graphql as JSON.</div>
-    <script crossorigin src="https://unpkg.com/graphiql@3.9.0/graphiql.min.js"></script>
-    <script>
-      const http = new URL('/graphql', window.location.href);
-      const ws = new URL('/graphql/ws', window.location.href);
-      ws.protocol = ws.protocol === 'https:' ? 'wss:' : 'ws:';
-      const fetcher = GraphiQL.createFetcher({
-        url: http.toString(),
-        wsClient: graphqlWs.createClient({ url: ws.toString() }),
-      });
-      ReactDOM.createRoot(document.getElementById('graphiql')).render(
-        React.createElement(GraphiQL, { fetcher, defaultEditorToolsVisibility: true }),
-      );
-    </script>
-  </body>
-</html>
-"#;
 
 #[cfg(test)]
 mod tests {

@@ -2,14 +2,14 @@
 //! checkpoints and the key that signs them, the verification report, and inclusion and
 //! consistency proofs in the file format `research-ledger verify-proof` checks offline.
 
-use async_graphql::{Context, ID, Json, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, Enum, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use service::ServiceError;
 use service::ledger::ledger_proof::{
     Checkpoint as SignedCheckpoint, ConsistencyProofFile, InclusionProofFile, ProofFile,
 };
-use service::ledger::{RecordedEvent, VerifyReport};
+use service::ledger::{CheckpointEntry, RecordedEvent, VerifyReport};
 use service::projections::AuditEntry;
 
 use crate::context;
@@ -87,7 +87,10 @@ impl LedgerEvent {
 
 /// A signed checkpoint: the root of the tree of the first `treeSize` events, signed.
 #[derive(SimpleObject, Debug, Clone)]
+#[graphql(complex)]
 pub(crate) struct Checkpoint {
+    /// The log's origin: the checkpoint note's first line and the name of the key that signs.
+    pub(crate) origin: String,
     /// Events in the tree.
     pub(crate) tree_size: u64,
     /// The tree's root (hex).
@@ -101,11 +104,123 @@ pub(crate) struct Checkpoint {
     /// The checkpoint as `research-ledger checkpoint` prints it: keep it, and
     /// `research-ledger verify-proof --since` proves later that the ledger only grew.
     pub(crate) json: Json<Value>,
+    #[graphql(skip)]
+    pub(crate) signed: SignedCheckpoint,
+}
+
+#[ComplexObject]
+impl Checkpoint {
+    /// The witness cosignatures the ledger keeps of this checkpoint (C2SP `tlog-cosignature`),
+    /// each with the witness's verifier key, so that it can be checked without trusting the
+    /// server.
+    async fn cosignatures(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Cosignature>> {
+        let service = context::service(ctx)?.clone();
+        let signed = self.signed.clone();
+        blocking(move || service.ledger().cosignatures_of(&signed).map_err(from_read))
+            .await
+            .map(|all| {
+                all.iter()
+                    .map(|c| Cosignature {
+                        witness: c.witness.to_string(),
+                        timestamp: c.timestamp,
+                        signature: c.signature.to_string(),
+                    })
+                    .collect()
+            })
+    }
+}
+
+/// A witness's cosignature of a checkpoint: the witness signed
+/// `cosignature/v1\ntime {timestamp}\n{the checkpoint note's text}`.
+#[derive(SimpleObject, Debug, Clone)]
+pub(crate) struct Cosignature {
+    /// The witness's C2SP verifier key, `name+keyID+base64(0x04 ‖ key)`.
+    pub(crate) witness: String,
+    /// When the witness signed, in POSIX seconds.
+    pub(crate) timestamp: u64,
+    /// The Ed25519 signature (hex).
+    pub(crate) signature: String,
+}
+
+/// How a key entered the chain of signing keys.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyChainLinkKind {
+    /// A key that starts a chain: the ledger's first, or one started after an import without
+    /// the previous key (a break in the chain, with its reason).
+    Introduced,
+    /// A handover to a new key, signed by the old one over the rotation note.
+    Rotation,
+}
+
+/// One link of the chain of signing keys, oldest first.
+#[derive(SimpleObject, Debug, Clone)]
+pub(crate) struct KeyChainLink {
+    /// How the key entered the chain.
+    pub(crate) kind: KeyChainLinkKind,
+    /// The key that signs from here on (64 hex digits).
+    pub(crate) public_key: String,
+    /// Its fingerprint.
+    pub(crate) key_fingerprint: String,
+    /// The log's origin.
+    pub(crate) origin: String,
+    /// The tree size at the handover (or when the key was introduced).
+    pub(crate) tree_size: u64,
+    /// The tree's root at the handover, for a rotation (hex).
+    pub(crate) root: Option<String>,
+    /// When.
+    pub(crate) time: String,
+    /// The key that signed the handover, for a rotation.
+    pub(crate) old_key_fingerprint: Option<String>,
+    /// The old key's Ed25519 signature over the rotation note
+    /// `{origin}\n{treeSize}\n{base64 root}\ntime {time}\nrotate-to {verifier key}\n` (hex).
+    pub(crate) signature: Option<String>,
+    /// Why a key was introduced (the first key, or why the chain starts over).
+    pub(crate) reason: Option<String>,
+}
+
+impl KeyChainLink {
+    fn of(entry: &CheckpointEntry) -> Option<Self> {
+        match entry {
+            CheckpointEntry::KeyIntroduced {
+                public_key,
+                tree_size,
+                time,
+                reason,
+                origin,
+            } => Some(KeyChainLink {
+                kind: KeyChainLinkKind::Introduced,
+                public_key: public_key.to_string(),
+                key_fingerprint: public_key.fingerprint().to_string(),
+                origin: origin.clone(),
+                tree_size: *tree_size,
+                root: None,
+                time: time.to_string(),
+                old_key_fingerprint: None,
+                signature: None,
+                reason: Some(reason.clone()),
+            }),
+            CheckpointEntry::Rotation(r) => Some(KeyChainLink {
+                kind: KeyChainLinkKind::Rotation,
+                public_key: r.new_public_key.to_string(),
+                key_fingerprint: r.new_public_key.fingerprint().to_string(),
+                origin: r.origin.clone(),
+                tree_size: r.tree_size,
+                root: Some(r.root.to_string()),
+                time: r.time.to_string(),
+                old_key_fingerprint: Some(r.old_key_fingerprint.to_string()),
+                signature: Some(r.signature.to_string()),
+                reason: None,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl From<&SignedCheckpoint> for Checkpoint {
     fn from(c: &SignedCheckpoint) -> Self {
         Checkpoint {
+            origin: c.origin.clone(),
+            signed: c.clone(),
             tree_size: c.tree_size,
             root: c.root.to_string(),
             time: c.time.to_string(),
@@ -188,6 +303,20 @@ impl LedgerInfo {
         blocking(move || service.ledger().latest_checkpoint().map_err(from_read))
             .await
             .map(|c| c.as_ref().map(Checkpoint::from))
+    }
+
+    /// The log's origin: the first line of its checkpoints and the name of its key.
+    async fn origin(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
+        Ok(context::service(ctx)?.ledger().origin())
+    }
+
+    /// The chain of signing keys as the checkpoint log records it, oldest first: the keys
+    /// introduced and every handover, each signed by the key before it.
+    async fn key_chain(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<KeyChainLink>> {
+        let service = context::service(ctx)?.clone();
+        blocking(move || service.ledger().checkpoint_entries().map_err(from_read))
+            .await
+            .map(|all| all.iter().filter_map(KeyChainLink::of).collect())
     }
 
     /// Why the ledger refuses appends, when it does (a failed sync or verification).

@@ -369,3 +369,73 @@ async fn a_verdict_reads_with_its_history_explanation_and_why_graph() {
     );
     assert_eq!(out["data"]["task"]["whyGraph"]["conclusionId"], "cl-1");
 }
+
+#[tokio::test]
+async fn the_key_chain_and_the_cosignatures_of_a_checkpoint_are_read_as_the_log_keeps_them() {
+    use service::ledger::ledger_proof::{Cosignature, SigningKey};
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = ServiceOptions::new(dir.path());
+    options.ledger.checkpoint_interval = None;
+    let service = Service::open(options).unwrap();
+    let schema = build_schema(service.clone(), Options::default());
+    let ledger = service.ledger().clone();
+    let first_key = ledger.public_key().unwrap();
+    let (first, rotation, witness) = tokio::task::spawn_blocking(move || {
+        let first = ledger.checkpoint().unwrap();
+        let rotation = ledger.rotate_key().unwrap();
+        let witness = SigningKey::from_secret_bytes(&[7; 32]);
+        let cosignature =
+            Cosignature::sign(&witness, "witness.example", &first, 1_700_000_000).unwrap();
+        ledger.record_cosignature(cosignature).unwrap();
+        (first, rotation, witness)
+    })
+    .await
+    .unwrap();
+    // A checkpoint of a larger tree, which the witness did not cosign.
+    let opened = run(
+        &schema,
+        "mutation { openTask(input: {question: \"Is it?\"}) { taskId } }",
+        json!({}),
+    )
+    .await;
+    assert!(opened.get("errors").is_none(), "{opened}");
+    let ledger = service.ledger().clone();
+    tokio::task::spawn_blocking(move || ledger.checkpoint().unwrap())
+        .await
+        .unwrap();
+    let query = "{ ledger { origin publicKey keyChain { kind publicKey keyFingerprint origin treeSize root time oldKeyFingerprint signature reason }
+                 checkpoints { origin treeSize cosignatures { witness timestamp signature } } } }";
+    let out = run(&schema, query, json!({})).await;
+    assert!(out.get("errors").is_none(), "{out}");
+    let ledger = &out["data"]["ledger"];
+    let chain = ledger["keyChain"].as_array().unwrap();
+    assert_eq!(chain.len(), 2, "{out}");
+    assert_eq!(chain[0]["kind"], "INTRODUCED");
+    assert_eq!(chain[0]["publicKey"], first_key.to_string());
+    assert!(chain[0]["signature"].is_null() && chain[0]["reason"].is_string());
+    assert_eq!(chain[1]["kind"], "ROTATION");
+    assert_eq!(chain[1]["publicKey"], rotation.new_public_key.to_string());
+    assert_eq!(
+        chain[1]["publicKey"], ledger["publicKey"],
+        "the key in force is the last"
+    );
+    assert_eq!(
+        chain[1]["oldKeyFingerprint"],
+        first_key.fingerprint().to_string()
+    );
+    assert_eq!(chain[1]["signature"], rotation.signature.to_string());
+    assert_eq!(chain[1]["root"], rotation.root.to_string());
+    assert_eq!(ledger["origin"], first.origin);
+    let checkpoints = ledger["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints[0]["origin"], first.origin);
+    let cosignatures = checkpoints[0]["cosignatures"].as_array().unwrap();
+    assert_eq!(cosignatures.len(), 1, "{out}");
+    assert_eq!(cosignatures[0]["timestamp"], 1_700_000_000u64);
+    let vkey = cosignatures[0]["witness"].as_str().unwrap();
+    assert!(vkey.starts_with("witness.example+"), "{vkey}");
+    // Only the checkpoint it cosigns carries it.
+    let later = checkpoints.last().unwrap();
+    assert_eq!(later["treeSize"], 1, "{out}");
+    assert_eq!(later["cosignatures"], json!([]), "{out}");
+    drop(witness);
+}

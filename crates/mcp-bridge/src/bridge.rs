@@ -44,6 +44,9 @@ pub struct BridgeOptions {
     pub request_body_bytes_max: usize,
     /// Sessions open at once over HTTP; an `initialize` past it is refused.
     pub sessions_max: usize,
+    /// How long a person is given to answer an elicitation about a conflict, in ms; an
+    /// unanswered question records nothing.
+    pub elicitation_timeout_ms: u64,
 }
 
 impl Default for BridgeOptions {
@@ -64,6 +67,7 @@ impl Default for BridgeOptions {
             ],
             request_body_bytes_max: 4 * 1024 * 1024,
             sessions_max: 1024,
+            elicitation_timeout_ms: 600_000,
         }
     }
 }
@@ -128,6 +132,20 @@ impl Bridge {
     /// Who calls: the token's holder over HTTP, else the client by its name. Whatever a tool
     /// call through MCP decides is the assistant's, through the client it names.
     pub(crate) fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        self.caller_deciding(context, service::research::event::DecidedBy::Assistant)
+    }
+
+    /// The same caller, its decisions recorded as a person's: the one who answered an
+    /// elicitation through the client.
+    pub(crate) fn person(&self, context: &RequestContext<RoleServer>) -> Caller {
+        self.caller_deciding(context, service::research::event::DecidedBy::Person)
+    }
+
+    fn caller_deciding(
+        &self,
+        context: &RequestContext<RoleServer>,
+        by: service::research::event::DecidedBy,
+    ) -> Caller {
         let name: String = context
             .client_info()
             .map(|info| info.name.trim().to_owned())
@@ -142,7 +160,7 @@ impl Bridge {
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned()
             .unwrap_or_else(|| Caller::new(name.clone()));
-        caller.deciding(service::research::event::DecidedBy::Assistant, name)
+        caller.deciding(by, name)
     }
 }
 

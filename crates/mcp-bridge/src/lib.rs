@@ -13,6 +13,7 @@
 //! an unknown tool, prompt or resource is a protocol error.
 
 mod bridge;
+mod elicitation;
 mod error;
 mod http;
 mod logging;

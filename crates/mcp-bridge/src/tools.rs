@@ -25,6 +25,9 @@ use crate::error::internal;
 /// the tasks extension it becomes an MCP task.
 const RUN_PIPELINE: &str = service::research::Tool::ResearchRunPipeline.name();
 
+/// What a blocking tool call tells of its progress.
+type Report = Box<dyn FnMut(ToolProgress) + Send>;
+
 /// Progress messages queued between the blocking call and the notifier.
 const PROGRESS_QUEUE: usize = 64;
 
@@ -107,6 +110,13 @@ pub(crate) async fn call(
             Some(json!({ "tool": shown })),
         ));
     }
+    if name == crate::elicitation::ASKING_TOOL && crate::elicitation::is_answer(&request) {
+        // A 2026-07-28 client came back with the person's answers: record them, nothing else.
+        let outcome = crate::elicitation::answered(bridge, &context, &request).await?;
+        return Ok(tool_result(Ok(outcome)).into());
+    }
+    let ask =
+        name == crate::elicitation::ASKING_TOOL && crate::elicitation::client_can_ask(&context);
     let arguments = request.arguments.map_or(Value::Null, Value::Object);
     let caller = bridge.caller(&context);
     let token = context.meta.get_progress_token();
@@ -114,21 +124,7 @@ pub(crate) async fn call(
         .client_capabilities()
         .is_some_and(|c| c.supports_tasks());
 
-    let (progress, notifier) = match &token {
-        Some(token) => {
-            let (tx, rx) = tokio::sync::mpsc::channel::<ToolProgress>(PROGRESS_QUEUE);
-            let notifier = tokio::spawn(notify_progress(context.peer.clone(), token.clone(), rx));
-            let report: Box<dyn FnMut(ToolProgress) + Send> = Box::new(move |p| {
-                // On the blocking thread; a client that stopped listening only loses progress.
-                let _ = tx.blocking_send(p);
-            });
-            (report, Some(notifier))
-        }
-        None => {
-            let report: Box<dyn FnMut(ToolProgress) + Send> = Box::new(|_| {});
-            (report, None)
-        }
-    };
+    let (progress, notifier) = progress_reporter(&context, token.as_ref());
     let outcome = bridge
         .service()
         .call_tool_async_with_progress(caller, name.clone(), arguments, progress)
@@ -165,7 +161,30 @@ pub(crate) async fn call(
             return Ok(tool_result(Ok(job.to_output(replayed))).into());
         }
     }
+    if ask && let Ok(out) = outcome {
+        return crate::elicitation::ask(bridge, &context, out).await;
+    }
     Ok(tool_result(outcome).into())
+}
+
+/// Where a call's progress goes: to the client as notifications when it gave a token (sent in
+/// order by a task of their own), else nowhere.
+fn progress_reporter(
+    context: &RequestContext<RoleServer>,
+    token: Option<&ProgressToken>,
+) -> (Report, Option<tokio::task::JoinHandle<()>>) {
+    match token {
+        Some(token) => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<ToolProgress>(PROGRESS_QUEUE);
+            let notifier = tokio::spawn(notify_progress(context.peer.clone(), token.clone(), rx));
+            let report: Report = Box::new(move |p| {
+                // On the blocking thread; a client that stopped listening only loses progress.
+                let _ = tx.blocking_send(p);
+            });
+            (report, Some(notifier))
+        }
+        None => (Box::new(|_| {}), None),
+    }
 }
 
 async fn notify_progress(

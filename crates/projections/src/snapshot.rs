@@ -614,6 +614,7 @@ mod tests {
             research_date: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
             mode: Mode::AgentLed,
             rules: RuleSet::v1(),
+            conflict_decisions: None,
         });
         let closed = research::Event::TaskClosed(TaskClosed { reason: None });
         let events = [opened, closed]

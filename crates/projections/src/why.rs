@@ -21,7 +21,9 @@ use research::TaskState;
 use research::event::{EvidenceStatus, HumanOutcome, Side, Tier};
 use research::ids::{Cite, ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
 use research::rules::{Stance, Verdict, VerdictRule};
-use research::state::{ConflictRecord, HumanDecisionKind, Provenance, StaleCause};
+use research::state::{
+    ConclusionRecord, ConflictRecord, HumanDecisionKind, Provenance, StaleCause,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueryError;
@@ -404,6 +406,86 @@ fn add_conflict(b: &mut Builder, record: &ConflictRecord) -> Result<String, Quer
             superseded_by: record.superseded_by.clone(),
         },
     )?;
+    add_human_decisions(b, record, &node_id)?;
+    Ok(node_id)
+}
+
+/// The conclusion's node, the root: `record` as issued, `now` as it stands.
+fn add_conclusion(
+    b: &mut Builder,
+    record: &ConclusionRecord,
+    now: &ConclusionRecord,
+    current: bool,
+) -> Result<String, QueryError> {
+    let issued = &record.issued;
+    let conclusion_id = &issued.conclusion_id;
+    let root = format!("conclusion/{conclusion_id}");
+    b.node(
+        root.clone(),
+        format!(
+            "{conclusion_id}: {}, confidence {:.4}",
+            issued.stance.name(),
+            issued.confidence
+        ),
+        &record.provenance,
+        NodeDetail::Conclusion {
+            conclusion_id: conclusion_id.clone(),
+            stance: issued.stance,
+            rule: issued.rule,
+            confidence: issued.confidence,
+            client_share: issued.client_share,
+            supersedes: issued.supersedes.clone(),
+            current,
+            stale: now.stale_since.is_some(),
+            stale_cause: now.stale_since.clone(),
+            superseded_by: now.superseded_by.clone(),
+        },
+    )?;
+    Ok(root)
+}
+
+/// The four components of the confidence, each with its weight and contribution.
+fn add_components(
+    b: &mut Builder,
+    root: &str,
+    record: &ConclusionRecord,
+) -> Result<(), QueryError> {
+    let c = &record.issued.components;
+    let w = &record.issued.rules.weights;
+    let components = [
+        (Component::Relevance, c.relevance, w.relevance),
+        (Component::Consistency, c.consistency, w.consistency),
+        (Component::Recency, c.recency, w.recency),
+        (Component::Diversity, c.diversity, w.diversity),
+    ];
+    for (name, value, weight) in components {
+        let id = format!("component/{}", name.name());
+        b.node(
+            id.clone(),
+            format!(
+                "{} {value:.4} × weight {weight} = {:.4}",
+                name.name(),
+                weight * value
+            ),
+            &record.provenance,
+            NodeDetail::Component {
+                name,
+                value,
+                weight,
+                contribution: weight * value,
+            },
+        )?;
+        b.edge(root, &id, EdgeKind::Component);
+    }
+    Ok(())
+}
+
+/// The human decisions on a conflict, each marked in force or superseded.
+fn add_human_decisions(
+    b: &mut Builder,
+    record: &ConflictRecord,
+    node_id: &str,
+) -> Result<(), QueryError> {
     let last = record.human.len().saturating_sub(1);
     for (i, decision) in record.human.iter().enumerate() {
         let superseded = if i < last {
@@ -447,9 +529,59 @@ fn add_conflict(b: &mut Builder, record: &ConflictRecord) -> Result<String, Quer
                 superseded,
             },
         )?;
-        b.edge(&node_id, &human_id, EdgeKind::DecidedBy);
+        b.edge(node_id, &human_id, EdgeKind::DecidedBy);
     }
-    Ok(node_id)
+    Ok(())
+}
+
+/// An adjudication the conclusion used: the conflict, its participants with how each fared,
+/// and the older adjudications of its scope with the human decisions they carried.
+fn add_adjudication(
+    b: &mut Builder,
+    then: &TaskState,
+    root: &str,
+    record: &ConclusionRecord,
+    conflict: &ConflictRecord,
+) -> Result<(), QueryError> {
+    let conflict_id = add_conflict(b, conflict)?;
+    b.edge(root, &conflict_id, EdgeKind::Adjudication);
+    let winner = conflict.winner();
+    for participant in &conflict.adjudication.participants {
+        let kind = match winner {
+            Some(side) if side == participant.side => EdgeKind::Upheld,
+            Some(_) => EdgeKind::Overruled,
+            None if conflict.is_pending() => EdgeKind::Pending,
+            None => EdgeKind::Stands,
+        };
+        let used = record
+            .issued
+            .evidence
+            .iter()
+            .any(|e| e.evidence_id == participant.evidence_id);
+        let id = add_evidence(
+            b,
+            then,
+            &participant.evidence_id,
+            used,
+            &conflict.provenance,
+        )?;
+        b.edge(&conflict_id, &id, kind);
+    }
+    let mut newer = conflict;
+    while let Some(older_id) = &newer.adjudication.supersedes {
+        let Some(older) = then.conflict(older_id) else {
+            break;
+        };
+        let newer_id = conflict_node_id(newer.id());
+        let seen = b.has(&conflict_node_id(older.id()));
+        let older_node = add_conflict(b, older)?;
+        b.edge(&newer_id, &older_node, EdgeKind::Supersedes);
+        if seen {
+            break;
+        }
+        newer = older;
+    }
+    Ok(())
 }
 
 /// Builds the graph of `conclusion_id` from `then` (the task when it was issued) and `head`
@@ -467,68 +599,18 @@ pub(crate) fn build(
     };
     let record = then.conclusion(conclusion_id).ok_or_else(not_found)?;
     let now = head.conclusion(conclusion_id).ok_or_else(not_found)?;
-    let issued = &record.issued;
     let mut b = Builder {
         nodes: Vec::new(),
         ids: BTreeMap::new(),
         edges: Vec::new(),
         max: limits.why_graph_nodes_max.max(1),
     };
-
-    let root = format!("conclusion/{conclusion_id}");
-    b.node(
-        root.clone(),
-        format!(
-            "{conclusion_id}: {}, confidence {:.4}",
-            issued.stance.name(),
-            issued.confidence
-        ),
-        &record.provenance,
-        NodeDetail::Conclusion {
-            conclusion_id: conclusion_id.clone(),
-            stance: issued.stance,
-            rule: issued.rule,
-            confidence: issued.confidence,
-            client_share: issued.client_share,
-            supersedes: issued.supersedes.clone(),
-            current: head
-                .current_conclusion()
-                .is_some_and(|c| &c.issued.conclusion_id == conclusion_id),
-            stale: now.stale_since.is_some(),
-            stale_cause: now.stale_since.clone(),
-            superseded_by: now.superseded_by.clone(),
-        },
-    )?;
-
-    let c = &issued.components;
-    let w = &issued.rules.weights;
-    let components = [
-        (Component::Relevance, c.relevance, w.relevance),
-        (Component::Consistency, c.consistency, w.consistency),
-        (Component::Recency, c.recency, w.recency),
-        (Component::Diversity, c.diversity, w.diversity),
-    ];
-    for (name, value, weight) in components {
-        let id = format!("component/{}", name.name());
-        b.node(
-            id.clone(),
-            format!(
-                "{} {value:.4} × weight {weight} = {:.4}",
-                name.name(),
-                weight * value
-            ),
-            &record.provenance,
-            NodeDetail::Component {
-                name,
-                value,
-                weight,
-                contribution: weight * value,
-            },
-        )?;
-        b.edge(&root, &id, EdgeKind::Component);
-    }
-
-    for used in &issued.evidence {
+    let current = head
+        .current_conclusion()
+        .is_some_and(|c| &c.issued.conclusion_id == conclusion_id);
+    let root = add_conclusion(&mut b, record, now, current)?;
+    add_components(&mut b, &root, record)?;
+    for used in &record.issued.evidence {
         let id = add_evidence(&mut b, then, &used.evidence_id, true, &record.provenance)?;
         // Every item enters the means of relevance and recency and the count of sources; only
         // items that take a side enter consistency.
@@ -544,48 +626,9 @@ pub(crate) fn build(
             b.edge(&format!("component/{}", name.name()), &id, EdgeKind::Input);
         }
     }
-
-    for used in &issued.adjudications {
-        let Some(conflict) = then.conflict(&used.conflict_id) else {
-            continue;
-        };
-        let conflict_id = add_conflict(&mut b, conflict)?;
-        b.edge(&root, &conflict_id, EdgeKind::Adjudication);
-        let winner = conflict.winner();
-        for participant in &conflict.adjudication.participants {
-            let kind = match winner {
-                Some(side) if side == participant.side => EdgeKind::Upheld,
-                Some(_) => EdgeKind::Overruled,
-                None if conflict.is_pending() => EdgeKind::Pending,
-                None => EdgeKind::Stands,
-            };
-            let used = issued
-                .evidence
-                .iter()
-                .any(|e| e.evidence_id == participant.evidence_id);
-            let id = add_evidence(
-                &mut b,
-                then,
-                &participant.evidence_id,
-                used,
-                &conflict.provenance,
-            )?;
-            b.edge(&conflict_id, &id, kind);
-        }
-        // The older adjudications of the scope, with the human decisions they carried.
-        let mut newer = conflict;
-        while let Some(older_id) = &newer.adjudication.supersedes {
-            let Some(older) = then.conflict(older_id) else {
-                break;
-            };
-            let newer_id = conflict_node_id(newer.id());
-            let seen = b.has(&conflict_node_id(older.id()));
-            let older_node = add_conflict(&mut b, older)?;
-            b.edge(&newer_id, &older_node, EdgeKind::Supersedes);
-            if seen {
-                break;
-            }
-            newer = older;
+    for used in &record.issued.adjudications {
+        if let Some(conflict) = then.conflict(&used.conflict_id) {
+            add_adjudication(&mut b, then, &root, record, conflict)?;
         }
     }
 

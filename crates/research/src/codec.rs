@@ -9,7 +9,10 @@
 //!
 //! Version 3 added who decided a conflict (`conflict_resolved`, `adjudication_appealed`: a
 //! person or an assistant, and the client): a decision that names it is written as version 3,
-//! one that does not (every decision written before) keeps its version 1 bytes.
+//! one that does not (every decision written before) keeps its version 1 bytes. It also added
+//! who may decide a task's conflicts (`task_opened`): a task that restricts it is written as
+//! version 3, with its `v2` part as an option, present or not; one that does not keeps its
+//! version 1 or 2 bytes.
 //!
 //! The ledger keeps the kind beside the bytes, so the bytes hold only the payload and adding an
 //! event kind never shifts the encoding of the others. postcard's wire format is specified and
@@ -90,6 +93,7 @@ fn has_v2_parts(event: &Event) -> bool {
 /// Whether an event carries a part only schema version 3 can hold: who decided a conflict.
 fn has_v3_parts(event: &Event) -> bool {
     match event {
+        Event::TaskOpened(p) => p.conflict_decisions.is_some(),
         Event::ConflictResolved(p) => p.decided_by.is_some(),
         Event::AdjudicationAppealed(p) => p.decided_by.is_some(),
         _ => false,
@@ -106,7 +110,11 @@ pub fn encode(event: &Event) -> Vec<u8> {
     }
     if has_v2_parts(event) {
         let mut out = 2u16.to_le_bytes().to_vec();
-        encode_current(&mut out, event);
+        match event {
+            // Version 2 ends `task_opened` before the part version 3 added.
+            Event::TaskOpened(p) => append(&mut out, &v2::TaskOpened::from(p)),
+            other => encode_current(&mut out, other),
+        }
         return out;
     }
     // Without `v2` parts, the payloads `v2` extended are written in their version 1 shape, so
@@ -166,7 +174,12 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
     match version {
         1 => decode_v1(kind, body),
         2 => {
-            let event = decode_current(kind, body)?;
+            let event = match kind {
+                "task_opened" => {
+                    Event::TaskOpened(payload::<v2::TaskOpened>("task_opened", body)?.into())
+                }
+                _ => decode_current(kind, body)?,
+            };
             // Every `v2` part present, and nothing that version 1 could have held alone.
             let canonical = has_v2_parts(&event)
                 && match &event {
@@ -287,6 +300,53 @@ fn payload<T: DeserializeOwned>(kind: &'static str, body: &[u8]) -> Result<T, De
         });
     }
     Ok(value)
+}
+
+/// The version 2 shape of `task_opened`, before version 3 added who may decide its conflicts:
+/// read from version 2 bytes and upcast, and written for tasks that do not restrict it.
+mod v2 {
+    use chrono::NaiveDate;
+    use serde::{Deserialize, Serialize};
+
+    use crate::event;
+    use crate::rules::{Mode, RuleSet};
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct TaskOpened {
+        task_id: String,
+        question: String,
+        constraints: Vec<String>,
+        research_date: NaiveDate,
+        mode: Mode,
+        rules: RuleSet,
+    }
+
+    impl From<TaskOpened> for event::TaskOpened {
+        fn from(t: TaskOpened) -> Self {
+            event::TaskOpened {
+                task_id: t.task_id,
+                question: t.question,
+                constraints: t.constraints,
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: t.rules,
+                conflict_decisions: None,
+            }
+        }
+    }
+
+    impl From<&event::TaskOpened> for TaskOpened {
+        fn from(t: &event::TaskOpened) -> Self {
+            TaskOpened {
+                task_id: t.task_id.clone(),
+                question: t.question.clone(),
+                constraints: t.constraints.clone(),
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: t.rules.clone(),
+            }
+        }
+    }
 }
 
 /// The version 1 shapes of the payloads version 2 extended, field for field as they were: read
@@ -412,6 +472,7 @@ mod v1 {
                 research_date: t.research_date,
                 mode: t.mode,
                 rules: t.rules.into(),
+                conflict_decisions: None,
             }
         }
     }

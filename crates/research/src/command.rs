@@ -135,6 +135,9 @@ pub struct OpenTask {
     /// The rule set and overrides of its parameters; `v1` with its defaults when absent.
     #[serde(default)]
     pub rules: Option<RulesOverride>,
+    /// Who may decide the task's conflicts: anyone the role allows when absent.
+    #[serde(default)]
+    pub conflict_decisions: Option<crate::event::ConflictDecisions>,
 }
 
 /// Add sub-questions.

@@ -17,10 +17,10 @@ use crate::command::{
 };
 use crate::derive::{self, adjudicate, conclude, explain, matrix, synthesis};
 use crate::event::{
-    AdjudicationAppealed, ConflictResolved, Event, EvidenceAdded, EvidenceRetracted,
-    EvidenceScreened, ExternalToolCalled, FoundBy, ORIGIN_CLIENT, RelevanceBasis,
-    ScreeningDecision, SearchHit, SearchRecorded, SubQuestion, SubQuestionsExpanded, TaskClosed,
-    TaskOpened, Tier,
+    AdjudicationAppealed, ConflictDecisions, ConflictResolved, Event, EvidenceAdded,
+    EvidenceRetracted, EvidenceScreened, ExternalToolCalled, FoundBy, ORIGIN_CLIENT,
+    RelevanceBasis, ScreeningDecision, SearchHit, SearchRecorded, SubQuestion,
+    SubQuestionsExpanded, TaskClosed, TaskOpened, Tier,
 };
 use crate::ids::{Cite, ConflictId, EventMeta, EvidenceId, Hash32, SearchId, SubQuestionId};
 use crate::limits::Limits;
@@ -381,10 +381,8 @@ fn open_task(
         Some(text) => date_field("research_date", text, ctx)?,
         None => ctx.now.date_naive(),
     };
-    let rules = match &c.rules {
-        Some(overrides) => RuleSet::with_overrides(overrides)?,
-        None => RuleSet::v1(),
-    };
+    let overrides = c.rules.as_ref();
+    let rules = overrides.map_or(Ok(RuleSet::v1()), RuleSet::with_overrides)?;
     Ok(vec![NewEvent {
         event: Event::TaskOpened(TaskOpened {
             task_id: c.task_id.clone(),
@@ -393,6 +391,7 @@ fn open_task(
             research_date,
             mode: c.mode,
             rules,
+            conflict_decisions: c.conflict_decisions,
         }),
         causation: Vec::new(),
     }])
@@ -980,6 +979,7 @@ fn resolve_conflict(
             id: crate::text::shorten(c.conflict_id.trim(), 64),
         });
     };
+    check_decider(state, c, &id)?;
     if let Some(newer) = &conflict.superseded_by {
         return Err(Refusal::invalid(
             "conflict_id",
@@ -1015,6 +1015,24 @@ fn resolve_conflict(
     let mut causes = Causes::new(state);
     causes.cite(&conflict.decision_provenance().cite);
     Ok(vec![causes.event(event)])
+}
+
+/// Refuses a decision that is not a person's on a task that takes decisions only from a person.
+fn check_decider(state: &TaskState, c: &ResolveConflict, id: &ConflictId) -> Result<(), Refusal> {
+    let person_only = state
+        .task()
+        .is_some_and(|t| t.conflict_decisions == Some(ConflictDecisions::Person));
+    let by_person = c
+        .decided_by
+        .as_ref()
+        .is_some_and(|d| d.by == crate::event::DecidedBy::Person);
+    if person_only && !by_person {
+        return Err(Refusal::PersonDecisionRequired {
+            task_id: state.task().map(|t| t.task_id.clone()).unwrap_or_default(),
+            conflict_id: id.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The event of a decision on `conflict`: a resolution when the rules left it pending, else an

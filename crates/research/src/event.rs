@@ -115,7 +115,7 @@ impl Event {
 }
 
 /// The task was opened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct TaskOpened {
     /// The task's id, chosen by the caller; also its stream in the ledger.
     pub task_id: String,
@@ -129,6 +129,30 @@ pub struct TaskOpened {
     pub mode: Mode,
     /// The full parameter set, recorded verbatim.
     pub rules: RuleSet,
+    /// Who may decide the task's conflicts: absent, anyone the role allows (a person or an
+    /// assistant, each decision recorded as whose it was); [`ConflictDecisions::Person`], only a
+    /// person. A part of schema version 3, left out of the JSON view when absent.
+    #[serde(default)]
+    pub conflict_decisions: Option<ConflictDecisions>,
+}
+
+/// Who may decide a task's conflicts, when the task restricts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictDecisions {
+    /// Only a person: a decision an assistant sends is refused
+    /// (`person_decision_required`); a person decides through an MCP elicitation, or with a
+    /// reviewer's token over HTTP, GraphQL or the command line.
+    Person,
+}
+
+impl ConflictDecisions {
+    /// The stable snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConflictDecisions::Person => "person",
+        }
+    }
 }
 
 /// A sub-question and its id.
@@ -204,6 +228,10 @@ pub struct FoundBy {
 }
 
 /// An evidence item entered the task as a candidate.
+///
+/// This is also the item's shape in every view (see [`crate::views::EvidenceView`]): the
+/// fields are named as in SPEC §4 and serialise under those names. The stored event is encoded
+/// by [`crate::codec`], not through this type's `Serialize` ([`crate::v2_part`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EvidenceAdded {
     /// Its id.
@@ -846,6 +874,13 @@ crate::v2_part::serialize_with_v2_part!(
         supersedes
     ],
     v2
+);
+
+crate::v2_part::serialize_with_v2_part!(
+    TaskOpened,
+    "TaskOpened",
+    [task_id, question, constraints, research_date, mode, rules],
+    conflict_decisions
 );
 
 crate::v2_part::serialize_with_v2_part!(

@@ -16,7 +16,7 @@ use serde::ser::{
 };
 
 use crate::derive::{self, adjudicate, conclude, explain, matrix, synthesis};
-use crate::event::{Event, SubQuestion, SubQuestionsExpanded};
+use crate::event::{Event, EvidenceAdded, SubQuestion, SubQuestionsExpanded};
 use crate::ids::{EvidenceId, SubQuestionId, to_hex};
 use crate::state::TaskState;
 
@@ -39,56 +39,7 @@ pub struct Discrepancy {
 pub fn recheck(state_before: &TaskState, event: &Event) -> Result<(), Discrepancy> {
     let kind = event.kind();
     match event {
-        Event::EvidenceAdded(recorded) => {
-            let Some(task) = state_before.task() else {
-                return Ok(());
-            };
-            let scores = derive::evidence_scores(
-                &task.rules,
-                task.research_date,
-                recorded.source_type,
-                recorded.citation_count,
-                recorded.publish_date,
-            );
-            let expected_id = EvidenceId::nth(state_before.evidence().len() + 1);
-            compare(kind, &recorded.evidence_id, &expected_id, "evidence_id")?;
-            compare(kind, &recorded.authority, &scores.authority, "authority")?;
-            compare(
-                kind,
-                &recorded.reliability,
-                &scores.reliability,
-                "reliability",
-            )?;
-            compare(kind, &recorded.age_days, &scores.age_days, "age_days")?;
-            compare(kind, &recorded.recency, &scores.recency, "recency")?;
-            // A `v2` topicality is re-derived from the inputs recorded with it; other bases
-            // stay as recorded.
-            match (&recorded.relevance_inputs, &task.rules.v2) {
-                (Some(inputs), Some(params)) => compare(
-                    kind,
-                    &recorded.relevance,
-                    &crate::rules::v2::topical_relevance(inputs, params),
-                    "relevance",
-                ),
-                (Some(_), None) => Err(Discrepancy {
-                    kind,
-                    field: "relevance_inputs".into(),
-                    recorded: "present".into(),
-                    derived: format!("absent under rule set {}", task.rules.id),
-                }),
-                (None, _)
-                    if recorded.relevance_basis == crate::event::RelevanceBasis::Topicality =>
-                {
-                    Err(Discrepancy {
-                        kind,
-                        field: "relevance_inputs".into(),
-                        recorded: "absent".into(),
-                        derived: "topicality is computed from recorded inputs".into(),
-                    })
-                }
-                (None, _) => Ok(()),
-            }
-        }
+        Event::EvidenceAdded(recorded) => evidence_added(kind, state_before, recorded),
         Event::SubQuestionsExpanded(recorded) => {
             let base = state_before.sub_questions().len();
             let expected = SubQuestionsExpanded {
@@ -133,6 +84,60 @@ pub fn recheck(state_before: &TaskState, event: &Event) -> Result<(), Discrepanc
         | Event::AdjudicationAppealed(_)
         | Event::ExternalToolCalled(_)
         | Event::TaskClosed(_) => Ok(()),
+    }
+}
+
+/// An item's scores and id, and a `v2` topicality from the inputs recorded with it.
+fn evidence_added(
+    kind: &'static str,
+    state_before: &TaskState,
+    recorded: &EvidenceAdded,
+) -> Result<(), Discrepancy> {
+    let Some(task) = state_before.task() else {
+        return Ok(());
+    };
+    let scores = derive::evidence_scores(
+        &task.rules,
+        task.research_date,
+        recorded.source_type,
+        recorded.citation_count,
+        recorded.publish_date,
+    );
+    let expected_id = EvidenceId::nth(state_before.evidence().len() + 1);
+    compare(kind, &recorded.evidence_id, &expected_id, "evidence_id")?;
+    compare(kind, &recorded.authority, &scores.authority, "authority")?;
+    compare(
+        kind,
+        &recorded.reliability,
+        &scores.reliability,
+        "reliability",
+    )?;
+    compare(kind, &recorded.age_days, &scores.age_days, "age_days")?;
+    compare(kind, &recorded.recency, &scores.recency, "recency")?;
+    // A `v2` topicality is re-derived from the inputs recorded with it; other bases
+    // stay as recorded.
+    match (&recorded.relevance_inputs, &task.rules.v2) {
+        (Some(inputs), Some(params)) => compare(
+            kind,
+            &recorded.relevance,
+            &crate::rules::v2::topical_relevance(inputs, params),
+            "relevance",
+        ),
+        (Some(_), None) => Err(Discrepancy {
+            kind,
+            field: "relevance_inputs".into(),
+            recorded: "present".into(),
+            derived: format!("absent under rule set {}", task.rules.id),
+        }),
+        (None, _) if recorded.relevance_basis == crate::event::RelevanceBasis::Topicality => {
+            Err(Discrepancy {
+                kind,
+                field: "relevance_inputs".into(),
+                recorded: "absent".into(),
+                derived: "topicality is computed from recorded inputs".into(),
+            })
+        }
+        (None, _) => Ok(()),
     }
 }
 

@@ -62,6 +62,18 @@ pub enum Refusal {
         /// The closed task.
         task_id: String,
     },
+    /// The task requires a person to decide its conflicts, and the decision came from an
+    /// assistant. Ask the person: the server asks through an MCP elicitation when the client
+    /// supports it, or the person decides with a reviewer's token (REST, GraphQL, the CLI).
+    #[error(
+        "task `{task_id}` requires a person to decide its conflicts; a decision on {conflict_id} sent by an assistant is not recorded: ask the user, who decides when the client asks through an MCP elicitation (evaluation_conflict_resolution) or with a reviewer's token over REST, GraphQL or the command line"
+    )]
+    PersonDecisionRequired {
+        /// The task.
+        task_id: String,
+        /// The conflict the assistant tried to decide.
+        conflict_id: String,
+    },
     /// A size bound was exceeded. Send less (split the call, shorten the text).
     #[error("`{field}` exceeds the limit `{limit}` ({actual} > {max})")]
     LimitExceeded {
@@ -85,6 +97,7 @@ impl Refusal {
             Refusal::NotFound { .. } => "not_found",
             Refusal::TaskClosed { .. } => "task_closed",
             Refusal::LimitExceeded { .. } => "limit_exceeded",
+            Refusal::PersonDecisionRequired { .. } => "person_decision_required",
         }
     }
 
@@ -107,6 +120,13 @@ impl Refusal {
                 }
                 Refusal::TaskClosed { task_id } => {
                     map.insert("task_id".into(), json!(task_id));
+                }
+                Refusal::PersonDecisionRequired {
+                    task_id,
+                    conflict_id,
+                } => {
+                    map.insert("task_id".into(), json!(task_id));
+                    map.insert("conflict_id".into(), json!(conflict_id));
                 }
                 Refusal::LimitExceeded {
                     limit,

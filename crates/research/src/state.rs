@@ -13,9 +13,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Adjudication, ConclusionIssued, DecisionMatrixBuilt, Event, EvidenceAdded, EvidenceStatus,
-    ExplanationRecorded, ExternalToolCalled, HumanOutcome, ScreeningDecision, SearchRecorded, Side,
-    SubQuestion, SynthesisRecorded, Tier,
+    Adjudication, ConclusionIssued, ConflictsAdjudicated, DecisionMatrixBuilt, Event,
+    EvidenceAdded, EvidenceRetracted, EvidenceScreened, EvidenceStatus, ExplanationRecorded,
+    ExternalToolCalled, HumanOutcome, ScreeningDecision, SearchRecorded, Side, SubQuestion,
+    SubQuestionsExpanded, SynthesisRecorded, TaskOpened, Tier,
 };
 use crate::ids::{Cite, ConclusionId, ConflictId, EventMeta, EvidenceId, SubQuestionId};
 use crate::rules::{Mode, RuleSet, Stance};
@@ -25,7 +26,7 @@ use crate::rules::{Mode, RuleSet, Stance};
 /// something else; whoever keeps encoded states (snapshots of read models) records this version
 /// beside them and discards any of another. Bump it whenever a field of the state, or of a type
 /// the state holds, is added, removed, reordered or retyped.
-pub const STATE_FORMAT_VERSION: u16 = 4;
+pub const STATE_FORMAT_VERSION: u16 = 5;
 
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +58,15 @@ pub struct Recorded<T> {
     pub provenance: Provenance,
 }
 
+impl<T: Clone> Recorded<T> {
+    fn of(event: &T, provenance: Provenance) -> Self {
+        Recorded {
+            event: event.clone(),
+            provenance,
+        }
+    }
+}
+
 /// What the task was opened with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskInfo {
@@ -72,6 +82,8 @@ pub struct TaskInfo {
     pub mode: Mode,
     /// The rule set in force.
     pub rules: RuleSet,
+    /// Who may decide the task's conflicts, when the task restricts it.
+    pub conflict_decisions: Option<crate::event::ConflictDecisions>,
     /// The `task_opened` event.
     pub opened: Provenance,
 }
@@ -397,6 +409,54 @@ impl TaskState {
     }
 
     fn apply(&mut self, event: &Event, meta: &EventMeta) {
+        self.check_order(event, meta);
+        let provenance = Provenance::of(meta);
+        if let Event::TaskOpened(opened) = event {
+            self.task_opened(meta, event, opened, provenance);
+            return;
+        }
+        if self.task.is_none() {
+            self.anomaly(meta, event, "the task was not opened");
+            return;
+        }
+        if self.closed.is_some() {
+            self.anomaly(meta, event, "the task was already closed");
+            return;
+        }
+        match event {
+            Event::TaskOpened(_) => {}
+            Event::SubQuestionsExpanded(e) => {
+                self.sub_questions_expanded(meta, event, e, provenance)
+            }
+            Event::SearchRecorded(e) => self.searches.push(Recorded::of(e, provenance)),
+            Event::EvidenceAdded(e) => self.evidence_added(meta, event, e, provenance),
+            Event::EvidenceScreened(e) => self.evidence_screened(meta, event, e, provenance),
+            Event::EvidenceRetracted(e) => self.evidence_retracted(meta, event, e, provenance),
+            Event::SynthesisRecorded(e) => self.syntheses.push(Recorded::of(e, provenance)),
+            Event::ConflictsAdjudicated(e) => {
+                self.conflicts_adjudicated(meta, event, e, provenance)
+            }
+            Event::ConflictResolved(_) | Event::AdjudicationAppealed(_) => {
+                self.decision(meta, event, provenance);
+            }
+            Event::DecisionMatrixBuilt(e) => {
+                self.marks.matrix_built = Some(provenance.cite);
+                self.matrices.push(Recorded::of(e, provenance));
+            }
+            Event::ConclusionIssued(e) => self.conclusion_issued(meta, event, e, provenance),
+            Event::ExplanationRecorded(e) => {
+                if self.conclusion_index(&e.conclusion_id).is_none() {
+                    self.anomaly(meta, event, format!("no conclusion {}", e.conclusion_id));
+                }
+                self.explanations.push(Recorded::of(e, provenance));
+            }
+            Event::ExternalToolCalled(e) => self.tool_calls.push(Recorded::of(e, provenance)),
+            Event::TaskClosed(e) => self.closed = Some(Recorded::of(e, provenance)),
+        }
+    }
+
+    /// Counts the event into the stream's version and notes one out of order.
+    fn check_order(&mut self, event: &Event, meta: &EventMeta) {
         self.version = self.version.saturating_add(1);
         if meta.stream_version != self.version {
             self.anomaly(
@@ -418,261 +478,263 @@ impl TaskState {
             );
         }
         self.last_seq = Some(meta.seq);
-        let provenance = Provenance::of(meta);
+    }
 
-        if let Event::TaskOpened(opened) = event {
-            if self.task.is_some() {
-                self.anomaly(meta, event, "the task was already opened");
-            } else {
-                self.task = Some(TaskInfo {
-                    task_id: opened.task_id.clone(),
-                    question: opened.question.clone(),
-                    constraints: opened.constraints.clone(),
-                    research_date: opened.research_date,
-                    mode: opened.mode,
-                    rules: opened.rules.clone(),
-                    opened: provenance,
-                });
-            }
+    fn task_opened(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        opened: &TaskOpened,
+        provenance: Provenance,
+    ) {
+        if self.task.is_some() {
+            self.anomaly(meta, event, "the task was already opened");
             return;
         }
-        if self.task.is_none() {
-            self.anomaly(meta, event, "the task was not opened");
-            return;
-        }
-        if self.closed.is_some() {
-            self.anomaly(meta, event, "the task was already closed");
-            return;
-        }
+        self.task = Some(TaskInfo {
+            task_id: opened.task_id.clone(),
+            question: opened.question.clone(),
+            constraints: opened.constraints.clone(),
+            research_date: opened.research_date,
+            mode: opened.mode,
+            rules: opened.rules.clone(),
+            conflict_decisions: opened.conflict_decisions,
+            opened: provenance,
+        });
+    }
 
-        match event {
-            Event::TaskOpened(_) => {}
-            Event::SubQuestionsExpanded(e) => {
-                for sub_question in &e.sub_questions {
-                    if self.sub_question(&sub_question.id).is_some() {
-                        self.anomaly(
-                            meta,
-                            event,
-                            format!("sub-question {} exists already", sub_question.id),
-                        );
-                        continue;
-                    }
-                    self.sub_questions.push(SubQuestionRecord {
-                        sub_question: sub_question.clone(),
-                        provenance: provenance.clone(),
-                    });
-                }
+    fn sub_questions_expanded(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &SubQuestionsExpanded,
+        provenance: Provenance,
+    ) {
+        for sub_question in &e.sub_questions {
+            if self.sub_question(&sub_question.id).is_some() {
+                self.anomaly(
+                    meta,
+                    event,
+                    format!("sub-question {} exists already", sub_question.id),
+                );
+                continue;
             }
-            Event::SearchRecorded(e) => {
-                self.searches.push(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
-            Event::EvidenceAdded(e) => {
-                if self.evidence_index(&e.evidence_id).is_some() {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!("evidence {} exists already", e.evidence_id),
-                    );
-                    return;
-                }
-                self.evidence.push(EvidenceRecord {
-                    added: e.clone(),
-                    provenance: provenance.clone(),
-                    screenings: Vec::new(),
-                    retraction: None,
-                });
-                self.marks.evidence_changed = Some(provenance.cite);
-                self.mark_stale(event, e.evidence_id.as_str(), &provenance);
-            }
-            Event::EvidenceScreened(e) => {
-                let Some(index) = self.evidence_index(&e.evidence_id) else {
-                    self.anomaly(meta, event, format!("no evidence {}", e.evidence_id));
-                    return;
-                };
-                if self.evidence[index].retraction.is_some() {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!("evidence {} is retracted", e.evidence_id),
-                    );
-                    return;
-                }
-                if e.decision == ScreeningDecision::Adopt && e.stance.is_none() {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!(
-                            "evidence {} adopted without a stance; it cannot be used",
-                            e.evidence_id
-                        ),
-                    );
-                }
-                self.evidence[index].screenings.push(ScreeningRecord {
-                    decision: e.decision,
-                    stance: e.stance,
-                    sub_question: e.sub_question.clone(),
-                    reason: e.reason.clone(),
-                    provenance: provenance.clone(),
-                });
-                self.marks.evidence_changed = Some(provenance.cite);
-                self.mark_stale(event, e.evidence_id.as_str(), &provenance);
-            }
-            Event::EvidenceRetracted(e) => {
-                let Some(index) = self.evidence_index(&e.evidence_id) else {
-                    self.anomaly(meta, event, format!("no evidence {}", e.evidence_id));
-                    return;
-                };
-                if self.evidence[index].retraction.is_some() {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!("evidence {} is already retracted", e.evidence_id),
-                    );
-                    return;
-                }
-                self.evidence[index].retraction = Some(RetractionRecord {
-                    reason: e.reason.clone(),
-                    provenance: provenance.clone(),
-                });
-                self.marks.evidence_changed = Some(provenance.cite);
-                self.mark_stale(event, e.evidence_id.as_str(), &provenance);
-            }
-            Event::SynthesisRecorded(e) => {
-                self.syntheses.push(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
-            Event::ConflictsAdjudicated(e) => {
-                let mut changed = false;
-                for adjudication in &e.adjudications {
-                    if self.conflict_index(&adjudication.conflict_id).is_some() {
-                        self.anomaly(
-                            meta,
-                            event,
-                            format!("conflict {} exists already", adjudication.conflict_id),
-                        );
-                        continue;
-                    }
-                    if let Some(old) = &adjudication.supersedes {
-                        match self.conflict_index(old) {
-                            Some(i) if self.conflicts[i].is_current() => {
-                                self.conflicts[i].superseded_by =
-                                    Some(adjudication.conflict_id.clone());
-                                self.conflicts[i].superseded_at = Some(provenance.clone());
-                            }
-                            Some(_) => self.anomaly(
-                                meta,
-                                event,
-                                format!("conflict {old} was no longer current"),
-                            ),
-                            None => {
-                                self.anomaly(meta, event, format!("no conflict {old} to supersede"))
-                            }
-                        }
-                    }
-                    self.conflicts.push(ConflictRecord {
-                        adjudication: adjudication.clone(),
-                        provenance: provenance.clone(),
-                        human: Vec::new(),
-                        superseded_by: None,
-                        dissolved: None,
-                        superseded_at: None,
-                    });
-                    changed = true;
-                }
-                for id in &e.dissolved {
-                    match self.conflict_index(id) {
-                        Some(i) if self.conflicts[i].is_current() => {
-                            self.conflicts[i].dissolved = Some(provenance.clone());
-                            changed = true;
-                        }
-                        Some(_) => self.anomaly(
-                            meta,
-                            event,
-                            format!("conflict {id} was no longer current"),
-                        ),
-                        None => self.anomaly(meta, event, format!("no conflict {id} to dissolve")),
-                    }
-                }
-                self.marks.conflicts_run = Some(provenance.cite);
-                if changed {
-                    self.marks.adjudication_changed = Some(provenance.cite);
-                }
-            }
-            Event::ConflictResolved(_) | Event::AdjudicationAppealed(_) => {
-                self.decision(meta, event, provenance);
-            }
-            Event::DecisionMatrixBuilt(e) => {
-                self.marks.matrix_built = Some(provenance.cite);
-                self.matrices.push(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
-            Event::ConclusionIssued(e) => {
-                if self.conclusion_index(&e.conclusion_id).is_some() {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!("conclusion {} exists already", e.conclusion_id),
-                    );
-                    return;
-                }
-                let current = self
-                    .current_conclusion()
-                    .map(|c| c.issued.conclusion_id.clone());
-                if current != e.supersedes {
-                    self.anomaly(
-                        meta,
-                        event,
-                        format!(
-                            "supersedes {} but the current conclusion is {}",
-                            e.supersedes.as_ref().map_or("none", |c| c.as_str()),
-                            current.as_ref().map_or("none", |c| c.as_str())
-                        ),
-                    );
-                }
-                if let Some(record) = self.conclusions.last_mut()
-                    && record.superseded_by.is_none()
-                {
-                    record.superseded_by = Some(e.conclusion_id.clone());
-                }
-                self.conclusions.push(ConclusionRecord {
-                    issued: e.clone(),
-                    provenance,
-                    stale_since: None,
-                    superseded_by: None,
-                });
-            }
-            Event::ExplanationRecorded(e) => {
-                if self.conclusion_index(&e.conclusion_id).is_none() {
-                    self.anomaly(meta, event, format!("no conclusion {}", e.conclusion_id));
-                }
-                self.explanations.push(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
-            Event::ExternalToolCalled(e) => {
-                self.tool_calls.push(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
-            Event::TaskClosed(e) => {
-                self.closed = Some(Recorded {
-                    event: e.clone(),
-                    provenance,
-                });
-            }
+            self.sub_questions.push(SubQuestionRecord {
+                sub_question: sub_question.clone(),
+                provenance: provenance.clone(),
+            });
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    fn evidence_added(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &EvidenceAdded,
+        provenance: Provenance,
+    ) {
+        if self.evidence_index(&e.evidence_id).is_some() {
+            self.anomaly(
+                meta,
+                event,
+                format!("evidence {} exists already", e.evidence_id),
+            );
+            return;
+        }
+        self.evidence.push(EvidenceRecord {
+            added: e.clone(),
+            provenance: provenance.clone(),
+            screenings: Vec::new(),
+            retraction: None,
+        });
+        self.evidence_changed(event, &e.evidence_id, &provenance);
+    }
+
+    fn evidence_screened(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &EvidenceScreened,
+        provenance: Provenance,
+    ) {
+        let Some(index) = self.evidence_index(&e.evidence_id) else {
+            self.anomaly(meta, event, format!("no evidence {}", e.evidence_id));
+            return;
+        };
+        if self.evidence[index].retraction.is_some() {
+            self.anomaly(
+                meta,
+                event,
+                format!("evidence {} is retracted", e.evidence_id),
+            );
+            return;
+        }
+        if e.decision == ScreeningDecision::Adopt && e.stance.is_none() {
+            self.anomaly(
+                meta,
+                event,
+                format!(
+                    "evidence {} adopted without a stance; it cannot be used",
+                    e.evidence_id
+                ),
+            );
+        }
+        self.evidence[index].screenings.push(ScreeningRecord {
+            decision: e.decision,
+            stance: e.stance,
+            sub_question: e.sub_question.clone(),
+            reason: e.reason.clone(),
+            provenance: provenance.clone(),
+        });
+        self.evidence_changed(event, &e.evidence_id, &provenance);
+    }
+
+    fn evidence_retracted(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &EvidenceRetracted,
+        provenance: Provenance,
+    ) {
+        let Some(index) = self.evidence_index(&e.evidence_id) else {
+            self.anomaly(meta, event, format!("no evidence {}", e.evidence_id));
+            return;
+        };
+        if self.evidence[index].retraction.is_some() {
+            self.anomaly(
+                meta,
+                event,
+                format!("evidence {} is already retracted", e.evidence_id),
+            );
+            return;
+        }
+        self.evidence[index].retraction = Some(RetractionRecord {
+            reason: e.reason.clone(),
+            provenance: provenance.clone(),
+        });
+        self.evidence_changed(event, &e.evidence_id, &provenance);
+    }
+
+    /// Marks the evidence changed, and the conclusion stale when one stands.
+    fn evidence_changed(
+        &mut self,
+        event: &Event,
+        evidence_id: &EvidenceId,
+        provenance: &Provenance,
+    ) {
+        self.marks.evidence_changed = Some(provenance.cite);
+        self.mark_stale(event, evidence_id.as_str(), provenance);
+    }
+
+    fn conflicts_adjudicated(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &ConflictsAdjudicated,
+        provenance: Provenance,
+    ) {
+        let mut changed = false;
+        for adjudication in &e.adjudications {
+            if self.conflict_index(&adjudication.conflict_id).is_some() {
+                self.anomaly(
+                    meta,
+                    event,
+                    format!("conflict {} exists already", adjudication.conflict_id),
+                );
+                continue;
+            }
+            if let Some(old) = &adjudication.supersedes {
+                self.supersede(meta, event, old, &adjudication.conflict_id, &provenance);
+            }
+            self.conflicts.push(ConflictRecord {
+                adjudication: adjudication.clone(),
+                provenance: provenance.clone(),
+                human: Vec::new(),
+                superseded_by: None,
+                dissolved: None,
+                superseded_at: None,
+            });
+            changed = true;
+        }
+        for id in &e.dissolved {
+            match self.conflict_index(id) {
+                Some(i) if self.conflicts[i].is_current() => {
+                    self.conflicts[i].dissolved = Some(provenance.clone());
+                    changed = true;
+                }
+                Some(_) => {
+                    self.anomaly(meta, event, format!("conflict {id} was no longer current"))
+                }
+                None => self.anomaly(meta, event, format!("no conflict {id} to dissolve")),
+            }
+        }
+        self.marks.conflicts_run = Some(provenance.cite);
+        if changed {
+            self.marks.adjudication_changed = Some(provenance.cite);
+        }
+    }
+
+    /// Marks conflict `old` superseded by `new`, when it is still current.
+    fn supersede(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        old: &ConflictId,
+        new: &ConflictId,
+        provenance: &Provenance,
+    ) {
+        match self.conflict_index(old) {
+            Some(i) if self.conflicts[i].is_current() => {
+                self.conflicts[i].superseded_by = Some(new.clone());
+                self.conflicts[i].superseded_at = Some(provenance.clone());
+            }
+            Some(_) => self.anomaly(meta, event, format!("conflict {old} was no longer current")),
+            None => self.anomaly(meta, event, format!("no conflict {old} to supersede")),
+        }
+    }
+
+    fn conclusion_issued(
+        &mut self,
+        meta: &EventMeta,
+        event: &Event,
+        e: &ConclusionIssued,
+        provenance: Provenance,
+    ) {
+        if self.conclusion_index(&e.conclusion_id).is_some() {
+            self.anomaly(
+                meta,
+                event,
+                format!("conclusion {} exists already", e.conclusion_id),
+            );
+            return;
+        }
+        let current = self
+            .current_conclusion()
+            .map(|c| c.issued.conclusion_id.clone());
+        if current != e.supersedes {
+            self.anomaly(
+                meta,
+                event,
+                format!(
+                    "supersedes {} but the current conclusion is {}",
+                    e.supersedes.as_ref().map_or("none", |c| c.as_str()),
+                    current.as_ref().map_or("none", |c| c.as_str())
+                ),
+            );
+        }
+        if let Some(record) = self.conclusions.last_mut()
+            && record.superseded_by.is_none()
+        {
+            record.superseded_by = Some(e.conclusion_id.clone());
+        }
+        self.conclusions.push(ConclusionRecord {
+            issued: e.clone(),
+            provenance,
+            stale_since: None,
+            superseded_by: None,
+        });
+    }
+
     /// A decision on a conflict: a resolution of a pending one, or an appeal.
     fn decision(&mut self, meta: &EventMeta, event: &Event, provenance: Provenance) {
         let (conflict_id, kind, outcome, reason, decided_by) = match event {

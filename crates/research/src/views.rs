@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Compared, EvidenceStatus, FoundBy, HumanOutcome, Participant, RelevanceBasis, Side, Tier,
+    Compared, EvidenceAdded, EvidenceStatus, HumanOutcome, Participant, Side, Tier,
 };
 use crate::ids::{ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
 use crate::refusal::PendingAction;
@@ -190,49 +190,17 @@ impl ConclusionCard {
     }
 }
 
-/// An evidence item with its derived status, in the SPEC §4 field names.
+/// An evidence item with its derived status, in the SPEC §4 field names: the item as added
+/// (its fields flattened into the view), with the stance and scope in force, and what screening
+/// and retraction made of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceView {
-    /// Its id.
-    pub evidence_id: EvidenceId,
-    /// The source that returned it, or `client`.
-    pub origin: String,
-    /// The normalised publisher.
-    pub source: String,
-    /// Where it can be read.
-    pub url: Option<String>,
-    /// Publish date.
-    pub publish_date: NaiveDate,
-    /// Whether the date is an ingest default.
-    pub publish_date_defaulted: bool,
-    /// Source type.
-    pub source_type: SourceType,
-    /// Citations, when known.
-    pub citation_count: Option<u64>,
-    /// Summary.
-    pub summary: String,
-    /// Content hash.
-    pub content_hash: Hash32,
-    /// Relevance.
-    pub relevance: f64,
-    /// How the relevance was obtained.
-    pub relevance_basis: RelevanceBasis,
-    /// Stance in force.
-    pub stance: Option<Stance>,
-    /// Scope.
-    pub sub_question: Option<SubQuestionId>,
+    /// The item as added, with its scores; its `stance` and `sub_question` are those in force
+    /// (from the last screening, else as added).
+    #[serde(flatten)]
+    pub item: EvidenceAdded,
     /// Status, `overruled` included.
     pub status: EvidenceStatus,
-    /// Authority.
-    pub authority: f64,
-    /// Reliability pre-score.
-    pub reliability: f64,
-    /// Recency.
-    pub recency: f64,
-    /// Age in days at the research date.
-    pub age_days: i64,
-    /// The search that found it.
-    pub found_by: Option<FoundBy>,
     /// The reason of the screening in force.
     pub screening_reason: Option<String>,
     /// The reason of the retraction.
@@ -429,28 +397,14 @@ impl TaskState {
         self.evidence_with_status()
             .into_iter()
             .map(|(item, status)| {
-                let a = &item.added;
-                EvidenceView {
-                    evidence_id: a.evidence_id.clone(),
-                    origin: a.origin.clone(),
-                    source: a.source.clone(),
-                    url: a.url.clone(),
-                    publish_date: a.publish_date,
-                    publish_date_defaulted: a.publish_date_defaulted,
-                    source_type: a.source_type,
-                    citation_count: a.citation_count,
-                    summary: a.summary.clone(),
-                    content_hash: a.content_hash,
-                    relevance: a.relevance,
-                    relevance_basis: a.relevance_basis,
+                let in_force = EvidenceAdded {
                     stance: item.stance(),
                     sub_question: item.scope().clone(),
+                    ..item.added.clone()
+                };
+                EvidenceView {
+                    item: in_force,
                     status,
-                    authority: a.authority,
-                    reliability: a.reliability,
-                    recency: a.recency,
-                    age_days: a.age_days,
-                    found_by: a.found_by.clone(),
                     screening_reason: item.screenings.last().map(|s| s.reason.clone()),
                     retraction_reason: item.retraction.as_ref().map(|r| r.reason.clone()),
                 }

@@ -118,6 +118,7 @@ pub fn app_with_mcp(
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .merge(crate::transparency::routes())
+        .merge(crate::console::routes())
         .merge(rest)
         .with_state(state)
         .merge(graphql::router(service.clone(), graphql_options));

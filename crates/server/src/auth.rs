@@ -1,4 +1,5 @@
-//! Who is calling: bearer tokens in front of every route but `/health` and the GraphiQL page.
+//! Who is calling: bearer tokens in front of every route but `/health` and the console's pages
+//! (`/`, `/console/…` and GraphiQL at `GET /graphql`), which hold no data.
 //!
 //! The token list is `DATA_DIR/tokens.json` ([`service::tokens`]); the server re-reads it when
 //! it changes, so `research-ledger token add|revoke` take effect on the next request. Three
@@ -46,10 +47,6 @@ pub const TOKEN_POLL: Duration = Duration::from_millis(250);
 
 /// Paths anyone may read: the liveness check of supervisors and load balancers.
 const OPEN_PATHS: [&str; 1] = ["/health"];
-
-/// GraphiQL, served on `GET` and holding no data: a browser cannot send a bearer token to load
-/// a page, and the queries the page sends carry the token entered in its headers editor.
-const PAGE_PATH: &str = "/graphql";
 
 /// The one path that may authenticate after the request: its WebSocket's `connection_init`.
 const LATE_AUTH_PATH: &str = "/graphql/ws";
@@ -179,7 +176,13 @@ pub fn unauthenticated(error: ServiceError) -> Response {
 /// The middleware: puts the caller into the request's extensions, where every front end reads
 /// it (the MCP bridge through the request parts rmcp hands it).
 pub async fn layer(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
-    let page = request.method() == axum::http::Method::GET && request.uri().path() == PAGE_PATH;
+    // The console's pages and GraphiQL, served on `GET` and holding no data: a browser cannot
+    // send a bearer token to load a page, and the requests the page makes carry the token its
+    // reader signed in with.
+    let page = matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    ) && crate::console::is_page(request.uri().path());
     if OPEN_PATHS.contains(&request.uri().path()) || page {
         return next.run(request).await;
     }

@@ -26,7 +26,7 @@ pub(crate) fn status_of(e: &ServiceError) -> StatusCode {
         "not_found" => StatusCode::NOT_FOUND,
         "limit_exceeded" => StatusCode::UNPROCESSABLE_ENTITY,
         "unauthenticated" => StatusCode::UNAUTHORIZED,
-        "forbidden" => StatusCode::FORBIDDEN,
+        "forbidden" | "person_decision_required" => StatusCode::FORBIDDEN,
         "source_failed" | "contract_violation" => StatusCode::BAD_GATEWAY,
         "timeout" => StatusCode::GATEWAY_TIMEOUT,
         "unavailable" => StatusCode::SERVICE_UNAVAILABLE,

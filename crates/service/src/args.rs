@@ -35,6 +35,10 @@ pub struct OpenTaskArgs {
     #[serde(default)]
     #[schemars(schema_with = "rules_schema")]
     pub rules: Option<RulesArg>,
+    /// `person`: only a person decides the task's conflicts (asked through elicitation, or a
+    /// reviewer over HTTP/CLI); `anyone` (default): your decisions too, recorded as yours.
+    #[serde(default)]
+    pub conflict_decisions: Option<ConflictDecisionsArg>,
     /// Refused unless the task is at this version (0 for a new task).
     #[serde(default)]
     pub expected_version: Option<u64>,
@@ -51,6 +55,26 @@ pub enum ModeArg {
     ToolConstrained,
     /// Free order.
     AgentLed,
+}
+
+/// Who may decide a task's conflicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictDecisionsArg {
+    /// Only a person.
+    Person,
+    /// A person or an assistant, each decision recorded as whose it was.
+    Anyone,
+}
+
+impl ConflictDecisionsArg {
+    /// The restriction the task records: none for `anyone`.
+    pub fn recorded(self) -> Option<research::event::ConflictDecisions> {
+        match self {
+            ConflictDecisionsArg::Person => Some(research::event::ConflictDecisions::Person),
+            ConflictDecisionsArg::Anyone => None,
+        }
+    }
 }
 
 /// The schema of `rules` as tools list it: one object whose description names every field.

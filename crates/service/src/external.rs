@@ -358,54 +358,8 @@ impl Service {
         contract: &Contract,
         arguments: &Value,
     ) -> Result<ToolOutput, ServiceError> {
-        let mut arguments = match arguments {
-            Value::Object(map) => map.clone(),
-            Value::Null => Map::new(),
-            _ => {
-                return Err(ServiceError::invalid(
-                    "arguments",
-                    "the arguments must be a JSON object",
-                ));
-            }
-        };
-        let task_id = match arguments.remove("task_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(id)) => Some(id),
-            Some(_) => return Err(ServiceError::invalid("task_id", "a task id is a string")),
-        };
-        let wanted: Option<Vec<String>> = match arguments.remove("expected_output_tags") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(tags)) => {
-                let declared = contract.output_tags();
-                let mut out = Vec::new();
-                for tag in tags {
-                    let Some(tag) = tag.as_str() else {
-                        return Err(ServiceError::invalid(
-                            "expected_output_tags",
-                            "tags are strings",
-                        ));
-                    };
-                    if !declared.iter().any(|d| d == tag) {
-                        return Err(ServiceError::invalid(
-                            "expected_output_tags",
-                            format!(
-                                "{} replies carry no {tag}; they carry: {}",
-                                contract.name,
-                                declared.join(", ")
-                            ),
-                        ));
-                    }
-                    out.push(tag.to_owned());
-                }
-                Some(out)
-            }
-            Some(_) => {
-                return Err(ServiceError::invalid(
-                    "expected_output_tags",
-                    "a list of tags",
-                ));
-            }
-        };
+        let (mut arguments, task_id) = split_task_id(arguments)?;
+        let wanted = wanted_tags(contract, arguments.remove("expected_output_tags"))?;
         let state: Option<Arc<TaskState>> = match &task_id {
             Some(id) => {
                 let state = self.state(id)?;
@@ -437,18 +391,7 @@ impl Service {
             &allow,
             self.options().tool_reply_bytes_max,
         );
-        let (reply_hash, error) = match &outcome {
-            Ok(reply) => (Some(hash_of(&reply.bytes)), None),
-            Err(e) => (
-                None,
-                Some(
-                    e.to_string()
-                        .chars()
-                        .take(RECORDED_ERROR_CHARS_MAX)
-                        .collect(),
-                ),
-            ),
-        };
+        let (reply_hash, error) = recorded_outcome(&outcome);
         let session_version = self.record_call(
             caller,
             task_id.as_deref(),
@@ -461,28 +404,13 @@ impl Service {
             },
         )?;
         let reply = outcome.map_err(call_error)?;
-        let mut structured = match &wanted {
-            Some(tags) => call::filter_by_tags(contract, &reply.value, tags),
-            None => reply.value.clone(),
-        };
-        if let Value::Object(map) = &mut structured {
-            map.insert("tool".into(), json!(contract.name));
-            if let (Some(id), Some(version)) = (&task_id, session_version) {
-                map.insert("task_id".into(), json!(id));
-                map.insert("session_version".into(), json!(version));
-            }
-        }
-        let text = format!(
-            "{} answered under contract {} ({} bytes); the call is recorded{}.",
-            contract.name,
-            contract.contract_version,
-            reply.bytes.len(),
-            task_id
-                .as_ref()
-                .map(|t| format!(" in task {t}"))
-                .unwrap_or_default()
-        );
-        Ok(ToolOutput { structured, text })
+        Ok(reply_output(
+            contract,
+            &reply,
+            wanted.as_deref(),
+            task_id.as_deref(),
+            session_version,
+        ))
     }
 
     /// Searches a registered evidence source: the query and limit go into the fields tagged
@@ -566,4 +494,112 @@ impl Service {
         }
         Ok((candidates, dropped))
     }
+}
+
+/// The tool's own arguments, and the task the call is recorded in, which the service adds to
+/// every registered tool.
+fn split_task_id(arguments: &Value) -> Result<(Map<String, Value>, Option<String>), ServiceError> {
+    let mut arguments = match arguments {
+        Value::Object(map) => map.clone(),
+        Value::Null => Map::new(),
+        _ => {
+            return Err(ServiceError::invalid(
+                "arguments",
+                "the arguments must be a JSON object",
+            ));
+        }
+    };
+    let task_id = match arguments.remove("task_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id),
+        Some(_) => return Err(ServiceError::invalid("task_id", "a task id is a string")),
+    };
+    Ok((arguments, task_id))
+}
+
+/// The tags a caller asked the reply filtered to, each one the contract declares.
+fn wanted_tags(
+    contract: &Contract,
+    given: Option<Value>,
+) -> Result<Option<Vec<String>>, ServiceError> {
+    let tags = match given {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(tags)) => tags,
+        Some(_) => {
+            return Err(ServiceError::invalid(
+                "expected_output_tags",
+                "a list of tags",
+            ));
+        }
+    };
+    let declared = contract.output_tags();
+    let mut out = Vec::new();
+    for tag in tags {
+        let Some(tag) = tag.as_str() else {
+            return Err(ServiceError::invalid(
+                "expected_output_tags",
+                "tags are strings",
+            ));
+        };
+        if !declared.iter().any(|d| d == tag) {
+            return Err(ServiceError::invalid(
+                "expected_output_tags",
+                format!(
+                    "{} replies carry no {tag}; they carry: {}",
+                    contract.name,
+                    declared.join(", ")
+                ),
+            ));
+        }
+        out.push(tag.to_owned());
+    }
+    Ok(Some(out))
+}
+
+/// What the call's event records of its outcome: the reply's hash, or the error cut short.
+fn recorded_outcome(
+    outcome: &Result<call::Reply, call::CallError>,
+) -> (Option<Hash32>, Option<String>) {
+    match outcome {
+        Ok(reply) => (Some(hash_of(&reply.bytes)), None),
+        Err(e) => (
+            None,
+            Some(
+                e.to_string()
+                    .chars()
+                    .take(RECORDED_ERROR_CHARS_MAX)
+                    .collect(),
+            ),
+        ),
+    }
+}
+
+/// The tool's answer: the reply (filtered to the tags asked), with the task and version the
+/// call was recorded at, and a line of text saying so.
+fn reply_output(
+    contract: &Contract,
+    reply: &call::Reply,
+    wanted: Option<&[String]>,
+    task_id: Option<&str>,
+    session_version: Option<u64>,
+) -> ToolOutput {
+    let mut structured = match wanted {
+        Some(tags) => call::filter_by_tags(contract, &reply.value, tags),
+        None => reply.value.clone(),
+    };
+    if let Value::Object(map) = &mut structured {
+        map.insert("tool".into(), json!(contract.name));
+        if let (Some(id), Some(version)) = (task_id, session_version) {
+            map.insert("task_id".into(), json!(id));
+            map.insert("session_version".into(), json!(version));
+        }
+    }
+    let text = format!(
+        "{} answered under contract {} ({} bytes); the call is recorded{}.",
+        contract.name,
+        contract.contract_version,
+        reply.bytes.len(),
+        task_id.map(|t| format!(" in task {t}")).unwrap_or_default()
+    );
+    ToolOutput { structured, text }
 }

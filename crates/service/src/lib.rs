@@ -33,6 +33,6 @@ pub use service::{
 pub use tokens::Role;
 pub use tools::{
     SHARED_ARGUMENTS, SHARED_RESULTS, ToolOutput, ToolProgress, ToolSpec, built_in_tools,
-    role_for_tool, tool_specs,
+    conflicts_in_force, role_for_tool, tool_specs,
 };
 pub use updates::{Update, Updates};

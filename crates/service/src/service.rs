@@ -552,28 +552,8 @@ impl Service {
     ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
         let task_id = target.id().to_owned();
-        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
-        let _task = inner.task_locks[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let idempotency = match &guard.idempotency_key {
-            None => None,
-            Some(key) => {
-                if key.is_empty() || key.len() > inner.ledger.limits().idempotency_key_bytes_max {
-                    return Err(ServiceError::invalid(
-                        "idempotency_key",
-                        format!(
-                            "an idempotency key is 1 to {} bytes",
-                            inner.ledger.limits().idempotency_key_bytes_max
-                        ),
-                    ));
-                }
-                Some(Idempotency {
-                    key: key.clone(),
-                    fingerprint: fingerprint(tool, arguments, &caller.actor),
-                })
-            }
-        };
+        let _task = self.task_lock(&task_id);
+        let idempotency = self.idempotency(caller, tool, arguments, guard)?;
         let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
         let mut attempts = 0;
@@ -596,83 +576,20 @@ impl Service {
                     current_version: current,
                 });
             }
-            let command = match make(&state) {
-                Ok(command) => command,
+            let decided = match make(&state).and_then(|command| self.decide(&state, &command)) {
+                Ok(decided) => decided,
                 Err(e) => return refused(e),
             };
-            let context = CommandContext {
-                now: inner.clock.now(),
-                limits: inner.options.research.clone(),
-            };
-            let decided = match research::decide(&state, &command, &context) {
-                Ok(decided) => decided,
-                Err(e) => return refused(e.into()),
-            };
-            let events: Vec<NewEvent> = decided
-                .iter()
-                .map(|e| NewEvent {
-                    kind: e.event.kind().to_owned(),
-                    payload: research::encode(&e.event),
-                    causation: e
-                        .causation
-                        .iter()
-                        .map(|c| match c {
-                            research::Cause::Event(hash) => Causation::Event(Digest(*hash)),
-                            research::Cause::InBatch(i) => Causation::InBatch(*i),
-                        })
-                        .collect(),
-                })
-                .collect();
             let request = AppendRequest {
                 stream: task_id.clone(),
                 expected: ExpectedVersion::Exact(current),
                 actor: caller.actor.clone(),
-                events,
+                events: new_events(&decided),
                 idempotency: idempotency.clone(),
             };
             let started = std::time::Instant::now();
-            let appended = inner.ledger.append(request);
-            if let Ok(receipt) = &appended
-                && !receipt.replayed
-            {
-                self.count_written(receipt.events.len(), started.elapsed(), &decided);
-            }
-            match appended {
-                Ok(receipt) => {
-                    if receipt.replayed {
-                        // The key was used before, for this very command: its original result,
-                        // from the receipt the ledger answered with.
-                        let first = receipt.events.first().map_or(0, |e| e.seq);
-                        return self.replay(
-                            &receipt.stream,
-                            receipt.stream_version,
-                            first,
-                            receipt.events.len(),
-                        );
-                    }
-                    // Durable from here on: a failure to show the result is no failure to write.
-                    let last = receipt.events.last().map_or(0, |e| e.seq);
-                    // The events just written, folded from the writer's memory: nothing is
-                    // read back, decoded or encoded again.
-                    inner
-                        .projector
-                        .fold_appended(last)
-                        .map_err(ServiceError::outcome_unknown)?;
-                    let state = self.state(&task_id)?;
-                    let events = receipt
-                        .events
-                        .iter()
-                        .zip(decided)
-                        .map(|(r, d)| (r.seq, r.hash, d.event))
-                        .collect();
-                    return Ok(Written {
-                        task_id,
-                        session_version: receipt.stream_version,
-                        events,
-                        replayed: false,
-                        state,
-                    });
-                }
+            match inner.ledger.append(request) {
+                Ok(receipt) => return self.written(task_id, receipt, decided, started),
                 Err(AppendError::VersionConflict { current: now, .. }) => {
                     if guard.expected_version.is_some()
                         || attempts >= inner.options.write_attempts_max
@@ -690,19 +607,100 @@ impl Service {
                         .catch_up()
                         .map_err(ServiceError::unavailable)?;
                 }
-                Err(AppendError::IdempotencyKeyReused { key }) => {
-                    return Err(ServiceError::IdempotencyKeyReused { key });
-                }
-                Err(AppendError::LimitExceeded { limit, max, actual }) => {
-                    return Err(ServiceError::LimitExceeded {
-                        limit: limit.to_owned(),
-                        max,
-                        actual,
-                    });
-                }
-                Err(e) => return Err(ServiceError::from(e)),
+                Err(e) => return Err(append_refused(e)),
             }
         }
+    }
+
+    /// The lock that serialises writes to one task (one of a fixed set of shards).
+    fn task_lock(&self, task_id: &str) -> std::sync::MutexGuard<'_, ()> {
+        let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
+        self.inner.task_locks[shard]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The write's idempotency key with the fingerprint of what it asks, after checking the
+    /// key's length.
+    fn idempotency(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        guard: &WriteOptions,
+    ) -> Result<Option<Idempotency>, ServiceError> {
+        let Some(key) = &guard.idempotency_key else {
+            return Ok(None);
+        };
+        let max = self.inner.ledger.limits().idempotency_key_bytes_max;
+        if key.is_empty() || key.len() > max {
+            return Err(ServiceError::invalid(
+                "idempotency_key",
+                format!("an idempotency key is 1 to {max} bytes"),
+            ));
+        }
+        Ok(Some(Idempotency {
+            key: key.clone(),
+            fingerprint: fingerprint(tool, arguments, &caller.actor),
+        }))
+    }
+
+    /// The events a command decides on the state, at the service's clock and limits.
+    fn decide(
+        &self,
+        state: &TaskState,
+        command: &Command,
+    ) -> Result<Vec<research::NewEvent>, ServiceError> {
+        let context = CommandContext {
+            now: self.inner.clock.now(),
+            limits: self.inner.options.research.clone(),
+        };
+        Ok(research::decide(state, command, &context)?)
+    }
+
+    /// The result of an append the ledger accepted: the original result when the key was used
+    /// before for this very command, else the events just written, folded into the read model.
+    fn written(
+        &self,
+        task_id: String,
+        receipt: ledger::Receipt,
+        decided: Vec<research::NewEvent>,
+        started: std::time::Instant,
+    ) -> Result<Written, ServiceError> {
+        if receipt.replayed {
+            // The key was used before, for this very command: its original result, from the
+            // receipt the ledger answered with.
+            let first = receipt.events.first().map_or(0, |e| e.seq);
+            return self.replay(
+                &receipt.stream,
+                receipt.stream_version,
+                first,
+                receipt.events.len(),
+            );
+        }
+        self.count_written(receipt.events.len(), started.elapsed(), &decided);
+        // Durable from here on: a failure to show the result is no failure to write.
+        let last = receipt.events.last().map_or(0, |e| e.seq);
+        // The events just written, folded from the writer's memory: nothing is read back,
+        // decoded or encoded again.
+        self.inner
+            .projector
+            .fold_appended(last)
+            .map_err(ServiceError::outcome_unknown)?;
+        let state = self.state(&task_id)?;
+        let events = receipt
+            .events
+            .iter()
+            .zip(decided)
+            .map(|(r, d)| (r.seq, r.hash, d.event))
+            .collect();
+        Ok(Written {
+            task_id,
+            session_version: receipt.stream_version,
+            events,
+            replayed: false,
+            state,
+        })
     }
 
     /// The answer to a command refused before its append. The key is checked before anything
@@ -803,6 +801,38 @@ impl Service {
             state,
         })
     }
+}
+
+/// The service's error for an append the ledger refused for a reason other than a lost race.
+fn append_refused(error: AppendError) -> ServiceError {
+    match error {
+        AppendError::IdempotencyKeyReused { key } => ServiceError::IdempotencyKeyReused { key },
+        AppendError::LimitExceeded { limit, max, actual } => ServiceError::LimitExceeded {
+            limit: limit.to_owned(),
+            max,
+            actual,
+        },
+        e => ServiceError::from(e),
+    }
+}
+
+/// The ledger's form of decided events: kind, encoded payload and causes.
+fn new_events(decided: &[research::NewEvent]) -> Vec<NewEvent> {
+    decided
+        .iter()
+        .map(|e| NewEvent {
+            kind: e.event.kind().to_owned(),
+            payload: research::encode(&e.event),
+            causation: e
+                .causation
+                .iter()
+                .map(|c| match c {
+                    research::Cause::Event(hash) => Causation::Event(Digest(*hash)),
+                    research::Cause::InBatch(i) => Causation::InBatch(*i),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// The fingerprint of a command: its tool, its arguments other than the expected version and

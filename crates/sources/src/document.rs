@@ -220,200 +220,14 @@ impl RawDocument {
             .collect();
         let mut defaulted = DefaultedFields::default();
 
-        let id = match fields.get("id") {
-            None | Some(Value::Null) => Some(self.derived_id.clone()),
-            Some(Value::String(text)) => Some(text.trim().to_string()),
-            Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Some(n.to_string()),
-            Some(other) => {
-                problems.push(problem(
-                    Field::Id,
-                    format!("must be a string, got {}", kind(other)),
-                ));
-                None
-            }
-        };
-        if let Some(id) = &id {
-            check_name(Field::Id, id, limits.id_chars_max, &mut problems);
-        }
-
+        let id = id_field(fields, &self.derived_id, limits, &mut problems);
         let title = optional_text(fields, Field::Title, &mut problems).unwrap_or_default();
         check_length(Field::Title, &title, limits.title_chars_max, &mut problems);
-
-        let mut source = optional_text(fields, Field::Source, &mut problems);
-        let url = optional_text(fields, Field::Url, &mut problems);
-        if let Some(url) = &url {
-            check_length(Field::Url, url, limits.url_chars_max, &mut problems);
-        }
-        let has_source_field = fields.get("source").is_some_and(|v| !v.is_null());
-        let has_url_field = fields.get("url").is_some_and(|v| !v.is_null());
-        if source.is_none() && url.is_none() && !has_source_field && !has_url_field {
-            match &defaults.source {
-                Some(default) => {
-                    source = Some(default.trim().to_string());
-                    defaulted.source = true;
-                }
-                None => problems.push(problem(
-                    Field::Source,
-                    "missing: the document has neither `source` nor `url`, and no default \
-                     source was given",
-                )),
-            }
-        }
-        if let Some(publisher) = &source {
-            check_length(
-                Field::Source,
-                publisher,
-                limits.source_chars_max,
-                &mut problems,
-            );
-        }
-        if source.is_some() || url.is_some() {
-            match research::text::normalise_source(source.as_deref(), url.as_deref()) {
-                Ok(_) => {}
-                Err(research::text::SourceNameError::NoHost) => {
-                    let field = if url.is_some() && source.is_none() {
-                        Field::Url
-                    } else {
-                        Field::Source
-                    };
-                    problems.push(problem(field, "looks like a URL but names no host"));
-                }
-                Err(research::text::SourceNameError::Missing) => {
-                    problems.push(problem(Field::Source, "empty: give a publisher or a URL"))
-                }
-            }
-        }
-
-        let publish_date = match fields.get("publish_date") {
-            None | Some(Value::Null) => match defaults.publish_date {
-                Some(date) => {
-                    defaulted.publish_date = true;
-                    Some(date)
-                }
-                None => {
-                    problems.push(problem(
-                        Field::PublishDate,
-                        "missing, and no default publish date was given",
-                    ));
-                    None
-                }
-            },
-            Some(Value::String(text)) => match research::text::parse_date(text) {
-                Some(date) => Some(date),
-                None => {
-                    problems.push(problem(
-                        Field::PublishDate,
-                        format!("`{text}` is not a date: expected YYYY-MM-DD"),
-                    ));
-                    None
-                }
-            },
-            Some(other) => {
-                problems.push(problem(
-                    Field::PublishDate,
-                    format!("must be a YYYY-MM-DD date, got {}", kind(other)),
-                ));
-                None
-            }
-        };
-
-        let source_type = match fields.get("source_type") {
-            None | Some(Value::Null) => match defaults.source_type {
-                Some(default) => {
-                    defaulted.source_type = true;
-                    Some(default)
-                }
-                None => {
-                    problems.push(problem(
-                        Field::SourceType,
-                        "missing, and no default source type was given",
-                    ));
-                    None
-                }
-            },
-            Some(Value::String(text)) => match text.parse::<SourceType>() {
-                Ok(source_type) => Some(source_type),
-                Err(_) => {
-                    problems.push(problem(
-                        Field::SourceType,
-                        format!(
-                            "unknown source type `{text}`; known: {}",
-                            SourceType::ALL.map(SourceType::name).join(", ")
-                        ),
-                    ));
-                    None
-                }
-            },
-            Some(other) => {
-                problems.push(problem(
-                    Field::SourceType,
-                    format!("must be a source type name, got {}", kind(other)),
-                ));
-                None
-            }
-        };
-
-        let citation_count = match fields.get("citation_count") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(count) => Some(count),
-                None => {
-                    let why = if n.as_i64().is_some_and(|v| v < 0)
-                        || n.as_f64().is_some_and(|v| v < 0.0)
-                    {
-                        format!("must not be negative, got {n}")
-                    } else {
-                        format!("must be a whole number, got {n}")
-                    };
-                    problems.push(problem(Field::CitationCount, why));
-                    None
-                }
-            },
-            Some(other) => {
-                problems.push(problem(
-                    Field::CitationCount,
-                    format!("must be a non-negative whole number, got {}", kind(other)),
-                ));
-                None
-            }
-        };
-
-        let content = match (&self.body, fields.get("content")) {
-            (Some(_), Some(_)) => {
-                problems.push(problem(
-                    Field::Content,
-                    "given in the front matter; the text of a Markdown or text file is its body",
-                ));
-                None
-            }
-            (Some(body), None) => Some(normalise_content(body)),
-            (None, None | Some(Value::Null)) => {
-                problems.push(problem(Field::Content, "missing"));
-                None
-            }
-            (None, Some(Value::String(text))) => Some(normalise_content(text)),
-            (None, Some(other)) => {
-                problems.push(problem(
-                    Field::Content,
-                    format!("must be a string, got {}", kind(other)),
-                ));
-                None
-            }
-        };
-        if let Some(content) = &content {
-            if content.is_empty() {
-                problems.push(problem(Field::Content, "empty"));
-            } else if content.len() as u64 > limits.content_bytes_max {
-                problems.push(problem(
-                    Field::Content,
-                    format!(
-                        "{} bytes exceeds content_bytes_max ({} bytes)",
-                        content.len(),
-                        limits.content_bytes_max
-                    ),
-                ));
-            }
-        }
+        let (source, url) = source_fields(fields, defaults, limits, &mut defaulted, &mut problems);
+        let publish_date = publish_date_field(fields, defaults, &mut defaulted, &mut problems);
+        let source_type = source_type_field(fields, defaults, &mut defaulted, &mut problems);
+        let citation_count = citation_count_field(fields, &mut problems);
+        let content = content_field(self.body.as_deref(), fields, limits, &mut problems);
 
         match (id, publish_date, source_type, content) {
             (Some(id), Some(publish_date), Some(source_type), Some(content))
@@ -439,6 +253,242 @@ impl RawDocument {
             _ => Err(problems),
         }
     }
+}
+
+/// The `id`, or the one derived from the file's place when absent.
+fn id_field(
+    fields: &Map<String, Value>,
+    derived_id: &str,
+    limits: &CorpusLimits,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<String> {
+    let id = match fields.get("id") {
+        None | Some(Value::Null) => Some(derived_id.to_owned()),
+        Some(Value::String(text)) => Some(text.trim().to_string()),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Some(n.to_string()),
+        Some(other) => {
+            problems.push(problem(
+                Field::Id,
+                format!("must be a string, got {}", kind(other)),
+            ));
+            None
+        }
+    };
+    if let Some(id) = &id {
+        check_name(Field::Id, id, limits.id_chars_max, problems);
+    }
+    id
+}
+
+/// The publisher and the URL, with the default source when the document names neither.
+fn source_fields(
+    fields: &Map<String, Value>,
+    defaults: &Defaults,
+    limits: &CorpusLimits,
+    defaulted: &mut DefaultedFields,
+    problems: &mut Vec<FieldProblem>,
+) -> (Option<String>, Option<String>) {
+    let mut source = optional_text(fields, Field::Source, problems);
+    let url = optional_text(fields, Field::Url, problems);
+    if let Some(url) = &url {
+        check_length(Field::Url, url, limits.url_chars_max, problems);
+    }
+    let has_source_field = fields.get("source").is_some_and(|v| !v.is_null());
+    let has_url_field = fields.get("url").is_some_and(|v| !v.is_null());
+    if source.is_none() && url.is_none() && !has_source_field && !has_url_field {
+        match &defaults.source {
+            Some(default) => {
+                source = Some(default.trim().to_string());
+                defaulted.source = true;
+            }
+            None => problems.push(problem(
+                Field::Source,
+                "missing: the document has neither `source` nor `url`, and no default \
+                 source was given",
+            )),
+        }
+    }
+    if let Some(publisher) = &source {
+        check_length(Field::Source, publisher, limits.source_chars_max, problems);
+    }
+    if source.is_some() || url.is_some() {
+        match research::text::normalise_source(source.as_deref(), url.as_deref()) {
+            Ok(_) => {}
+            Err(research::text::SourceNameError::NoHost) => {
+                let field = if url.is_some() && source.is_none() {
+                    Field::Url
+                } else {
+                    Field::Source
+                };
+                problems.push(problem(field, "looks like a URL but names no host"));
+            }
+            Err(research::text::SourceNameError::Missing) => {
+                problems.push(problem(Field::Source, "empty: give a publisher or a URL"))
+            }
+        }
+    }
+    (source, url)
+}
+
+/// The publish date, or the default one.
+fn publish_date_field(
+    fields: &Map<String, Value>,
+    defaults: &Defaults,
+    defaulted: &mut DefaultedFields,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<NaiveDate> {
+    match fields.get("publish_date") {
+        None | Some(Value::Null) => match defaults.publish_date {
+            Some(date) => {
+                defaulted.publish_date = true;
+                Some(date)
+            }
+            None => {
+                problems.push(problem(
+                    Field::PublishDate,
+                    "missing, and no default publish date was given",
+                ));
+                None
+            }
+        },
+        Some(Value::String(text)) => match research::text::parse_date(text) {
+            Some(date) => Some(date),
+            None => {
+                problems.push(problem(
+                    Field::PublishDate,
+                    format!("`{text}` is not a date: expected YYYY-MM-DD"),
+                ));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(problem(
+                Field::PublishDate,
+                format!("must be a YYYY-MM-DD date, got {}", kind(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// The source type, or the default one.
+fn source_type_field(
+    fields: &Map<String, Value>,
+    defaults: &Defaults,
+    defaulted: &mut DefaultedFields,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<SourceType> {
+    match fields.get("source_type") {
+        None | Some(Value::Null) => match defaults.source_type {
+            Some(default) => {
+                defaulted.source_type = true;
+                Some(default)
+            }
+            None => {
+                problems.push(problem(
+                    Field::SourceType,
+                    "missing, and no default source type was given",
+                ));
+                None
+            }
+        },
+        Some(Value::String(text)) => match text.parse::<SourceType>() {
+            Ok(source_type) => Some(source_type),
+            Err(_) => {
+                problems.push(problem(
+                    Field::SourceType,
+                    format!(
+                        "unknown source type `{text}`; known: {}",
+                        SourceType::ALL.map(SourceType::name).join(", ")
+                    ),
+                ));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(problem(
+                Field::SourceType,
+                format!("must be a source type name, got {}", kind(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// The citation count, a non-negative whole number when given.
+fn citation_count_field(
+    fields: &Map<String, Value>,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<u64> {
+    match fields.get("citation_count") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(count) => Some(count),
+            None => {
+                let why =
+                    if n.as_i64().is_some_and(|v| v < 0) || n.as_f64().is_some_and(|v| v < 0.0) {
+                        format!("must not be negative, got {n}")
+                    } else {
+                        format!("must be a whole number, got {n}")
+                    };
+                problems.push(problem(Field::CitationCount, why));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(problem(
+                Field::CitationCount,
+                format!("must be a non-negative whole number, got {}", kind(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// The text: the file's body, or the `content` field of a JSON document, within its bound.
+fn content_field(
+    body: Option<&str>,
+    fields: &Map<String, Value>,
+    limits: &CorpusLimits,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<String> {
+    let content = match (body, fields.get("content")) {
+        (Some(_), Some(_)) => {
+            problems.push(problem(
+                Field::Content,
+                "given in the front matter; the text of a Markdown or text file is its body",
+            ));
+            None
+        }
+        (Some(body), None) => Some(normalise_content(body)),
+        (None, None | Some(Value::Null)) => {
+            problems.push(problem(Field::Content, "missing"));
+            None
+        }
+        (None, Some(Value::String(text))) => Some(normalise_content(text)),
+        (None, Some(other)) => {
+            problems.push(problem(
+                Field::Content,
+                format!("must be a string, got {}", kind(other)),
+            ));
+            None
+        }
+    };
+    if let Some(content) = &content {
+        if content.is_empty() {
+            problems.push(problem(Field::Content, "empty"));
+        } else if content.len() as u64 > limits.content_bytes_max {
+            problems.push(problem(
+                Field::Content,
+                format!(
+                    "{} bytes exceeds content_bytes_max ({} bytes)",
+                    content.len(),
+                    limits.content_bytes_max
+                ),
+            ));
+        }
+    }
+    content
 }
 
 /// The text a document's content hash covers: line endings made `\n` and surrounding blank

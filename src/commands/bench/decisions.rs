@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use service::{Caller, Service};
 use sources::Defaults;
 
@@ -143,6 +143,8 @@ fn evidence_file(dir: &Path, claims: &[Claim], scratch: &Path) -> anyhow::Result
         out.push_str(&line.to_string());
         out.push('\n');
     }
+    std::fs::create_dir_all(scratch)
+        .with_context(|| format!("cannot create {}", scratch.display()))?;
     let path = scratch.join("evidence.jsonl");
     std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
@@ -196,6 +198,9 @@ enum When {
     DefaultDate,
 }
 
+/// Each run's verdicts in claim order, by rule set, mode and research date.
+type Verdicts = BTreeMap<(String, Mode, When), Vec<String>>;
+
 /// The figures of one rule set, mode and research date.
 #[derive(Debug, Serialize)]
 struct Run {
@@ -244,30 +249,67 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
             args.claims
         );
     }
+    let v2_overrides = v2_overrides(args)?;
     let scratch = super::Scratch::new(args.dir.as_deref())?;
-    let sentences_dir = scratch.path().join("sentences");
-    std::fs::create_dir_all(&sentences_dir)
-        .with_context(|| format!("cannot create {}", sentences_dir.display()))?;
-    let evidence_path = evidence_file(&args.data, &all, &sentences_dir)?;
+    let evidence_path = evidence_file(&args.data, &all, &scratch.path().join("sentences"))?;
     let sentences: Vec<Sentence> = super::read_lines(&evidence_path)?;
     let text_of: HashMap<&str, &str> = sentences
         .iter()
         .map(|s| (s.id.as_str(), s.content.as_str()))
         .collect();
-    let v2_overrides: Value = match &args.v2_rules {
-        Some(text) => serde_json::from_str(text).context("--v2-rules is not JSON")?,
-        None => json!({}),
-    };
-    if !v2_overrides.is_object() {
-        bail!("--v2-rules must be a JSON object");
-    }
-
     // Kept with `--dir`, this is a data directory the other commands (`replay --check`,
     // `explain`) read.
-    let data_dir = scratch.path().join("data");
-    std::fs::create_dir_all(&data_dir)
+    let service = open_service(&scratch.path().join("data"), &evidence_path, args)?;
+    let bench = Bench {
+        service: &service,
+        caller: Caller::new("bench-decisions"),
+        text_of: &text_of,
+        args,
+    };
+    let today = chrono::Utc::now().date_naive();
+    let dates = [
+        (When::Today, today),
+        (When::DefaultDate, args.default_publish_date),
+    ];
+    let (runs, verdicts) = bench.every_run(&claims, &v2_overrides, dates)?;
+    let report = Report {
+        bench: "decisions",
+        claims: claims.len(),
+        sample: args.sample,
+        first_line: first + 1,
+        labels_in_sample: labels_in(&claims),
+        default_publish_date: args.default_publish_date.to_string(),
+        today: today.to_string(),
+        top: args.top,
+        labels: LABELS,
+        verdicts: VERDICTS,
+        runs,
+        date_sensitivity: date_sensitivity(&verdicts, claims.len()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The overrides of `v2`'s parameters given with `--v2-rules`.
+fn v2_overrides(args: &Args) -> anyhow::Result<Map<String, Value>> {
+    match &args.v2_rules {
+        None => Ok(Map::new()),
+        Some(text) => match serde_json::from_str(text).context("--v2-rules is not JSON")? {
+            Value::Object(map) => Ok(map),
+            _ => bail!("--v2-rules must be a JSON object"),
+        },
+    }
+}
+
+/// A service in `data_dir` with the evidence sentences ingested, dated by default.
+fn open_service(data_dir: &Path, evidence_path: &Path, args: &Args) -> anyhow::Result<Service> {
+    std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let service = Service::open(crate::config::service_options(&data_dir))
+    let service = Service::open(crate::config::service_options(data_dir))
         .context("cannot open a service in the benchmark's directory")?;
     super::phase("ingesting the evidence sentences");
     let defaults = Defaults {
@@ -276,7 +318,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     };
     let report = ingest_with_progress(
         service.corpus(),
-        std::slice::from_ref(&evidence_path),
+        std::slice::from_ref(&evidence_path.to_path_buf()),
         &defaults,
     )?;
     if !report.is_clean() {
@@ -285,107 +327,34 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
         bail!("{} evidence sentences could not be ingested", report.failed);
     }
-    let caller = Caller::new("bench-decisions");
-    let today = chrono::Utc::now().date_naive();
-    let dates = [
-        (When::Today, today),
-        (When::DefaultDate, args.default_publish_date),
-    ];
+    Ok(service)
+}
 
-    let mut runs = Vec::new();
-    let mut verdicts: BTreeMap<(String, Mode, When), Vec<String>> = BTreeMap::new();
-    for rule_set in ["v1", "v2"] {
-        let mut rules = if rule_set == "v2" {
-            v2_overrides.clone()
-        } else {
-            json!({})
-        };
-        if let Value::Object(map) = &mut rules {
-            map.insert("rule_set".into(), json!(rule_set));
-        }
-        for mode in [Mode::Retrieval, Mode::Oracle] {
-            for (when, date) in dates {
-                super::phase(&format!("{rule_set}, {mode:?} mode, research date {date}"));
-                let bar = crate::commands::progress_bar(claims.len() as u64, "researching");
-                let mut confusion = vec![vec![0u64; VERDICTS.len()]; LABELS.len()];
-                let (mut agree, mut reachable) = (0usize, 0usize);
-                let mut these = Vec::with_capacity(claims.len());
-                for claim in &claims {
-                    let outcome = research_claim(
-                        &service, &caller, claim, &text_of, &rules, mode, date, args,
-                    )
-                    .with_context(|| format!("claim {}", claim.claim_id))?;
-                    bar.inc(1);
-                    let row = LABELS
-                        .iter()
-                        .position(|l| *l == claim.claim_label)
-                        .unwrap_or(LABELS.len() - 1);
-                    let column = VERDICTS
-                        .iter()
-                        .position(|v| *v == outcome.verdict)
-                        .context("unknown verdict")?;
-                    confusion[row][column] += 1;
-                    if outcome.verdict == expected_verdict(&claim.claim_label) {
-                        agree += 1;
-                    }
-                    if outcome.sides_match(&claim.claim_label) {
-                        reachable += 1;
-                    }
-                    these.push(outcome.verdict);
-                }
-                bar.finish_and_clear();
-                let n = claims.len() as f64;
-                runs.push(Run {
-                    rule_set: rule_set.to_owned(),
-                    mode,
-                    research_date: date.to_string(),
-                    agreement: agree as f64 / n,
-                    confusion,
-                    ceiling: (mode == Mode::Retrieval).then_some(reachable as f64 / n),
-                });
-                verdicts.insert((rule_set.to_owned(), mode, when), these);
-            }
-        }
+/// How many claims of the selection carry each label.
+fn labels_in(claims: &[&Claim]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for claim in claims {
+        *out.entry(claim.claim_label.clone()).or_insert(0u64) += 1;
     }
-    let mut date_sensitivity = Vec::new();
+    out
+}
+
+/// Per rule set and mode, the share of claims whose verdict differs between the two dates.
+fn date_sensitivity(verdicts: &Verdicts, claims: usize) -> Vec<Value> {
+    let mut out = Vec::new();
     for rule_set in ["v1", "v2"] {
         for mode in [Mode::Retrieval, Mode::Oracle] {
             let today = &verdicts[&(rule_set.to_owned(), mode, When::Today)];
             let other = &verdicts[&(rule_set.to_owned(), mode, When::DefaultDate)];
             let changed = today.iter().zip(other).filter(|(a, b)| a != b).count();
-            date_sensitivity.push(json!({
+            out.push(json!({
                 "rule_set": rule_set,
                 "mode": mode,
-                "verdicts_changed": changed as f64 / claims.len() as f64,
+                "verdicts_changed": changed as f64 / claims as f64,
             }));
         }
     }
-    let mut labels_in_sample = BTreeMap::new();
-    for claim in &claims {
-        *labels_in_sample
-            .entry(claim.claim_label.clone())
-            .or_insert(0u64) += 1;
-    }
-    let report = Report {
-        bench: "decisions",
-        claims: claims.len(),
-        sample: args.sample,
-        first_line: first + 1,
-        labels_in_sample,
-        default_publish_date: args.default_publish_date.to_string(),
-        today: today.to_string(),
-        top: args.top,
-        labels: LABELS,
-        verdicts: VERDICTS,
-        runs,
-        date_sensitivity,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
-    Ok(Outcome::Passed)
+    out
 }
 
 /// The verdict of one researched claim and the sides of the evidence adopted.
@@ -409,130 +378,238 @@ impl Researched {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn research_claim(
-    service: &Service,
-    caller: &Caller,
-    claim: &Claim,
-    text_of: &HashMap<&str, &str>,
-    rules: &Value,
-    mode: Mode,
-    research_date: NaiveDate,
-    args: &Args,
-) -> anyhow::Result<Researched> {
-    let call = |name: &str, arguments: Value| -> anyhow::Result<Value> {
-        service
-            .call_tool(caller, name, &arguments)
+/// What researching a claim needs: the service with the sentences ingested, the caller, the
+/// sentences' texts by id and the bench's arguments.
+struct Bench<'a> {
+    service: &'a Service,
+    caller: Caller,
+    text_of: &'a HashMap<&'a str, &'a str>,
+    args: &'a Args,
+}
+
+impl Bench<'_> {
+    /// Calls a tool as the bench's caller, answering its structured content.
+    fn call(&self, name: &str, arguments: Value) -> anyhow::Result<Value> {
+        self.service
+            .call_tool(&self.caller, name, &arguments)
             .map(|out| out.structured)
             .map_err(|e| anyhow::anyhow!("{name}: {}", e.to_json()))
-    };
-    let opened = call(
-        "research_open_task",
-        json!({
-            "question": claim.claim,
-            "research_date": research_date.to_string(),
-            "rules": rules,
-        }),
-    )?;
-    let task_id = opened["task_id"]
-        .as_str()
-        .context("research_open_task gave no task_id")?
-        .to_owned();
-    // The annotators' sentences for this claim, by text: the corpus folds identical texts under
-    // one id, so a hit is matched on what it says.
-    let mut annotated: Vec<(&str, &'static str)> = Vec::new();
-    for e in &claim.evidences {
-        let text = text_of
-            .get(e.evidence_id.as_str())
-            .copied()
-            .unwrap_or(e.evidence.as_str());
-        if !text.is_empty() && !annotated.iter().any(|(t, _)| *t == text) {
-            annotated.push((text, stance_of(&e.evidence_label)));
-        }
     }
-    let mut decisions = Vec::new();
-    let (mut supports, mut opposes) = (0, 0);
-    let mut count = |stance: &str| match stance {
-        "supports" => supports += 1,
-        "opposes" => opposes += 1,
-        _ => {}
-    };
-    match mode {
-        Mode::Retrieval => {
-            let found = call(
-                "retrieval_search_evidence",
-                json!({"task_id": task_id, "limit": args.top}),
-            )?;
-            for candidate in found["candidates"].as_array().into_iter().flatten() {
-                if candidate["already_in_task"].as_bool() == Some(true) {
-                    continue;
-                }
-                let evidence_id = candidate["evidence_id"]
-                    .as_str()
-                    .context("a candidate has no evidence_id")?;
-                let result_id = candidate["result_id"].as_str().unwrap_or_default();
-                let text = text_of.get(result_id).copied().unwrap_or_default();
-                match annotated.iter().find(|(t, _)| *t == text) {
-                    Some((_, stance)) => {
-                        count(stance);
-                        decisions.push(
-                            json!({"evidence_id": evidence_id, "adopt": true, "stance": stance}),
-                        );
-                    }
-                    None => decisions.push(json!({"evidence_id": evidence_id, "adopt": false})),
+
+    /// Every rule set, mode and research date over the claims: the runs, and each one's
+    /// verdicts.
+    fn every_run(
+        &self,
+        claims: &[&Claim],
+        v2_overrides: &Map<String, Value>,
+        dates: [(When, NaiveDate); 2],
+    ) -> anyhow::Result<(Vec<Run>, Verdicts)> {
+        let mut runs = Vec::new();
+        let mut verdicts: Verdicts = BTreeMap::new();
+        for rule_set in ["v1", "v2"] {
+            let mut rules = match rule_set {
+                "v2" => v2_overrides.clone(),
+                _ => Map::new(),
+            };
+            rules.insert("rule_set".into(), json!(rule_set));
+            let rules = Value::Object(rules);
+            for mode in [Mode::Retrieval, Mode::Oracle] {
+                for (when, date) in dates {
+                    let (run, these) = self.measure(claims, rule_set, &rules, mode, date)?;
+                    runs.push(run);
+                    verdicts.insert((rule_set.to_owned(), mode, when), these);
                 }
             }
         }
-        Mode::Oracle => {
-            for (text, stance) in &annotated {
-                let added = call(
-                    "retrieval_add_evidence",
-                    json!({
-                        "task_id": task_id,
-                        "source": "en.wikipedia.org",
-                        "publish_date": args.default_publish_date.to_string(),
-                        "publish_date_defaulted": true,
-                        "source_type": "other",
-                        "content": text,
-                        "stance": stance,
-                    }),
-                )?;
-                let evidence_id = added["evidence_id"]
-                    .as_str()
-                    .context("retrieval_add_evidence gave no evidence_id")?;
-                count(stance);
-                decisions
-                    .push(json!({"evidence_id": evidence_id, "adopt": true, "stance": stance}));
-            }
-        }
+        Ok((runs, verdicts))
     }
-    if !decisions.is_empty() {
-        call(
-            "synthesis_screen_evidence",
-            json!({"task_id": task_id, "decisions": decisions}),
+
+    /// Researches every claim under one rule set, mode and research date: the run's figures,
+    /// and the verdicts in claim order.
+    fn measure(
+        &self,
+        claims: &[&Claim],
+        rule_set: &str,
+        rules: &Value,
+        mode: Mode,
+        date: NaiveDate,
+    ) -> anyhow::Result<(Run, Vec<String>)> {
+        super::phase(&format!("{rule_set}, {mode:?} mode, research date {date}"));
+        let bar = crate::commands::progress_bar(claims.len() as u64, "researching");
+        let mut confusion = vec![vec![0u64; VERDICTS.len()]; LABELS.len()];
+        let (mut agree, mut reachable) = (0usize, 0usize);
+        let mut verdicts = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let outcome = self
+                .research_claim(claim, rules, mode, date)
+                .with_context(|| format!("claim {}", claim.claim_id))?;
+            bar.inc(1);
+            let row = LABELS
+                .iter()
+                .position(|l| *l == claim.claim_label)
+                .unwrap_or(LABELS.len() - 1);
+            let column = VERDICTS
+                .iter()
+                .position(|v| *v == outcome.verdict)
+                .context("unknown verdict")?;
+            confusion[row][column] += 1;
+            if outcome.verdict == expected_verdict(&claim.claim_label) {
+                agree += 1;
+            }
+            if outcome.sides_match(&claim.claim_label) {
+                reachable += 1;
+            }
+            verdicts.push(outcome.verdict);
+        }
+        bar.finish_and_clear();
+        let n = claims.len() as f64;
+        let run = Run {
+            rule_set: rule_set.to_owned(),
+            mode,
+            research_date: date.to_string(),
+            agreement: agree as f64 / n,
+            confusion,
+            ceiling: (mode == Mode::Retrieval).then_some(reachable as f64 / n),
+        };
+        Ok((run, verdicts))
+    }
+
+    /// One claim from opening its task to the conclusion.
+    fn research_claim(
+        &self,
+        claim: &Claim,
+        rules: &Value,
+        mode: Mode,
+        research_date: NaiveDate,
+    ) -> anyhow::Result<Researched> {
+        let opened = self.call(
+            "research_open_task",
+            json!({
+                "question": claim.claim,
+                "research_date": research_date.to_string(),
+                "rules": rules,
+            }),
         )?;
+        let task_id = opened["task_id"]
+            .as_str()
+            .context("research_open_task gave no task_id")?
+            .to_owned();
+        let annotated = self.annotated(claim);
+        let decisions = match mode {
+            Mode::Retrieval => self.screen_retrieved(&task_id, &annotated)?,
+            Mode::Oracle => self.add_annotated(&task_id, &annotated)?,
+        };
+        let (mut supports, mut opposes) = (0, 0);
+        for decision in &decisions {
+            match decision["stance"].as_str() {
+                Some("supports") => supports += 1,
+                Some("opposes") => opposes += 1,
+                _ => {}
+            }
+        }
+        if !decisions.is_empty() {
+            self.call(
+                "synthesis_screen_evidence",
+                json!({"task_id": task_id, "decisions": decisions}),
+            )?;
+        }
+        for tool in [
+            "evaluation_conflict_resolution",
+            "evaluation_build_decision_matrix",
+        ] {
+            self.call(tool, json!({"task_id": task_id}))?;
+        }
+        let concluded = self.call(
+            "evaluation_generate_conclusion",
+            json!({"task_id": task_id}),
+        )?;
+        let verdict = concluded["stance"]
+            .as_str()
+            .context("the conclusion has no stance")?
+            .to_owned();
+        Ok(Researched {
+            verdict,
+            supports,
+            opposes,
+        })
     }
-    call(
-        "evaluation_conflict_resolution",
-        json!({"task_id": task_id}),
-    )?;
-    call(
-        "evaluation_build_decision_matrix",
-        json!({"task_id": task_id}),
-    )?;
-    let concluded = call(
-        "evaluation_generate_conclusion",
-        json!({"task_id": task_id}),
-    )?;
-    let verdict = concluded["stance"]
-        .as_str()
-        .context("the conclusion has no stance")?
-        .to_owned();
-    Ok(Researched {
-        verdict,
-        supports,
-        opposes,
-    })
+
+    /// The annotators' sentences for a claim, by text, with their stances: the corpus folds
+    /// identical texts under one id, so a hit is matched on what it says.
+    fn annotated<'c>(&'c self, claim: &'c Claim) -> Vec<(&'c str, &'static str)> {
+        let mut annotated: Vec<(&str, &'static str)> = Vec::new();
+        for e in &claim.evidences {
+            let text = self
+                .text_of
+                .get(e.evidence_id.as_str())
+                .copied()
+                .unwrap_or(e.evidence.as_str());
+            if !text.is_empty() && !annotated.iter().any(|(t, _)| *t == text) {
+                annotated.push((text, stance_of(&e.evidence_label)));
+            }
+        }
+        annotated
+    }
+
+    /// Retrieval: searches with the claim and screens as a perfect screener would, adopting
+    /// the hits the annotators tied to the claim with their stance.
+    fn screen_retrieved(
+        &self,
+        task_id: &str,
+        annotated: &[(&str, &'static str)],
+    ) -> anyhow::Result<Vec<Value>> {
+        let found = self.call(
+            "retrieval_search_evidence",
+            json!({"task_id": task_id, "limit": self.args.top}),
+        )?;
+        let mut decisions = Vec::new();
+        for candidate in found["candidates"].as_array().into_iter().flatten() {
+            if candidate["already_in_task"].as_bool() == Some(true) {
+                continue;
+            }
+            let evidence_id = candidate["evidence_id"]
+                .as_str()
+                .context("a candidate has no evidence_id")?;
+            let result_id = candidate["result_id"].as_str().unwrap_or_default();
+            let text = self.text_of.get(result_id).copied().unwrap_or_default();
+            decisions.push(match annotated.iter().find(|(t, _)| *t == text) {
+                Some((_, stance)) => {
+                    json!({"evidence_id": evidence_id, "adopt": true, "stance": stance})
+                }
+                None => json!({"evidence_id": evidence_id, "adopt": false}),
+            });
+        }
+        Ok(decisions)
+    }
+
+    /// Oracle: the annotated sentences added as the client's evidence, dated by default, each
+    /// to be adopted with its stance.
+    fn add_annotated(
+        &self,
+        task_id: &str,
+        annotated: &[(&str, &'static str)],
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut decisions = Vec::new();
+        for (text, stance) in annotated {
+            let added = self.call(
+                "retrieval_add_evidence",
+                json!({
+                    "task_id": task_id,
+                    "source": "en.wikipedia.org",
+                    "publish_date": self.args.default_publish_date.to_string(),
+                    "publish_date_defaulted": true,
+                    "source_type": "other",
+                    "content": text,
+                    "stance": stance,
+                }),
+            )?;
+            let evidence_id = added["evidence_id"]
+                .as_str()
+                .context("retrieval_add_evidence gave no evidence_id")?;
+            decisions.push(json!({"evidence_id": evidence_id, "adopt": true, "stance": stance}));
+        }
+        Ok(decisions)
+    }
 }
 
 fn print_report(r: &Report) {

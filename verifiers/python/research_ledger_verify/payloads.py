@@ -16,6 +16,7 @@ ENUMS = {
     "Tier": ["authority", "recency", "pending", "human", "weight"],
     "HumanOutcome": ["supports", "opposes", "both_stand"],
     "DecidedBy": ["person", "assistant"],
+    "ConflictDecisions": ["person"],
     "EvidenceStatus": ["candidate", "adopted", "rejected", "retracted", "overruled"],
     "Verdict": ["supportive", "opposing", "uncertain", "evidence_insufficient"],
     "VerdictRule": [
@@ -111,6 +112,7 @@ KINDS = {
     "task_opened": [
         ("task_id", "string"), ("question", "string"), ("constraints", ("list", "string")),
         ("research_date", "date"), ("mode", "Mode"), ("rules", "RuleSet"),
+        ("conflict_decisions", ("option", "ConflictDecisions")),
     ],
     "sub_questions_expanded": [("sub_questions", ("list", "SubQuestion"))],
     "search_recorded": [
@@ -175,8 +177,10 @@ V2_PARTS = {
     "conclusion_issued": "v2",
 }
 
-# The part schema version 3 added, who decided a conflict: present only in version 3 bytes.
+# The parts schema version 3 added, who decided a conflict and who may decide a task's
+# conflicts: present only in version 3 bytes.
 V3_PARTS = {
+    "task_opened": "conflict_decisions",
     "conflict_resolved": "decided_by",
     "adjudication_appealed": "decided_by",
 }

@@ -92,17 +92,17 @@ fn screen_batch(state: &TaskState, b: u8) -> Command {
         .evidence_views()
         .iter()
         .filter(|v| v.status == EvidenceStatus::Candidate)
-        .map(|v| match v.stance {
-            Some(_) => adopt(v.evidence_id.as_str()),
+        .map(|v| match v.item.stance {
+            Some(_) => adopt(v.item.evidence_id.as_str()),
             None if b.is_multiple_of(2) => adopt_as(
-                v.evidence_id.as_str(),
+                v.item.evidence_id.as_str(),
                 if b.is_multiple_of(4) {
                     Stance::Supports
                 } else {
                     Stance::Opposes
                 },
             ),
-            None => reject(v.evidence_id.as_str(), "no stance"),
+            None => reject(v.item.evidence_id.as_str(), "no stance"),
         })
         .collect();
     if decisions.is_empty() {

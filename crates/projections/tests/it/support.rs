@@ -259,6 +259,7 @@ pub(crate) fn open_task(task: &str, question: &str, constraints: &[&str], mode: 
         research_date: Some(RESEARCH_DATE.into()),
         mode,
         rules: None,
+        conflict_decisions: None,
     })
 }
 
@@ -340,7 +341,7 @@ pub(crate) fn adopt_all(state: &TaskState) -> Command {
             .evidence_views()
             .iter()
             .filter(|v| v.status == research::event::EvidenceStatus::Candidate)
-            .map(|v| adopt(v.evidence_id.as_str()))
+            .map(|v| adopt(v.item.evidence_id.as_str()))
             .collect(),
     )
 }

@@ -80,7 +80,6 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
     let task = state.task()?;
     let issued = &conclusion.issued;
     let at = conclusion.provenance.cite;
-    let before = at.version;
     let mut tree = Tree { nodes: Vec::new() };
 
     let root = tree.add(
@@ -93,34 +92,239 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
         ),
         vec![at],
     );
-
-    let opened = task.opened.cite;
-    let question = tree.add(
+    let at_open = Section {
+        state,
+        conclusion,
+        root,
+    };
+    at_open.question(&mut tree, task);
+    tree.add(
         Some(root),
-        format!("Question: {}", one_line(&task.question)),
-        vec![opened],
+        rules_line(&issued.rules),
+        vec![task.opened.cite, at],
     );
-    for constraint in &task.constraints {
+    at_open.confidence(&mut tree);
+    tree.add(
+        Some(root),
+        format!(
+            "Verdict {}: {}",
+            issued.stance.name(),
+            rule_text(issued.rule, issued)
+        ),
+        vec![at],
+    );
+    at_open.evidence_used(&mut tree);
+    at_open.adjudications(&mut tree);
+    at_open.left_out(&mut tree);
+    at_open.history(&mut tree);
+
+    Some(ExplanationRecorded {
+        explanation_id: ExplanationId::nth(state.explanations().len() + 1),
+        conclusion_id: issued.conclusion_id.clone(),
+        nodes: tree.nodes,
+    })
+}
+
+/// What every section of the explanation is written from: the task's state, the conclusion
+/// explained, and the root line the sections hang from.
+struct Section<'a> {
+    state: &'a TaskState,
+    conclusion: &'a ConclusionRecord,
+    root: u32,
+}
+
+impl Section<'_> {
+    /// The conclusion's own event, which most lines cite.
+    fn at(&self) -> Cite {
+        self.conclusion.provenance.cite
+    }
+
+    /// The question, its constraints, the research date and the mode.
+    fn question(&self, tree: &mut Tree, task: &crate::state::TaskInfo) {
+        let opened = task.opened.cite;
+        let question = tree.add(
+            Some(self.root),
+            format!("Question: {}", one_line(&task.question)),
+            vec![opened],
+        );
+        for constraint in &task.constraints {
+            tree.add(
+                Some(question),
+                format!("Constraint: {}", quote(constraint)),
+                vec![opened],
+            );
+        }
         tree.add(
             Some(question),
-            format!("Constraint: {}", quote(constraint)),
+            format!(
+                "Research date {}; mode {}",
+                task.research_date,
+                task.mode.name()
+            ),
             vec![opened],
         );
     }
-    tree.add(
-        Some(question),
-        format!(
-            "Research date {}; mode {}",
-            task.research_date,
-            task.mode.name()
-        ),
-        vec![opened],
-    );
 
-    let rules = &issued.rules;
+    /// The confidence and each of its four components.
+    fn confidence(&self, tree: &mut Tree) {
+        let issued = &self.conclusion.issued;
+        let rules = &issued.rules;
+        let at = self.at();
+        // Under `v2` without recency the weights applied are not the task's.
+        let w = &issued
+            .v2
+            .as_ref()
+            .map_or(rules.weights, |v| v.weights_applied);
+        let c = &issued.components;
+        let used = issued.evidence.len();
+        let sided = issued.counts.supports + issued.counts.opposes;
+        let confidence = tree.add(
+            Some(self.root),
+            format!(
+                "Confidence {} = {}·relevance + {}·consistency + {}·recency + {}·diversity",
+                issued.confidence, w.relevance, w.consistency, w.recency, w.diversity
+            ),
+            vec![at],
+        );
+        tree.add(
+            Some(confidence),
+            format!(
+                "Relevance {}: mean relevance over {} used",
+                c.relevance,
+                count(used as u64, "item")
+            ),
+            vec![at],
+        );
+        tree.add(
+            Some(confidence),
+            format!(
+                "Consistency {}: {} of {} taking a side on the larger side \
+                 ({} support, {} oppose, {} neutral)",
+                c.consistency,
+                issued.counts.supports.max(issued.counts.opposes),
+                count(sided, "item"),
+                issued.counts.supports,
+                issued.counts.opposes,
+                issued.counts.neutral
+            ),
+            vec![at],
+        );
+        tree.add(Some(confidence), recency_line(issued), vec![at]);
+        tree.add(
+            Some(confidence),
+            format!(
+                "Diversity {}: {}, full at {}",
+                c.diversity,
+                count(issued.distinct_sources, "distinct source"),
+                rules.thresholds.diversity_sources
+            ),
+            vec![at],
+        );
+    }
+
+    /// Each item the conclusion used, citing its addition and the screening in force.
+    fn evidence_used(&self, tree: &mut Tree) {
+        let issued = &self.conclusion.issued;
+        if issued.evidence.is_empty() {
+            return;
+        }
+        let before = self.at().version;
+        let section = tree.add(
+            Some(self.root),
+            format!("Evidence used ({})", issued.evidence.len()),
+            vec![self.at()],
+        );
+        for entry in &issued.evidence {
+            let Some(item) = self.state.evidence_item(&entry.evidence_id) else {
+                continue;
+            };
+            let mut cites = vec![item.provenance.cite];
+            if let Some(screening) = item.screening_before(before) {
+                cites.push(screening.provenance.cite);
+            }
+            tree.add(
+                Some(section),
+                item_line(item, entry.stance.name(), &entry.origin),
+                cites,
+            );
+        }
+    }
+
+    /// The adjudications in force when it was issued.
+    fn adjudications(&self, tree: &mut Tree) {
+        let issued = &self.conclusion.issued;
+        if issued.adjudications.is_empty() {
+            return;
+        }
+        let section = tree.add(
+            Some(self.root),
+            format!("Adjudications in force ({})", issued.adjudications.len()),
+            vec![self.at()],
+        );
+        for used in &issued.adjudications {
+            adjudication_lines(tree, self.state, section, used, self.at().version);
+        }
+    }
+
+    /// Every item added before it and not used, with the reason in force.
+    fn left_out(&self, tree: &mut Tree) {
+        let issued = &self.conclusion.issued;
+        let before = self.at().version;
+        let left_out: Vec<&EvidenceRecord> = self
+            .state
+            .evidence()
+            .iter()
+            .filter(|item| item.provenance.cite.version < before)
+            .filter(|item| !issued.evidence.iter().any(|e| &e.evidence_id == item.id()))
+            .collect();
+        if left_out.is_empty() {
+            return;
+        }
+        let section = tree.add(
+            Some(self.root),
+            format!("Evidence left out ({})", left_out.len()),
+            vec![self.at()],
+        );
+        for item in left_out {
+            let (text, cites) = left_out_line(self.state, self.conclusion, item);
+            tree.add(Some(section), text, cites);
+        }
+    }
+
+    /// The conclusion it superseded, and what made it stale.
+    fn history(&self, tree: &mut Tree) {
+        let issued = &self.conclusion.issued;
+        if let Some(previous) = &issued.supersedes
+            && let Some(record) = self.state.conclusion(previous)
+        {
+            tree.add(
+                Some(self.root),
+                format!(
+                    "Supersedes {previous} ({}, confidence {})",
+                    record.issued.stance.name(),
+                    record.issued.confidence
+                ),
+                vec![record.provenance.cite, self.at()],
+            );
+        }
+        if let Some(stale) = &self.conclusion.stale_since {
+            tree.add(
+                Some(self.root),
+                format!(
+                    "Stale: {} ({}) changed its inputs after it was issued",
+                    stale.kind, stale.subject
+                ),
+                vec![stale.provenance.cite],
+            );
+        }
+    }
+}
+
+/// The rule set's parameters as one line.
+fn rules_line(rules: &crate::rules::RuleSet) -> String {
     let w = &rules.weights;
     let th = &rules.thresholds;
-    let mut rules_line = format!(
+    let mut line = format!(
         "Rule set {}: weights relevance {}, consistency {}, recency {}, diversity {}; \
          half-life {} days; authority gap {}, recency gap {} days, consistency {}, \
          confidence floor {}, full diversity at {} sources",
@@ -137,7 +341,7 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
         th.diversity_sources
     );
     if let Some(p) = &rules.v2 {
-        rules_line.push_str(&format!(
+        line.push_str(&format!(
             "; relevance min(1, ((1 − {q})·coverage of the question's content terms + {q}·coverage \
              of the query's) / {full}); a directional verdict needs {items} on the winning side \
              with relevance summing to {rel}; undated evidence takes no part in recency ({undated}); \
@@ -156,55 +360,25 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
             },
         ));
     }
-    tree.add(Some(root), rules_line, vec![opened, at]);
-    // Under `v2` without recency the weights applied are not the task's.
-    let w = &issued.v2.as_ref().map_or(*w, |v| v.weights_applied);
+    line
+}
 
+/// The recency component's line, which under `v2` says how many items had a given date.
+fn recency_line(issued: &crate::event::ConclusionIssued) -> String {
     let c = &issued.components;
+    let half_life = issued.rules.half_life_days;
     let used = issued.evidence.len();
-    let sided = issued.counts.supports + issued.counts.opposes;
-    let confidence = tree.add(
-        Some(root),
-        format!(
-            "Confidence {} = {}·relevance + {}·consistency + {}·recency + {}·diversity",
-            issued.confidence, w.relevance, w.consistency, w.recency, w.diversity
-        ),
-        vec![at],
-    );
-    tree.add(
-        Some(confidence),
-        format!(
-            "Relevance {}: mean relevance over {} used",
-            c.relevance,
-            count(used as u64, "item")
-        ),
-        vec![at],
-    );
-    tree.add(
-        Some(confidence),
-        format!(
-            "Consistency {}: {} of {} taking a side on the larger side \
-             ({} support, {} oppose, {} neutral)",
-            c.consistency,
-            issued.counts.supports.max(issued.counts.opposes),
-            count(sided, "item"),
-            issued.counts.supports,
-            issued.counts.opposes,
-            issued.counts.neutral
-        ),
-        vec![at],
-    );
-    let recency_line = match &issued.v2 {
+    match &issued.v2 {
         None => format!(
             "Recency {}: mean of 0.5^(age_days / {}) over {} used",
             c.recency,
-            rules.half_life_days,
+            half_life,
             count(used as u64, "item")
         ),
         Some(v) if v.dated_items > 0 => format!(
             "Recency {}: mean of 0.5^(age_days / {}) over {} with a given date; {} with a default date take no part",
             c.recency,
-            rules.half_life_days,
+            half_life,
             count(v.dated_items, "item"),
             count(v.undated_items, "item")
         ),
@@ -217,105 +391,7 @@ pub(crate) fn explanation(state: &TaskState) -> Option<ExplanationRecorded> {
             "Recency not measured: none of the {} used has a given date, so its weight is dropped and the others renormalised",
             count(v.undated_items, "item")
         ),
-    };
-    tree.add(Some(confidence), recency_line, vec![at]);
-    tree.add(
-        Some(confidence),
-        format!(
-            "Diversity {}: {}, full at {}",
-            c.diversity,
-            count(issued.distinct_sources, "distinct source"),
-            th.diversity_sources
-        ),
-        vec![at],
-    );
-
-    tree.add(
-        Some(root),
-        format!(
-            "Verdict {}: {}",
-            issued.stance.name(),
-            rule_text(issued.rule, issued)
-        ),
-        vec![at],
-    );
-
-    if !issued.evidence.is_empty() {
-        let section = tree.add(Some(root), format!("Evidence used ({used})"), vec![at]);
-        for entry in &issued.evidence {
-            let Some(item) = state.evidence_item(&entry.evidence_id) else {
-                continue;
-            };
-            let mut cites = vec![item.provenance.cite];
-            if let Some(screening) = item.screening_before(before) {
-                cites.push(screening.provenance.cite);
-            }
-            tree.add(
-                Some(section),
-                item_line(item, entry.stance.name(), &entry.origin),
-                cites,
-            );
-        }
     }
-
-    if !issued.adjudications.is_empty() {
-        let section = tree.add(
-            Some(root),
-            format!("Adjudications in force ({})", issued.adjudications.len()),
-            vec![at],
-        );
-        for used in &issued.adjudications {
-            adjudication_lines(&mut tree, state, section, used, before);
-        }
-    }
-
-    let left_out: Vec<&EvidenceRecord> = state
-        .evidence()
-        .iter()
-        .filter(|item| item.provenance.cite.version < before)
-        .filter(|item| !issued.evidence.iter().any(|e| &e.evidence_id == item.id()))
-        .collect();
-    if !left_out.is_empty() {
-        let section = tree.add(
-            Some(root),
-            format!("Evidence left out ({})", left_out.len()),
-            vec![at],
-        );
-        for item in left_out {
-            let (text, cites) = left_out_line(state, conclusion, item);
-            tree.add(Some(section), text, cites);
-        }
-    }
-
-    if let Some(previous) = &issued.supersedes
-        && let Some(record) = state.conclusion(previous)
-    {
-        tree.add(
-            Some(root),
-            format!(
-                "Supersedes {previous} ({}, confidence {})",
-                record.issued.stance.name(),
-                record.issued.confidence
-            ),
-            vec![record.provenance.cite, at],
-        );
-    }
-    if let Some(stale) = &conclusion.stale_since {
-        tree.add(
-            Some(root),
-            format!(
-                "Stale: {} ({}) changed its inputs after it was issued",
-                stale.kind, stale.subject
-            ),
-            vec![stale.provenance.cite],
-        );
-    }
-
-    Some(ExplanationRecorded {
-        explanation_id: ExplanationId::nth(state.explanations().len() + 1),
-        conclusion_id: issued.conclusion_id.clone(),
-        nodes: tree.nodes,
-    })
 }
 
 fn item_line(item: &EvidenceRecord, stance: &str, origin: &str) -> String {
@@ -455,34 +531,46 @@ fn adjudication_lines(
         );
     }
     if let Some(h) = human {
-        let automatic = match a.winner {
-            Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),
-            None => format!(
-                "{}: neither gap reached its threshold",
-                Tier::Pending.name()
-            ),
-        };
-        tree.add(
-            Some(line),
-            format!("Automatic adjudication: {automatic}"),
-            vec![record.provenance.cite],
-        );
-        let kind = match h.kind {
-            crate::state::HumanDecisionKind::Resolution => "Resolved",
-            crate::state::HumanDecisionKind::Appeal => "Appealed",
-        };
-        tree.add(
-            Some(line),
-            format!(
-                "{kind} by {}{}: {}; reason: {}",
-                h.provenance.actor,
-                decider_text(h.decided_by.as_ref()),
-                h.outcome.name(),
-                quote(&h.reason)
-            ),
-            vec![h.provenance.cite],
-        );
+        human_lines(tree, line, record, h);
     }
+}
+
+/// Under an adjudication a person (or an assistant) decided: what the rules decided, then the
+/// decision.
+fn human_lines(
+    tree: &mut Tree,
+    line: u32,
+    record: &crate::state::ConflictRecord,
+    h: &crate::state::HumanDecision,
+) {
+    let a = &record.adjudication;
+    let automatic = match a.winner {
+        Some(side) => format!("{} tier, {} wins", a.tier.name(), side.name()),
+        None => format!(
+            "{}: neither gap reached its threshold",
+            Tier::Pending.name()
+        ),
+    };
+    tree.add(
+        Some(line),
+        format!("Automatic adjudication: {automatic}"),
+        vec![record.provenance.cite],
+    );
+    let kind = match h.kind {
+        crate::state::HumanDecisionKind::Resolution => "Resolved",
+        crate::state::HumanDecisionKind::Appeal => "Appealed",
+    };
+    tree.add(
+        Some(line),
+        format!(
+            "{kind} by {}{}: {}; reason: {}",
+            h.provenance.actor,
+            decider_text(h.decided_by.as_ref()),
+            h.outcome.name(),
+            quote(&h.reason)
+        ),
+        vec![h.provenance.cite],
+    );
 }
 
 fn left_out_line(

@@ -163,3 +163,55 @@ fn who_decided_is_version_3_and_only_then() {
     downgraded.extend_from_slice(&new[2..]);
     assert!(decode("conflict_resolved", &downgraded).is_err());
 }
+
+/// Who may decide a task's conflicts is a version 3 part of `task_opened`: a task that restricts
+/// it is version 3 (with a `v1` rule set or a `v2` one), one that does not keeps its version 1
+/// or 2 bytes, and a body under another version's prefix is refused.
+#[test]
+fn a_task_requiring_a_person_is_version_3_and_only_then() {
+    use research::event::ConflictDecisions;
+    let v2 = research::rules::RulesOverride {
+        rule_set: Some("v2".into()),
+        ..Default::default()
+    };
+    for rules in [None, Some(v2)] {
+        let mut task = Task::from_commands(vec![open_with(
+            research::rules::Mode::ToolConstrained,
+            rules,
+        )]);
+        let Some(Event::TaskOpened(mut opened)) = task.events.first().cloned() else {
+            panic!("the task opened")
+        };
+        let plain = encode(&Event::TaskOpened(opened.clone()));
+        let plain_version = if opened.rules.v2.is_some() { 2u16 } else { 1 };
+        assert_eq!(&plain[..2], &plain_version.to_le_bytes());
+        assert_eq!(
+            decode("task_opened", &plain).unwrap(),
+            Event::TaskOpened(opened.clone())
+        );
+        opened.conflict_decisions = Some(ConflictDecisions::Person);
+        let restricted = encode(&Event::TaskOpened(opened.clone()));
+        assert_eq!(&restricted[..2], &3u16.to_le_bytes());
+        assert_eq!(
+            decode("task_opened", &restricted).unwrap(),
+            Event::TaskOpened(opened.clone())
+        );
+        let mut relabelled = 3u16.to_le_bytes().to_vec();
+        relabelled.extend_from_slice(&plain[2..]);
+        assert!(decode("task_opened", &relabelled).is_err());
+        let mut downgraded = plain_version.to_le_bytes().to_vec();
+        downgraded.extend_from_slice(&restricted[2..]);
+        assert!(decode("task_opened", &downgraded).is_err());
+        let view = serde_json::to_value(&opened).unwrap();
+        assert_eq!(view["conflict_decisions"], "person");
+        let mut unrestricted = opened.clone();
+        unrestricted.conflict_decisions = None;
+        assert!(
+            serde_json::to_value(&unrestricted)
+                .unwrap()
+                .get("conflict_decisions")
+                .is_none()
+        );
+        task.events.clear();
+    }
+}

@@ -22,6 +22,7 @@ fn open_task_records_the_full_rule_set_and_defaults_the_research_date() {
             research_date: None,
             mode: Mode::AgentLed,
             rules: None,
+            conflict_decisions: None,
         }))
         .then_expect(vec![Event::TaskOpened(TaskOpened {
             task_id: "t-1".into(),
@@ -30,6 +31,7 @@ fn open_task_records_the_full_rule_set_and_defaults_the_research_date() {
             research_date: date("2025-06-30"),
             mode: Mode::AgentLed,
             rules: RuleSet::v1(),
+            conflict_decisions: None,
         })]);
 }
 

@@ -174,7 +174,7 @@ fn screening_moves_an_item_to_the_scope_it_answers() {
         .state
         .evidence_views()
         .into_iter()
-        .map(|v| v.sub_question.map(|s| s.to_string()))
+        .map(|v| v.item.sub_question.map(|s| s.to_string()))
         .collect();
     assert_eq!(
         scopes,

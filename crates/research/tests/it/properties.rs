@@ -144,17 +144,17 @@ fn command_for(step: &Step, state: &TaskState) -> Command {
                 .evidence_views()
                 .iter()
                 .filter(|v| v.status == research::event::EvidenceStatus::Candidate)
-                .map(|v| match v.stance {
-                    Some(_) => adopt(v.evidence_id.as_str()),
+                .map(|v| match v.item.stance {
+                    Some(_) => adopt(v.item.evidence_id.as_str()),
                     None if b % 2 == 0 => adopt_as(
-                        v.evidence_id.as_str(),
+                        v.item.evidence_id.as_str(),
                         if b % 4 == 0 {
                             Stance::Supports
                         } else {
                             Stance::Opposes
                         },
                     ),
-                    None => reject(v.evidence_id.as_str(), "no stance"),
+                    None => reject(v.item.evidence_id.as_str(), "no stance"),
                 })
                 .collect();
             if decisions.is_empty() {

@@ -63,6 +63,7 @@ fn empty_question_and_bad_task_ids_are_refused() {
             research_date: None,
             mode: Mode::ToolConstrained,
             rules: None,
+            conflict_decisions: None,
         })
     };
     refused_on(vec![], with("t", "   "), "question");
@@ -82,6 +83,7 @@ fn research_dates_that_do_not_parse_or_lie_in_the_future_are_refused() {
             research_date: Some(date.into()),
             mode: Mode::ToolConstrained,
             rules: None,
+            conflict_decisions: None,
         })
     };
     refused_on(vec![], with("30/06/2025"), "research_date");
@@ -657,6 +659,7 @@ fn sizes_are_bounded_by_named_limits() {
         research_date: None,
         mode: Mode::ToolConstrained,
         rules: None,
+        conflict_decisions: None,
     });
     assert_eq!(
         limit(given([]).when(long_question).then_refusal()),
@@ -669,6 +672,7 @@ fn sizes_are_bounded_by_named_limits() {
         research_date: None,
         mode: Mode::ToolConstrained,
         rules: None,
+        conflict_decisions: None,
     });
     assert_eq!(
         limit(given([]).when(many_constraints).then_refusal()),
@@ -741,4 +745,54 @@ fn sizes_are_bounded_by_named_limits() {
             ..
         }
     ));
+}
+
+/// A task that requires a person to decide its conflicts refuses a decision that is not a
+/// person's — an assistant's, or one that does not say whose it is — and takes a person's.
+#[test]
+fn a_task_requiring_a_person_refuses_other_deciders() {
+    use research::event::{ConflictDecisions, DecidedBy, Decider, HumanOutcome};
+    let Command::OpenTask(mut opening) = open() else {
+        unreachable!("open() opens a task")
+    };
+    opening.conflict_decisions = Some(ConflictDecisions::Person);
+    let pending = vec![
+        Command::OpenTask(opening),
+        add(vec![
+            item("a.org", "blog", "2025-01-01", Some(Stance::Supports)),
+            item("b.org", "blog", "2025-01-01", Some(Stance::Opposes)),
+        ]),
+        screen(vec![adopt("ev-1"), adopt("ev-2")]),
+        Command::RunConflictResolution,
+    ];
+    let decided = |by: Option<DecidedBy>| {
+        let Command::ResolveConflict(mut c) = resolve("cf-1", HumanOutcome::Supports, "why") else {
+            unreachable!("resolve() decides a conflict")
+        };
+        c.decided_by = by.map(|by| Decider {
+            by,
+            via: "client".into(),
+        });
+        Command::ResolveConflict(c)
+    };
+    for by in [None, Some(DecidedBy::Assistant)] {
+        given(history(pending.clone()))
+            .when(decided(by))
+            .then_refuse(Refusal::PersonDecisionRequired {
+                task_id: "lithium-2025".into(),
+                conflict_id: "cf-1".into(),
+            });
+    }
+    let mut task = Task::from_commands(pending);
+    let events = task.ok(decided(Some(DecidedBy::Person)));
+    assert!(matches!(
+        events.as_slice(),
+        [research::Event::ConflictResolved(_)]
+    ));
+    let refusal = Refusal::PersonDecisionRequired {
+        task_id: "t".into(),
+        conflict_id: "cf-1".into(),
+    };
+    assert_eq!(refusal.code(), "person_decision_required");
+    assert_eq!(refusal.to_json()["conflict_id"], "cf-1");
 }

@@ -62,6 +62,7 @@ pub(crate) fn open_with(mode: Mode, rules: Option<RulesOverride>) -> Command {
         research_date: Some(RESEARCH_DATE.into()),
         mode,
         rules,
+        conflict_decisions: None,
     })
 }
 

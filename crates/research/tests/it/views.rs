@@ -204,7 +204,7 @@ fn evidence_and_conflict_views_show_derived_status() {
     );
     let view = &task.state.evidence_views()[3];
     assert_eq!(view.screening_reason.as_deref(), Some("reprint of ev-1"));
-    assert_eq!(view.stance, None);
+    assert_eq!(view.item.stance, None);
     let conflicts = task.state.conflict_views();
     assert_eq!(conflicts.len(), 1);
     assert_eq!(conflicts[0].human_decisions[0].actor, "alice");

@@ -41,7 +41,11 @@ impl App {
     }
 
     pub(crate) fn with_limits(limits: HttpLimits) -> App {
-        let dir = tempfile::tempdir().unwrap();
+        App::in_dir(tempfile::tempdir().unwrap(), limits)
+    }
+
+    /// An app on `dir`, with the tokens its `tokens.json` holds.
+    pub(crate) fn in_dir(dir: tempfile::TempDir, limits: HttpLimits) -> App {
         let mut options = ServiceOptions::new(dir.path());
         options.ledger.checkpoint_interval = None;
         options.ledger.id_seed = Some(7);

@@ -3,6 +3,7 @@
 //! covers what only a process shows (signals, the connection loop, TLS, crashes).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod console;
 mod harness;
 mod requests;
 mod snapshots;

@@ -365,3 +365,68 @@ async fn every_error_body() {
         .assert_eq(&answer(*status, body));
     }
 }
+
+/// The refusal an assistant meets when it decides a conflict of a task that requires a person:
+/// the body of the tool result's error, as an MCP client receives it (a call over the REST view
+/// is a person's, so it never meets it there).
+#[tokio::test]
+async fn person_decision_required_body() {
+    let app = App::new();
+    let task = app
+        .ok(
+            "research_open_task",
+            json!({"question": "Is the global sea level rising?", "research_date": "2026-03-01",
+                   "conflict_decisions": "person"}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut ids = Vec::new();
+    for (source, stance) in [("a.example.org", "supports"), ("b.example.org", "opposes")] {
+        let added = app
+            .ok(
+                "retrieval_add_evidence",
+                json!({"task_id": task, "source": source, "source_type": "government",
+                       "publish_date": "2025-06-30", "content": format!("{source} says so."),
+                       "stance": stance}),
+            )
+            .await;
+        ids.push(added["evidence_id"].as_str().unwrap().to_owned());
+    }
+    app.ok(
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [
+            {"evidence_id": ids[0], "adopt": true}, {"evidence_id": ids[1], "adopt": true}]}),
+    )
+    .await;
+    let conflicts = app
+        .ok("evaluation_conflict_resolution", json!({"task_id": task}))
+        .await;
+    let conflict = conflicts["conflicts"][0]["conflict_id"].clone();
+    let assistant = service::Caller::new("snapshot-client").deciding(
+        service::research::event::DecidedBy::Assistant,
+        "snapshot-client",
+    );
+    let refused = app
+        .service
+        .call_tool(
+            &assistant,
+            "evaluation_resolve_conflict",
+            &json!({"task_id": task, "conflict_id": conflict, "winner": "supports",
+                    "reason": "the assistant thinks so"}),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code(), "person_decision_required");
+    expect_file!["snapshots/errors/person_decision_required.json"]
+        .assert_eq(&pretty(&stable(&refused.to_json())));
+    // A person (the REST view) decides it.
+    let decided = app
+        .ok(
+            "evaluation_resolve_conflict",
+            json!({"task_id": task, "conflict_id": conflict, "winner": "supports",
+                   "reason": "the reviewer decided"}),
+        )
+        .await;
+    assert_eq!(decided["conflict"]["decision"]["decided_by"], "person");
+}

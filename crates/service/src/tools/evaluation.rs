@@ -5,7 +5,7 @@ use research::command::{Command, ResolveConflict};
 use research::event::{Event, Tier};
 use serde_json::{Value, json};
 
-use super::{Call, ToolOutput, base, done, guard, suffix, to_json};
+use super::{Call, ToolOutput, base, compact_views, done, guard, suffix, to_json};
 use crate::args::*;
 use crate::error::ServiceError;
 use crate::service::Target;
@@ -30,34 +30,36 @@ pub(super) fn conflict_resolution(
     a: TaskArgs,
 ) -> Result<ToolOutput, ServiceError> {
     let written = call.write_simple(&a, Command::RunConflictResolution)?;
-    let conflicts: Vec<_> = written
-        .state
+    let (conflicts, text) = conflicts_in_force(&written.state);
+    let mut map = base(&written);
+    map.insert("conflicts".into(), conflicts);
+    Ok(done(map, format!("{text}{}", suffix(&written))))
+}
+
+/// The conflicts in force, compact (what a person needs to decide the pending ones), and their
+/// text: a count, then a line per conflict.
+pub fn conflicts_in_force(state: &research::TaskState) -> (Value, String) {
+    let conflicts: Vec<_> = state
         .conflict_views()
         .into_iter()
         .filter(|c| c.current)
         .collect();
     let pending = conflicts
         .iter()
-        .filter(|c| matches!(c.tier, Tier::Pending))
+        .filter(|c| compact_views::waits_for_person(c))
         .count();
     let mut list = Vec::with_capacity(conflicts.len());
-    for c in &conflicts {
-        let mut v = to_json(c);
-        if matches!(c.tier, Tier::Pending)
-            && let (Value::Object(m), Some(d)) = (&mut v, written.state.divergence(&c.conflict_id))
-        {
-            m.insert("divergence".into(), to_json(&d));
-        }
-        list.push(v);
-    }
-    let mut map = base(&written);
-    let text = format!(
-        "{} conflict(s) in force, {pending} pending a human decision.{}",
-        conflicts.len(),
-        suffix(&written)
+    let mut text = format!(
+        "{} conflict(s) in force, {pending} pending a person's decision.",
+        conflicts.len()
     );
-    map.insert("conflicts".into(), Value::Array(list));
-    Ok(done(map, text))
+    for c in &conflicts {
+        let divergence = state.divergence(&c.conflict_id);
+        list.push(compact_views::conflict(c, divergence.as_ref()));
+        text.push('\n');
+        text.push_str(&compact_views::conflict_lines(c, divergence.as_ref()));
+    }
+    (Value::Array(list), text)
 }
 
 pub(super) fn resolve_conflict(
@@ -82,13 +84,20 @@ pub(super) fn resolve_conflict(
         .into_iter()
         .find(|c| c.conflict_id.as_str() == a.conflict_id);
     let mut map = base(&written);
+    let line = conflict
+        .as_ref()
+        .map(|c| compact_views::conflict_lines(c, None))
+        .unwrap_or_default();
     map.insert(
         "conflict".into(),
-        conflict.map(|c| to_json(&c)).unwrap_or(Value::Null),
+        conflict
+            .map(|c| compact_views::conflict(&c, None))
+            .unwrap_or(Value::Null),
     );
     let text = format!(
-        "Recorded the decision on {}.{}",
+        "Recorded the decision on {} as the {}'s.{}\n{line}",
         a.conflict_id,
+        call.caller.decider.by.name(),
         suffix(&written)
     );
     Ok(done(map, text))
@@ -186,12 +195,12 @@ fn conclusion_warnings(
             ),
         );
     }
-    let used: Vec<_> = card
+    let defaulted = card
         .evidence
         .iter()
-        .filter_map(|e| views.iter().find(|v| v.evidence_id == e.evidence_id))
-        .collect();
-    let defaulted = used.iter().filter(|v| v.publish_date_defaulted).count();
+        .filter_map(|e| views.iter().find(|v| v.item.evidence_id == e.evidence_id))
+        .filter(|v| v.item.publish_date_defaulted)
+        .count();
     if defaulted > 0 {
         let how = if card.rules.v2.is_some() {
             "they take no part in recency"

@@ -89,10 +89,10 @@ pub(super) fn source_detail(
     a: SourceDetailArgs,
 ) -> Result<ToolOutput, ServiceError> {
     let state = call.service.state(&a.task_id)?;
-    let item = state
+    let view = state
         .evidence_views()
         .into_iter()
-        .find(|v| v.evidence_id.as_str() == a.evidence_id)
+        .find(|v| v.item.evidence_id.as_str() == a.evidence_id)
         .ok_or_else(|| ServiceError::NotFound {
             resource: "evidence",
             id: a.evidence_id.clone(),
@@ -100,20 +100,23 @@ pub(super) fn source_detail(
     let bytes = call
         .service
         .blobs()
-        .get(&item.content_hash)
+        .get(&view.item.content_hash)
         .map_err(ServiceError::unavailable)?;
     let content = String::from_utf8_lossy(&bytes).into_owned();
     let mut map = serde_json::Map::new();
     map.insert("task_id".into(), json!(a.task_id));
     map.insert("session_version".into(), json!(state.version()));
-    map.insert("content_hash".into(), json!(hex_of(&item.content_hash)));
+    map.insert(
+        "content_hash".into(),
+        json!(hex_of(&view.item.content_hash)),
+    );
     map.insert("content".into(), json!(content));
     let text = format!(
         "{} ({} characters of full text).",
         a.evidence_id,
         content.chars().count()
     );
-    map.insert("evidence".into(), to_json(&item));
+    map.insert("evidence".into(), to_json(&view));
     Ok(done(map, text))
 }
 
@@ -152,7 +155,7 @@ pub(super) fn screen(
                 let named: std::collections::HashSet<&str> =
                     a.decisions.iter().map(|d| d.evidence_id.as_str()).collect();
                 for view in state.evidence_views() {
-                    let id = view.evidence_id.as_str();
+                    let id = view.item.evidence_id.as_str();
                     if matches!(view.status, EvidenceStatus::Candidate) && !named.contains(id) {
                         decisions.push(ScreeningInput {
                             evidence_id: id.to_owned(),
@@ -180,7 +183,7 @@ pub(super) fn screen(
     let status_of = |id: &str| {
         views
             .iter()
-            .find(|v| v.evidence_id.as_str() == id)
+            .find(|v| v.item.evidence_id.as_str() == id)
             .map_or("unknown", |v| v.status.name())
     };
     let screened: Vec<Value> = screened_ids
@@ -247,8 +250,12 @@ pub(super) fn list_candidates(
         .filter(|v| page.status == "all" || v.status.name() == page.status)
         .filter(|v| match a.scope.as_deref() {
             None => true,
-            Some("main") => v.sub_question.is_none(),
-            Some(id) => v.sub_question.as_ref().is_some_and(|q| q.as_str() == id),
+            Some("main") => v.item.sub_question.is_none(),
+            Some(id) => v
+                .item
+                .sub_question
+                .as_ref()
+                .is_some_and(|q| q.as_str() == id),
         })
         .collect();
     let shown: Vec<_> = matching.iter().skip(page.start).take(page.limit).collect();

@@ -15,6 +15,7 @@ mod compact;
 mod compact_views;
 pub use compact::{SHARED_ARGUMENTS, SHARED_RESULTS};
 mod evaluation;
+pub use evaluation::conflicts_in_force;
 mod evidence;
 mod search;
 mod table;
@@ -241,7 +242,7 @@ pub(crate) fn evidence_view(state: &TaskState, id: &str) -> Value {
     state
         .evidence_views()
         .into_iter()
-        .find(|v| v.evidence_id.as_str() == id)
+        .find(|v| v.item.evidence_id.as_str() == id)
         .map(|v| to_json(&v))
         .unwrap_or(Value::Null)
 }

@@ -307,7 +307,7 @@ fn search_result(
     let mut lines = Vec::with_capacity(search.results.len() + 1);
     let mut basis = serde_json::Map::new();
     for hit in &search.results {
-        let Some(view) = views.iter().find(|e| e.evidence_id == hit.evidence_id) else {
+        let Some(view) = views.iter().find(|e| e.item.evidence_id == hit.evidence_id) else {
             continue;
         };
         let mut item = super::compact_views::item(view);
@@ -319,8 +319,8 @@ fn search_result(
             }
         }
         basis
-            .entry(view.origin.clone())
-            .or_insert_with(|| to_json(&view.relevance_basis));
+            .entry(view.item.origin.clone())
+            .or_insert_with(|| to_json(&view.item.relevance_basis));
         let seen = if hit.folded {
             " (already in the task)"
         } else {

@@ -34,6 +34,7 @@ pub(super) fn open(call: &mut Call<'_>, a: OpenTaskArgs) -> Result<ToolOutput, S
                 research_date: a.research_date.clone(),
                 mode: a.mode.map(Into::into).unwrap_or_default(),
                 rules: rules.clone(),
+                conflict_decisions: a.conflict_decisions.and_then(|d| d.recorded()),
             }))
         },
     )?;
@@ -48,6 +49,9 @@ pub(super) fn open(call: &mut Call<'_>, a: OpenTaskArgs) -> Result<ToolOutput, S
         json!(task.research_date.to_string()),
     );
     map.insert("mode".into(), json!(task.mode.name()));
+    if let Some(d) = task.conflict_decisions {
+        map.insert("conflict_decisions".into(), json!(d.name()));
+    }
     map.insert("rules".into(), to_json(&task.rules));
     let text = format!(
         "Opened task {} for: {}.{}",

@@ -162,7 +162,9 @@ fn a_whole_task_runs_through_the_tools_and_closes() {
     )
     .unwrap();
     assert_eq!(conflicts["conflicts"][0]["tier"], "pending", "{conflicts}");
-    assert!(conflicts["conflicts"][0]["divergence"].is_object());
+    // Compact: each side's items with what a person needs to decide, nothing repeated.
+    assert!(conflicts["conflicts"][0]["supports"][0]["summary"].is_string());
+    assert!(conflicts["conflicts"][0].get("participants").is_none());
     let cf = conflicts["conflicts"][0]["conflict_id"].clone();
     let decided = call(
         &service,

@@ -287,36 +287,32 @@ impl Contract {
                 );
             }
         }
-        let mut count = 0;
+        let mut check = FieldCheck {
+            dictionary,
+            limits,
+            count: 0,
+            input: true,
+            problem: &mut problem,
+        };
         for (name, field) in &self.input_schema {
-            check_field(
-                &format!("input_schema.{name}"),
-                field,
-                dictionary,
-                limits,
-                1,
-                &mut count,
-                true,
-                &mut problem,
-            );
+            check.field(&format!("input_schema.{name}"), field, 1);
         }
+        let count = check.count;
         if self.output_schema.contains_key("contract_version") {
             problem(
                 "output_schema.contract_version",
                 "every reply carries contract_version; do not declare it".into(),
             );
         }
+        let mut check = FieldCheck {
+            dictionary,
+            limits,
+            count,
+            input: false,
+            problem: &mut problem,
+        };
         for (name, field) in &self.output_schema {
-            check_field(
-                &format!("output_schema.{name}"),
-                field,
-                dictionary,
-                limits,
-                1,
-                &mut count,
-                false,
-                &mut problem,
-            );
+            check.field(&format!("output_schema.{name}"), field, 1);
         }
         out
     }
@@ -342,141 +338,148 @@ impl Contract {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check_field(
-    path: &str,
-    field: &Field,
-    dictionary: &TagDictionary,
-    limits: &ContractLimits,
-    depth: usize,
-    count: &mut usize,
+/// Checks the fields of one schema, counting them against `fields_max` across the contract.
+struct FieldCheck<'a> {
+    dictionary: &'a TagDictionary,
+    limits: &'a ContractLimits,
+    /// Fields seen so far in the contract.
+    count: usize,
+    /// Whether the schema is the input's (only inputs have defaults).
     input: bool,
-    problem: &mut dyn FnMut(&str, String),
-) {
-    *count += 1;
-    if *count == limits.fields_max + 1 {
-        problem(
-            path,
-            format!("more than fields_max = {} fields", limits.fields_max),
-        );
+    problem: &'a mut dyn FnMut(&str, String),
+}
+
+impl FieldCheck<'_> {
+    fn field(&mut self, path: &str, field: &Field, depth: usize) {
+        self.count += 1;
+        if self.count == self.limits.fields_max + 1 {
+            (self.problem)(
+                path,
+                format!("more than fields_max = {} fields", self.limits.fields_max),
+            );
+        }
+        if depth > self.limits.schema_depth_max {
+            (self.problem)(
+                path,
+                format!(
+                    "nested deeper than schema_depth_max = {}",
+                    self.limits.schema_depth_max
+                ),
+            );
+            return;
+        }
+        if let Some(tag) = &field.semantic_tag
+            && !self.dictionary.contains(tag)
+        {
+            (self.problem)(
+                &format!("{path}.semantic_tag"),
+                format!(
+                    "unknown tag {tag:?}; the dictionary has: {}",
+                    self.dictionary.names().join(", ")
+                ),
+            );
+        }
+        self.bounds(path, field);
+        self.allowed(path, field);
+        self.default(path, field);
+        self.children(path, field, depth);
     }
-    if depth > limits.schema_depth_max {
-        problem(
-            path,
-            format!(
-                "nested deeper than schema_depth_max = {}",
-                limits.schema_depth_max
-            ),
-        );
-        return;
-    }
-    if let Some(tag) = &field.semantic_tag
-        && !dictionary.contains(tag)
-    {
-        problem(
-            &format!("{path}.semantic_tag"),
-            format!(
-                "unknown tag {tag:?}; the dictionary has: {}",
-                dictionary.names().join(", ")
-            ),
-        );
-    }
-    let numeric = matches!(field.kind, FieldType::Integer | FieldType::Number);
-    let sized = matches!(field.kind, FieldType::String | FieldType::Array);
-    for (bound, value) in [("min", field.min), ("max", field.max)] {
-        if let Some(v) = value {
-            if !v.is_finite() {
-                problem(&format!("{path}.{bound}"), "must be a finite number".into());
-            } else if !numeric && !sized {
-                problem(
-                    &format!("{path}.{bound}"),
-                    format!("a {} field has no {bound}", field.kind.name()),
-                );
-            } else if sized && (v < 0.0 || v.fract() != 0.0) {
-                problem(
-                    &format!("{path}.{bound}"),
-                    "a length bound is a whole number, 0 or more".into(),
-                );
+
+    /// `min` and `max`: finite, on a field that has them, whole for lengths, in order.
+    fn bounds(&mut self, path: &str, field: &Field) {
+        let numeric = matches!(field.kind, FieldType::Integer | FieldType::Number);
+        let sized = matches!(field.kind, FieldType::String | FieldType::Array);
+        for (bound, value) in [("min", field.min), ("max", field.max)] {
+            if let Some(v) = value {
+                if !v.is_finite() {
+                    (self.problem)(&format!("{path}.{bound}"), "must be a finite number".into());
+                } else if !numeric && !sized {
+                    (self.problem)(
+                        &format!("{path}.{bound}"),
+                        format!("a {} field has no {bound}", field.kind.name()),
+                    );
+                } else if sized && (v < 0.0 || v.fract() != 0.0) {
+                    (self.problem)(
+                        &format!("{path}.{bound}"),
+                        "a length bound is a whole number, 0 or more".into(),
+                    );
+                }
             }
         }
+        if let (Some(min), Some(max)) = (field.min, field.max)
+            && min > max
+        {
+            (self.problem)(&format!("{path}.min"), format!("{min} is above max {max}"));
+        }
     }
-    if let (Some(min), Some(max)) = (field.min, field.max)
-        && min > max
-    {
-        problem(&format!("{path}.min"), format!("{min} is above max {max}"));
-    }
-    if let Some(allowed) = &field.allowed {
+
+    /// `enum`: not empty, every value of the field's type.
+    fn allowed(&mut self, path: &str, field: &Field) {
+        let Some(allowed) = &field.allowed else {
+            return;
+        };
         if allowed.is_empty() {
-            problem(
+            (self.problem)(
                 &format!("{path}.enum"),
                 "an empty enum allows nothing".into(),
             );
         }
         for (i, v) in allowed.iter().enumerate() {
             if !field.kind.admits(v) {
-                problem(
+                (self.problem)(
                     &format!("{path}.enum[{i}]"),
                     format!("{v} is not a {}", field.kind.name()),
                 );
             }
         }
     }
-    if let Some(default) = &field.default {
-        if !input {
-            problem(
+
+    /// `default`: only on an input, consistent with the field, never with `required`.
+    fn default(&mut self, path: &str, field: &Field) {
+        let Some(default) = &field.default else {
+            return;
+        };
+        if !self.input {
+            (self.problem)(
                 &format!("{path}.default"),
                 "an output field has no default: the reply says what it says".into(),
             );
         } else if let Err(e) = check_value(field, default) {
-            problem(
+            (self.problem)(
                 &format!("{path}.default"),
                 format!("inconsistent default: {e}"),
             );
         }
         if field.required == Some(true) {
-            problem(
+            (self.problem)(
                 &format!("{path}.required"),
                 "a field with a default cannot be required".into(),
             );
         }
     }
-    match field.kind {
-        FieldType::Array => match &field.items {
-            None => problem(
-                &format!("{path}.items"),
-                "an array says what its items are".into(),
-            ),
-            Some(items) => check_field(
-                &format!("{path}[]"),
-                items,
-                dictionary,
-                limits,
-                depth + 1,
-                count,
-                input,
-                problem,
-            ),
-        },
-        FieldType::Object => {
-            for (name, f) in field.properties.iter().flat_map(|p| p.iter()) {
-                check_field(
-                    &format!("{path}.{name}"),
-                    f,
-                    dictionary,
-                    limits,
-                    depth + 1,
-                    count,
-                    input,
-                    problem,
-                );
+
+    /// An array's items and an object's properties, one level deeper; nothing nested in others.
+    fn children(&mut self, path: &str, field: &Field, depth: usize) {
+        match field.kind {
+            FieldType::Array => match &field.items {
+                None => (self.problem)(
+                    &format!("{path}.items"),
+                    "an array says what its items are".into(),
+                ),
+                Some(items) => self.field(&format!("{path}[]"), items, depth + 1),
+            },
+            FieldType::Object => {
+                for (name, f) in field.properties.iter().flat_map(|p| p.iter()) {
+                    self.field(&format!("{path}.{name}"), f, depth + 1);
+                }
             }
-        }
-        _ => {
-            if field.items.is_some() || field.properties.is_some() {
-                problem(
-                    path,
-                    format!("a {} field has no items or properties", field.kind.name()),
-                );
+            _ => {
+                if field.items.is_some() || field.properties.is_some() {
+                    (self.problem)(
+                        path,
+                        format!("a {} field has no items or properties", field.kind.name()),
+                    );
+                }
             }
         }
     }

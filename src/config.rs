@@ -53,6 +53,27 @@ impl Default for BlobLimits {
 }
 
 static LIMITS: OnceLock<LimitsConfig> = OnceLock::new();
+static STORAGE_URL: OnceLock<Option<String>> = OnceLock::new();
+
+/// The shared database a run was given (`--storage-url`, `RESEARCH_LEDGER_STORAGE_URL` or
+/// `[storage] url`), if any.
+pub(crate) fn storage_url() -> Option<&'static str> {
+    STORAGE_URL.get().and_then(|url| url.as_deref())
+}
+
+/// Records the run's shared database, once, before any command opens the ledger.
+pub(crate) fn set_storage_url(url: Option<String>) {
+    let _ = STORAGE_URL.set(url);
+}
+
+/// Checks a storage URL's scheme: PostgreSQL is the one shared store there is.
+pub(crate) fn parse_storage_url(text: &str) -> Result<String, String> {
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        Ok(text.to_owned())
+    } else {
+        Err("a storage URL is postgres://USER@HOST:PORT/DB".into())
+    }
+}
 
 /// The limits the file set (the defaults without a file).
 pub(crate) fn limits() -> &'static LimitsConfig {
@@ -70,6 +91,7 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
     options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
     options.blobs.journal_bytes_max = limits.blobs.journal_bytes_max;
     options.ledger.origin = origin();
+    options.storage_url = storage_url().map(str::to_owned);
     options
 }
 
@@ -131,6 +153,10 @@ fn apply_flags(
 ) -> anyhow::Result<clap::Command> {
     for (key, value) in table {
         if let toml::Value::Table(inner) = value {
+            if place.is_empty() && key == "storage" {
+                command = apply_storage(command, inner)?;
+                continue;
+            }
             if place.is_empty() && key != "limits" {
                 if command.find_subcommand(key).is_none() {
                     bail!("[{key}]: there is no command {key}");
@@ -175,6 +201,24 @@ fn apply_flags(
         });
     }
     Ok(command)
+}
+
+/// `[storage]`: where the shared store is (`url`), the default of `--storage-url`.
+fn apply_storage(command: clap::Command, table: &toml::Table) -> anyhow::Result<clap::Command> {
+    let mut url = None;
+    for (key, value) in table {
+        match (key.as_str(), value) {
+            ("url", toml::Value::String(text)) => {
+                url = Some(parse_storage_url(text).map_err(anyhow::Error::msg)?);
+            }
+            ("url", other) => bail!("[storage] url: {} is not a URL", other.type_str()),
+            _ => bail!("[storage] {key}: not a setting of the storage"),
+        }
+    }
+    Ok(match url {
+        Some(url) => command.mut_arg("storage_url", |arg| arg.default_value(url)),
+        None => command,
+    })
 }
 
 /// Every key of a table, dotted.
@@ -290,6 +334,37 @@ mod tests {
             "http://127.0.0.1:9000"
         );
         assert_eq!(verify.get_one::<String>("token").unwrap(), "rl_x");
+    }
+
+    #[test]
+    fn the_storage_table_names_the_shared_database() {
+        let url = "postgres://ledger@127.0.0.1:5432/ledger";
+        let command = parse(&format!("[storage]\nurl = \"{url}\"\n")).unwrap();
+        let matches = command
+            .clone()
+            .try_get_matches_from(["research-ledger", "verify"])
+            .unwrap();
+        assert_eq!(matches.get_one::<String>("storage_url").unwrap(), url);
+        let other = "postgres://other@127.0.0.1:5432/other";
+        let matches = command
+            .try_get_matches_from(["research-ledger", "--storage-url", other, "verify"])
+            .unwrap();
+        assert_eq!(matches.get_one::<String>("storage_url").unwrap(), other);
+        for (text, says) in [
+            ("[storage]\nurl = \"mysql://x@y/z\"\n", "postgres://"),
+            ("[storage]\nurl = 5\n", "not a URL"),
+            ("[storage]\nuri = \"postgres://x@y/z\"\n", "uri"),
+        ] {
+            let error = format!("{:#}", parse(text).unwrap_err());
+            assert!(error.contains(says), "{text:?}: {error}");
+        }
+        let flag = crate::Cli::command().try_get_matches_from([
+            "research-ledger",
+            "--storage-url",
+            "/var/lib/x",
+            "verify",
+        ]);
+        assert!(flag.is_err(), "a path is not a storage URL");
     }
 
     #[test]

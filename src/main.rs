@@ -52,6 +52,18 @@ struct Cli {
     )]
     log_format: LogFormat,
 
+    /// The shared database holding the ledger, the content store and the access tokens instead
+    /// of the data directory: `postgres://USER@HOST:PORT/DB` (PostgreSQL 15 or later). The data
+    /// directory keeps the signing key, the read models, the corpus, jobs and contracts.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_STORAGE_URL",
+        value_name = "URL",
+        value_parser = config::parse_storage_url
+    )]
+    storage_url: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -154,6 +166,15 @@ fn parse() -> Result<Cli, clap::Error> {
     Cli::from_arg_matches(&matches)
 }
 
+/// The name of a command that cannot use a shared database, when `command` is one.
+fn embedded_only(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Repair(_) => Some("repair"),
+        Command::Bench(_) => Some("bench"),
+        _ => None,
+    }
+}
+
 /// The outcome of a command that ran: whether its checks passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -167,6 +188,15 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     init_logs(cli.log_format, matches!(cli.command, Command::Serve(_)));
+    if cli.storage_url.is_some()
+        && let Some(name) = embedded_only(&cli.command)
+    {
+        eprintln!(
+            "error: `{name}` works on the data directory's own ledger only, not --storage-url"
+        );
+        return ExitCode::from(2);
+    }
+    config::set_storage_url(cli.storage_url.clone());
     let result = match &cli.command {
         Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
         Command::Mcp(args) => commands::mcp::run(&cli.data_dir, args),

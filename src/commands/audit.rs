@@ -482,6 +482,47 @@ pub(crate) struct ImportArgs {
     public_key: Option<String>,
 }
 
+/// Puts every text of `bundle` into the content store the run uses.
+fn restore_content(layout: &service::Layout, bundle: &Bundle) -> anyhow::Result<()> {
+    let blobs: Box<dyn sources::ContentStore> = match crate::config::storage_url() {
+        Some(url) => Box::new(sources::PostgresBlobStore::open(
+            url,
+            sources::BlobOptions::default(),
+        )?),
+        None => Box::new(sources::BlobStore::open(
+            &layout.blobs,
+            sources::BlobOptions::default(),
+        )?),
+    };
+    for blob in &bundle.content {
+        let stored = blobs.put(&blob.bytes.0)?;
+        if stored.0 != blob.hash.0 {
+            bail!("content {} does not have its hash", blob.hash);
+        }
+    }
+    Ok(())
+}
+
+/// Restores the ledger of `bundle` where the run keeps it: the storage database or the data
+/// directory.
+fn restore_ledger(
+    layout: &service::Layout,
+    bundle: &Bundle,
+    key: Option<SigningKey>,
+) -> anyhow::Result<(Ledger, ledger::RestoreReport)> {
+    match crate::config::storage_url() {
+        Some(url) => Ledger::restore_postgres(
+            url,
+            &layout.ledger.join("keys"),
+            bundle,
+            key,
+            LedgerOptions::default(),
+        ),
+        None => Ledger::restore(&layout.ledger, bundle, key, LedgerOptions::default()),
+    }
+    .map_err(|e| anyhow::anyhow!("cannot restore: {e}"))
+}
+
 pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outcome> {
     let trusted = parse_key(args.public_key.as_ref())?;
     let text = read_bundle(&args.file)?;
@@ -509,23 +550,17 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
     };
     super::private_data_dir(data_dir)?;
     let layout = service::Layout::new(data_dir);
-    if layout.ledger.join("log").exists() || layout.ledger.join("keys").exists() {
+    let url = crate::config::storage_url();
+    if layout.ledger.join("keys").exists() || (url.is_none() && layout.ledger.join("log").exists())
+    {
         bail!(
             "{} already holds a ledger; import into an empty data directory",
             data_dir.display()
         );
     }
     // The content first, so no restored event cites a blob that is not there.
-    let blobs = sources::BlobStore::open(&layout.blobs, sources::BlobOptions::default())?;
-    for blob in &bundle.content {
-        let stored = blobs.put(&blob.bytes.0)?;
-        if stored.0 != blob.hash.0 {
-            bail!("content {} does not have its hash", blob.hash);
-        }
-    }
-    let (ledger, restored) =
-        Ledger::restore(&layout.ledger, &bundle, key, LedgerOptions::default())
-            .map_err(|e| anyhow::anyhow!("cannot restore: {e}"))?;
+    restore_content(&layout, &bundle)?;
+    let (ledger, restored) = restore_ledger(&layout, &bundle, key)?;
     ledger.shutdown();
     drop(ledger);
     let service = super::open_service(data_dir)?;

@@ -46,7 +46,29 @@ pub(crate) fn ledger_dir(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("ledger")
 }
 
-/// Opens the ledger of a data directory for a command-line run.
+/// The access tokens: in the shared database when `--storage-url` names one, else the data
+/// directory's `tokens.json`.
+pub(crate) fn token_store(data_dir: &Path) -> anyhow::Result<service::tokens::TokenStore> {
+    let path = data_dir.join("tokens.json");
+    match crate::config::storage_url() {
+        Some(url) => service::tokens::TokenStore::in_database(url, path)
+            .context("cannot open the tokens in the storage database"),
+        None => Ok(service::tokens::TokenStore::new(path)),
+    }
+}
+
+/// Opens the ledger where the run keeps it: in the shared database when `--storage-url` names
+/// one (with the signing key in the data directory), in the data directory otherwise.
+fn open_ledger_with(data_dir: &Path, options: LedgerOptions) -> anyhow::Result<Ledger> {
+    match crate::config::storage_url() {
+        Some(url) => Ledger::open_postgres(url, &ledger_dir(data_dir).join("keys"), options)
+            .context("cannot open the ledger in the storage database"),
+        None => Ledger::open(&ledger_dir(data_dir), options)
+            .with_context(|| format!("cannot open the ledger in {}", data_dir.display())),
+    }
+}
+
+/// Opens the ledger of a data directory (or the shared database) for a command-line run.
 pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
     private_data_dir(data_dir)?;
     let note = format!(
@@ -54,8 +76,8 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
         std::env::args().nth(1).unwrap_or_default(),
         std::process::id()
     );
-    Ledger::open(
-        &ledger_dir(data_dir),
+    open_ledger_with(
+        data_dir,
         LedgerOptions {
             lock_note: Some(note),
             limits: crate::config::limits().ledger.clone(),
@@ -63,21 +85,19 @@ pub(crate) fn open_ledger(data_dir: &Path) -> anyhow::Result<Ledger> {
             ..LedgerOptions::default()
         },
     )
-    .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))
 }
 
-/// Opens the ledger of a data directory to read it, changing nothing in the directory (its
-/// lock file aside): what every read-only command does, on a read-only copy too.
+/// Opens the ledger of a data directory (or the shared database) to read it, changing nothing
+/// there (a lock file aside): what every read-only command does, on a read-only copy too.
 pub(crate) fn open_ledger_read_only(data_dir: &Path) -> anyhow::Result<Ledger> {
-    Ledger::open(
-        &ledger_dir(data_dir),
+    open_ledger_with(
+        data_dir,
         LedgerOptions {
             limits: crate::config::limits().ledger.clone(),
             read_only: true,
             ..LedgerOptions::default()
         },
     )
-    .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))
 }
 
 /// Opens the service over a data directory to read it, changing nothing there (its lock file

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use service::tokens::TokenStore;
 
 use crate::Outcome;
 use crate::listener::ConnectionLimits;
@@ -316,7 +315,7 @@ fn access(tokens: bool, required: bool) -> &'static str {
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     args.check()?;
     super::private_data_dir(data_dir)?;
-    let store = TokenStore::new(data_dir.join("tokens.json"));
+    let store = super::token_store(data_dir)?;
     let loopback = args.listen.ip().is_loopback();
     let tokens = store
         .any_active()

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use service::tokens::{Role, TokenStore};
+use service::tokens::Role;
 
 use crate::Outcome;
 use crate::remote::{Remote, path_segment};
@@ -113,7 +113,7 @@ fn announce(name: &str, role: Role, token: &str) {
 
 fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
     super::private_data_dir(data_dir)?;
-    let store = TokenStore::new(data_dir.join("tokens.json"));
+    let store = super::token_store(data_dir)?;
     match action {
         Action::Add { name, role } => {
             let token = store.add(name, *role)?;

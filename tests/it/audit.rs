@@ -46,11 +46,7 @@ fn replay_names_an_event_whose_recorded_verdict_does_not_follow_from_its_inputs(
     // Append, with a valid hash chain, a conclusion whose confidence was tampered with: the
     // chain verifies, but the value does not follow from the events it cites.
     let forged_seq = {
-        let ledger = ledger::Ledger::open(
-            &data.path().join("ledger"),
-            ledger::LedgerOptions::default(),
-        )
-        .unwrap();
+        let ledger = crate::server::open_ledger(data.path(), ledger::LedgerOptions::default());
         let events = ledger.read_stream(&task, 1, 10_000).unwrap();
         let issued = events
             .iter()

@@ -33,6 +33,9 @@ fn copy_of_data() -> tempfile::TempDir {
 
 #[test]
 fn the_frozen_data_directory_opens_verifies_and_replays() {
+    if crate::server::embedded_only("the_frozen_data_directory_opens_verifies_and_replays") {
+        return;
+    }
     let data = copy_of_data();
     let out = run(data.path(), &["verify", "--json"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
@@ -76,6 +79,9 @@ fn the_frozen_data_directory_opens_verifies_and_replays() {
 
 #[test]
 fn the_frozen_bundle_verifies_from_either_key_and_its_witness() {
+    if crate::server::embedded_only("the_frozen_bundle_verifies_from_either_key_and_its_witness") {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let bundle = fixture().join("bundle.json");
     let witness = std::fs::read_to_string(fixture().join("witness.vkey")).unwrap();

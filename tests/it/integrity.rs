@@ -219,6 +219,11 @@ fn accept_then_verify(data: &Path, reason: &str) -> std::process::Output {
 
 #[test]
 fn a_tail_cut_by_a_few_bytes_is_a_reported_loss_until_the_operator_accepts_it() {
+    if crate::server::embedded_only(
+        "a_tail_cut_by_a_few_bytes_is_a_reported_loss_until_the_operator_accepts_it",
+    ) {
+        return;
+    }
     for cut in [1u64, 5, 37] {
         let data = tempfile::tempdir().unwrap();
         let (task, acked) = research(data.path(), 4);
@@ -234,6 +239,11 @@ fn a_tail_cut_by_a_few_bytes_is_a_reported_loss_until_the_operator_accepts_it() 
 
 #[test]
 fn a_tail_cut_at_a_frame_boundary_is_a_reported_loss_with_the_index_settled_or_lagging() {
+    if crate::server::embedded_only(
+        "a_tail_cut_at_a_frame_boundary_is_a_reported_loss_with_the_index_settled_or_lagging",
+    ) {
+        return;
+    }
     for settle in [true, false] {
         let data = tempfile::tempdir().unwrap();
         let (task, acked) = research(data.path(), 4);
@@ -251,6 +261,11 @@ fn a_tail_cut_at_a_frame_boundary_is_a_reported_loss_with_the_index_settled_or_l
 
 #[test]
 fn a_signed_checkpoint_ahead_of_the_log_is_a_loss_even_without_the_head_record() {
+    if crate::server::embedded_only(
+        "a_signed_checkpoint_ahead_of_the_log_is_a_loss_even_without_the_head_record",
+    ) {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (task, acked) = research(data.path(), 3);
     // A clean stop signs a checkpoint of every event.
@@ -266,6 +281,11 @@ fn a_signed_checkpoint_ahead_of_the_log_is_a_loss_even_without_the_head_record()
 
 #[test]
 fn a_flipped_checkpoint_signature_stops_writes_until_the_entry_is_declared_void() {
+    if crate::server::embedded_only(
+        "a_flipped_checkpoint_signature_stops_writes_until_the_entry_is_declared_void",
+    ) {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (task, acked) = research(data.path(), 3);
     Server::start(data.path(), &[]).stop();
@@ -301,6 +321,11 @@ fn a_flipped_checkpoint_signature_stops_writes_until_the_entry_is_declared_void(
 
 #[test]
 fn a_deleted_checkpoint_log_is_noticed_and_never_replaced_by_a_read() {
+    if crate::server::embedded_only(
+        "a_deleted_checkpoint_log_is_noticed_and_never_replaced_by_a_read",
+    ) {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (task, acked) = research(data.path(), 2);
     let log = data.path().join("ledger/checkpoints.jsonl");
@@ -323,6 +348,11 @@ fn a_deleted_checkpoint_log_is_noticed_and_never_replaced_by_a_read() {
 
 #[test]
 fn a_damaged_frame_mid_log_opens_the_server_read_only_over_the_verified_prefix() {
+    if crate::server::embedded_only(
+        "a_damaged_frame_mid_log_opens_the_server_read_only_over_the_verified_prefix",
+    ) {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (task, _) = research(data.path(), 6);
     let segment = last_segment(data.path());
@@ -351,6 +381,11 @@ fn a_damaged_frame_mid_log_opens_the_server_read_only_over_the_verified_prefix()
 
 #[test]
 fn a_torn_write_that_was_never_acknowledged_is_cut_with_a_signed_statement() {
+    if crate::server::embedded_only(
+        "a_torn_write_that_was_never_acknowledged_is_cut_with_a_signed_statement",
+    ) {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (_, acked) = research(data.path(), 2);
     // Bytes past the last acknowledged frame, as a write the crash interrupted leaves them.
@@ -474,6 +509,7 @@ fn reads_leave_the_data_directory_unchanged_and_work_on_a_read_only_mount() {
         eprintln!("skipped the read-only mount: this machine cannot bind-mount");
         return;
     };
+    crate::server::alias_storage(data.path(), mount.at.path());
     for args in &reads {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = run(mount.at.path(), &args);
@@ -552,6 +588,11 @@ fn add(addr: std::net::SocketAddr, task: &str, n: usize, key: &str) -> (u16, Val
 /// and the ledger verifies.
 #[test]
 fn a_failing_disk_is_reported_honestly_and_loses_nothing_acknowledged() {
+    if crate::server::embedded_only(
+        "a_failing_disk_is_reported_honestly_and_loses_nothing_acknowledged",
+    ) {
+        return;
+    }
     if !fault_tools() {
         return;
     }
@@ -640,6 +681,9 @@ fn a_failing_disk_is_reported_honestly_and_loses_nothing_acknowledged() {
 
 #[test]
 fn a_checkpoint_an_auditor_kept_is_evidence_of_a_loss() {
+    if crate::server::embedded_only("a_checkpoint_an_auditor_kept_is_evidence_of_a_loss") {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let (_, acked) = research(data.path(), 3);
     Server::start(data.path(), &[]).stop();

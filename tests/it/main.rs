@@ -19,6 +19,7 @@ mod operations;
 mod proofs;
 mod remote;
 mod server;
+mod storage;
 mod tidy;
 mod transparency;
 mod verify;
@@ -34,7 +35,14 @@ pub fn run(data: &Path, args: &[&str]) -> Output {
 /// Runs the binary with `args` on the data directory `data`, with the environment variables
 /// `env` set (and none of the caller's that would point it at another directory or server).
 pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+    // A benchmark works on folders of its own, never the data directory's ledger.
+    if args.first() == Some(&"bench") {
+        command.env_remove("RESEARCH_LEDGER_STORAGE_URL");
+    } else {
+        server::with_storage(&mut command, data);
+    }
+    command
         .arg("--data-dir")
         .arg(data)
         .args(args)

@@ -20,7 +20,8 @@ struct StdioServer {
 
 impl StdioServer {
     fn start(data: &std::path::Path) -> StdioServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+        let mut child = crate::server::with_storage(&mut command, data)
             .arg("--data-dir")
             .arg(data)
             .arg("mcp")

@@ -123,7 +123,7 @@ fn a_rebound_page_reaches_no_route_and_the_names_given_are_served() {
     }
     // Nothing was written, no token made, no tool registered.
     assert_eq!(ledger_size(addr), 0);
-    assert!(!data.path().join("tokens.json").exists());
+    assert!(crate::server::tokens_text(data.path()).is_none());
     assert!(!data.path().join("contracts/tools/kb_search.yaml").exists());
 
     // A request without any Host at all is refused the same way.
@@ -629,7 +629,7 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
             reply.status
         );
     }
-    assert!(!data.path().join("tokens.json").exists());
+    assert!(crate::server::tokens_text(data.path()).is_none());
 
     // Nor does anything else MCP names: a resource, a tool, a prompt (in a session, where the
     // name is in the body alone).

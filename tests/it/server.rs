@@ -8,6 +8,140 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// The variable that runs the suite on PostgreSQL: `postgres` for a throwaway cluster of the
+/// test process's own (from `test_support::postgres`), or the URL of a server
+/// (`postgres://USER@HOST:PORT/DB`, a user that may create databases) to use instead. Each data
+/// directory a test uses gets a database of its own, passed to every run of the binary on that
+/// directory as `RESEARCH_LEDGER_STORAGE_URL`.
+pub(crate) const STORAGE_VAR: &str = "RESEARCH_LEDGER_TEST_STORAGE";
+
+/// Whether the suite runs on PostgreSQL (see [`STORAGE_VAR`]).
+pub(crate) fn on_postgres() -> bool {
+    std::env::var(STORAGE_VAR).is_ok_and(|v| !v.is_empty())
+}
+
+/// For a test about the embedded backend's own files (segment files, the sled index, the
+/// content journal, a copy of the data directory): true, with a note on stderr, when the suite
+/// runs on PostgreSQL, where the test does not apply.
+pub(crate) fn embedded_only(test: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("{test}: about the embedded storage's files, not run on PostgreSQL");
+    }
+    skip
+}
+
+/// The database of each data directory (by its canonical path) the suite used so far.
+fn databases()
+-> std::sync::MutexGuard<'static, std::collections::HashMap<std::path::PathBuf, String>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static DATABASES: OnceLock<Mutex<HashMap<std::path::PathBuf, String>>> = OnceLock::new();
+    DATABASES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The database of data directory `data` when the suite runs on PostgreSQL: created at the
+/// first run on that directory, the same for every later one.
+pub(crate) fn storage_url(data: &Path) -> Option<String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let wanted = std::env::var(STORAGE_VAR).ok().filter(|v| !v.is_empty())?;
+    let key = data.canonicalize().unwrap_or_else(|_| data.to_path_buf());
+    let mut databases = databases();
+    if let Some(url) = databases.get(&key) {
+        return Some(url.clone());
+    }
+    let url = if wanted == "postgres" {
+        test_support::postgres::PgCluster::shared()
+            .expect("a PostgreSQL cluster for the suite")
+            .create_database()
+            .expect("a database")
+    } else {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("it_{}_{n}", std::process::id());
+        psql(&wanted, &format!("CREATE DATABASE {name}"));
+        let (base, _) = wanted.rsplit_once('/').expect("a URL with a database");
+        format!("{base}/{name}")
+    };
+    databases.insert(key, url.clone());
+    Some(url)
+}
+
+/// Makes `alias` (another path to the same data directory, such as a read-only mount of it)
+/// use `data`'s database.
+pub(crate) fn alias_storage(data: &Path, alias: &Path) {
+    if let Some(url) = storage_url(data) {
+        let key = alias.canonicalize().unwrap_or_else(|_| alias.to_path_buf());
+        databases().insert(key, url);
+    }
+}
+
+/// The tokens of data directory `data` as kept: its `tokens.json`, or the shared document in
+/// its database when the suite runs on PostgreSQL; `None` when none was ever written.
+pub(crate) fn tokens_text(data: &Path) -> Option<String> {
+    let Some(url) = storage_url(data) else {
+        return std::fs::read_to_string(data.join("tokens.json")).ok();
+    };
+    if psql(&url, "SELECT to_regclass('shared_documents') IS NOT NULL") != "t" {
+        return None;
+    }
+    let body = psql(
+        &url,
+        "SELECT coalesce(body, '') FROM shared_documents WHERE name = 'tokens'",
+    );
+    (!body.is_empty()).then_some(body)
+}
+
+/// Runs `sql` with `psql` on the database at `url`; returns what it printed (tuples only,
+/// unaligned).
+pub(crate) fn psql(url: &str, sql: &str) -> String {
+    let psql = test_support::postgres::bin_dir()
+        .map(|bin| bin.join("psql"))
+        .unwrap_or_else(|| "psql".into());
+    let out = Command::new(psql)
+        .args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            url,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Opens the ledger of data directory `data` through the library, where the suite keeps it:
+/// its database on PostgreSQL, its folder otherwise.
+pub(crate) fn open_ledger(data: &Path, options: ledger::LedgerOptions) -> ledger::Ledger {
+    match storage_url(data) {
+        Some(url) => ledger::Ledger::open_postgres(&url, &data.join("ledger/keys"), options),
+        None => ledger::Ledger::open(&data.join("ledger"), options),
+    }
+    .expect("the ledger opens")
+}
+
+/// Points `command`, a run of the binary on `data`, at that directory's database when the suite
+/// runs on PostgreSQL (and at no other in any case).
+pub(crate) fn with_storage<'c>(command: &'c mut Command, data: &Path) -> &'c mut Command {
+    command.env_remove("RESEARCH_LEDGER_STORAGE_URL");
+    if let Some(url) = storage_url(data) {
+        command.env("RESEARCH_LEDGER_STORAGE_URL", url);
+    }
+    command
+}
+
 /// A running `research-ledger serve`, stopped with SIGTERM when dropped. Its stderr (the
 /// request log among it) is drained as it comes, so a busy server never blocks on a full pipe.
 pub(crate) struct Server {
@@ -61,6 +195,7 @@ impl Server {
                 command
             }
         };
+        with_storage(&mut command, data);
         let mut child = command
             .arg("--data-dir")
             .arg(data)
@@ -546,14 +681,19 @@ fn health_answers_and_sigterm_stops_the_server_cleanly() {
     assert_eq!(health["status"], "ok");
     assert_eq!(health["ledger"]["size"], 0);
 
-    // The data directory is held, and a second command says by whom.
+    // The data directory's ledger is held, and a second command says by whom (a ledger in a
+    // database is read beside its server).
     let other = super::run(data.path(), &["verify"]);
-    assert_eq!(other.status.code(), Some(2));
-    let err = super::stderr(&other);
-    assert!(
-        err.contains(&format!("serve on http://{}", server.addr)),
-        "{err}"
-    );
+    if on_postgres() {
+        assert!(other.status.success(), "{}", super::stderr(&other));
+    } else {
+        assert_eq!(other.status.code(), Some(2));
+        let err = super::stderr(&other);
+        assert!(
+            err.contains(&format!("serve on http://{}", server.addr)),
+            "{err}"
+        );
+    }
 
     let status = server.stop();
     assert!(status.success(), "{status:?}");

@@ -10,7 +10,7 @@ fn populate(data: &std::path::Path, events: u32) {
 
 /// Appends events `from..to` to the ledger of a data directory, through the library.
 pub(crate) fn populate_range(data: &std::path::Path, from: u32, to: u32) {
-    let ledger = Ledger::open(&data.join("ledger"), LedgerOptions::default()).unwrap();
+    let ledger = crate::server::open_ledger(data, LedgerOptions::default());
     for i in from..to {
         ledger
             .append(AppendRequest {
@@ -51,15 +51,26 @@ fn an_intact_ledger_verifies_with_exit_zero() {
 fn a_damaged_event_fails_verification_naming_its_seq() {
     let data = tempfile::tempdir().unwrap();
     populate(data.path(), 20);
-    let segment = data.path().join("ledger/log/00000000000000000000.seg");
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let needle = b"event number 12";
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap();
-    bytes[at] ^= 0x20;
-    std::fs::write(&segment, bytes).unwrap();
+    if let Some(url) = crate::server::storage_url(data.path()) {
+        // The same damage in the database: one bit of the stored bytes of seq 12.
+        crate::server::psql(
+            &url,
+            "UPDATE ledger_events SET bytes = set_byte(bytes, \
+             position('event number 12'::bytea in bytes) - 1, \
+             get_byte(bytes, position('event number 12'::bytea in bytes) - 1) # 32) \
+             WHERE seq = 12",
+        );
+    } else {
+        let segment = data.path().join("ledger/log/00000000000000000000.seg");
+        let mut bytes = std::fs::read(&segment).unwrap();
+        let needle = b"event number 12";
+        let at = bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap();
+        bytes[at] ^= 0x20;
+        std::fs::write(&segment, bytes).unwrap();
+    }
 
     let out = run(data.path(), &["verify"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -72,6 +83,9 @@ fn a_damaged_event_fails_verification_naming_its_seq() {
 
 #[test]
 fn a_locked_data_directory_is_reported_with_its_holder() {
+    if crate::server::embedded_only("a_locked_data_directory_is_reported_with_its_holder") {
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     populate(data.path(), 1);
     let _held = Ledger::open(

@@ -409,6 +409,42 @@ impl Ledger {
         ))
     }
 
+    /// Opens (creating its schema if needed) the ledger kept in the PostgreSQL database at
+    /// `url`, signing with the key kept in `key_dir` (created there at first start unless
+    /// `options.read_only`). The same checks as [`Ledger::open`] run before any write: a
+    /// database whose head row, events and signed checkpoints disagree opens read-only. A
+    /// read-only open of a database that holds no ledger reads it as an empty one and creates
+    /// nothing there.
+    pub fn open_postgres(
+        url: &str,
+        key_dir: &Path,
+        options: LedgerOptions,
+    ) -> Result<Ledger, StorageError> {
+        // A database that holds no ledger yet reads, read-only, as an empty ledger (as a data
+        // directory without one does), and a read-only open creates nothing in it.
+        if options.read_only && crate::storage::postgres::schema_version(url)? == 0 {
+            let key = KeyFiles::new(key_dir.to_path_buf()).load()?;
+            let empty: Arc<dyn Storage> =
+                Arc::new(crate::storage::memory::MemoryStorage::empty_read_only());
+            return Ok(Ledger::start_checked(empty, options, key, None, None).0);
+        }
+        let storage = crate::storage::postgres::PostgresStorage::open(
+            url,
+            crate::storage::postgres::PostgresOptions {
+                read_only: options.read_only,
+                ..Default::default()
+            },
+        )?;
+        let files = KeyFiles::new(key_dir.to_path_buf());
+        let key = if options.read_only || storage.is_read_only() {
+            files.load()?
+        } else {
+            Some(files.load_or_create()?)
+        };
+        let storage: Arc<dyn Storage> = Arc::new(storage);
+        Ok(Ledger::start_checked(storage, options, key, Some(files), None).0)
+    }
+
     /// A ledger over any storage backend. Its signing key is `options.signing_key`, or a new
     /// one kept only in memory.
     pub fn with_storage(storage: Arc<dyn Storage>, options: LedgerOptions) -> Ledger {

@@ -85,8 +85,59 @@ impl Ledger {
                 read_only: false,
             },
         )?;
+        Ledger::restore_into(
+            Arc::new(storage),
+            &dir.display().to_string(),
+            files,
+            bundle,
+            key,
+            options,
+        )
+    }
+
+    /// Restores the ledger of `bundle` (which the caller has verified) into the PostgreSQL
+    /// database at `url`, which must not hold a ledger yet, with the signing key kept in
+    /// `key_dir` (which must not hold one).
+    pub fn restore_postgres(
+        url: &str,
+        key_dir: &Path,
+        bundle: &Bundle,
+        key: Option<SigningKey>,
+        options: LedgerOptions,
+    ) -> Result<(Ledger, RestoreReport), RestoreError> {
+        if bundle.scope != Scope::All {
+            return Err(RestoreError::NotWholeLedger);
+        }
+        if key_dir.exists() {
+            return Err(RestoreError::NotEmpty(key_dir.display().to_string()));
+        }
+        let storage = crate::storage::postgres::PostgresStorage::open(
+            url,
+            crate::storage::postgres::PostgresOptions::default(),
+        )?;
+        Ledger::restore_into(
+            Arc::new(storage),
+            "the storage database",
+            KeyFiles::new(key_dir.to_path_buf()),
+            bundle,
+            key,
+            options,
+        )
+    }
+
+    fn restore_into(
+        storage: Arc<dyn Storage>,
+        place: &str,
+        files: KeyFiles,
+        bundle: &Bundle,
+        key: Option<SigningKey>,
+        options: LedgerOptions,
+    ) -> Result<(Ledger, RestoreReport), RestoreError> {
+        if bundle.scope != Scope::All {
+            return Err(RestoreError::NotWholeLedger);
+        }
         if storage.head().size > 0 || !storage.checkpoint_entries()?.is_empty() {
-            return Err(RestoreError::NotEmpty(dir.display().to_string()));
+            return Err(RestoreError::NotEmpty(place.to_owned()));
         }
 
         // The current key by the bundle's checkpoint log.
@@ -217,7 +268,7 @@ impl Ledger {
             checkpoint_entries: bundle.checkpoint_log.len() as u64,
             key_chain_break,
         };
-        let ledger = Ledger::start(Arc::new(storage), options, Some(key), Some(files));
+        let ledger = Ledger::start(storage, options, Some(key), Some(files));
         Ok((ledger, report))
     }
 }

@@ -14,6 +14,7 @@ mod external;
 mod jobs;
 mod metrics;
 mod service;
+pub mod shared;
 pub mod tokens;
 mod tools;
 mod updates;

@@ -20,7 +20,7 @@ use projections::{Projector, ProjectorOptions};
 use research::command::Command;
 use research::{CommandContext, TaskState};
 use serde_json::Value;
-use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
+use sources::{BlobOptions, BlobStore, ContentStore, Corpus, CorpusLimits, PostgresBlobStore};
 
 use crate::error::ServiceError;
 use crate::jobs::{JobLimits, Jobs};
@@ -85,6 +85,11 @@ pub struct ServiceOptions {
     pub tool_reply_bytes_max: u64,
     /// Bounds on pipeline jobs.
     pub jobs: JobLimits,
+    /// The shared database (`postgres://USER@HOST:PORT/DB`) that holds the ledger and the
+    /// content store instead of the data directory, when there is one (the access tokens, kept
+    /// there too, are opened by the front end). The data directory keeps the rest: the signing
+    /// key, the read models' snapshots, the corpus, jobs and contracts.
+    pub storage_url: Option<String>,
 }
 
 impl ServiceOptions {
@@ -103,6 +108,7 @@ impl ServiceOptions {
             contract_limits: sources::contracts::ContractLimits::default(),
             tool_reply_bytes_max: 4 * 1024 * 1024,
             jobs: JobLimits::default(),
+            storage_url: None,
         }
     }
 }
@@ -212,7 +218,7 @@ pub(crate) struct Inner {
     task_locks: Vec<std::sync::Mutex<()>>,
     pub(crate) ledger: Ledger,
     pub(crate) projector: Projector,
-    pub(crate) blobs: BlobStore,
+    pub(crate) blobs: Box<dyn ContentStore>,
     pub(crate) corpus: Corpus,
     pub(crate) options: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
@@ -295,6 +301,21 @@ fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
     registry
 }
 
+/// The content store the options name: a table of the shared database when there is one, the
+/// data directory's folder otherwise.
+fn open_blobs(
+    options: &ServiceOptions,
+    read_only: bool,
+) -> Result<Box<dyn ContentStore>, sources::BlobError> {
+    let blobs = options.blobs.clone();
+    Ok(match (&options.storage_url, read_only) {
+        (Some(url), false) => Box::new(PostgresBlobStore::open(url, blobs)?),
+        (Some(url), true) => Box::new(PostgresBlobStore::open_read_only(url, blobs)?),
+        (None, false) => Box::new(BlobStore::open(&options.layout.blobs, blobs)?),
+        (None, true) => Box::new(BlobStore::open_read_only(&options.layout.blobs, blobs)),
+    })
+}
+
 /// Why the service could not open.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -326,7 +347,14 @@ impl Service {
     pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
         let read_only = options.ledger.read_only;
         let started = std::time::Instant::now();
-        let ledger = Ledger::open(&options.layout.ledger, options.ledger.clone())?;
+        let ledger = match &options.storage_url {
+            Some(url) => Ledger::open_postgres(
+                url,
+                &options.layout.ledger.join("keys"),
+                options.ledger.clone(),
+            )?,
+            None => Ledger::open(&options.layout.ledger, options.ledger.clone())?,
+        };
         let ledger_opened = started.elapsed();
         let projector = Projector::open(
             ledger.clone(),
@@ -339,16 +367,11 @@ impl Service {
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
-        let (blobs, corpus) = if read_only {
-            (
-                BlobStore::open_read_only(&options.layout.blobs, options.blobs.clone()),
-                Corpus::in_memory(options.corpus.clone())?,
-            )
+        let blobs = open_blobs(&options, read_only)?;
+        let corpus = if read_only {
+            Corpus::in_memory(options.corpus.clone())?
         } else {
-            (
-                BlobStore::open(&options.layout.blobs, options.blobs.clone())?,
-                Corpus::open(&options.layout.corpus, options.corpus.clone())?,
-            )
+            Corpus::open(&options.layout.corpus, options.corpus.clone())?
         };
         let clock = Arc::clone(&options.ledger.clock);
         let registry = load_registry(&options);
@@ -432,9 +455,9 @@ impl Service {
         &self.inner.projector
     }
 
-    /// The content store.
-    pub fn blobs(&self) -> &BlobStore {
-        &self.inner.blobs
+    /// The content store: the data directory's, or the shared database's.
+    pub fn blobs(&self) -> &dyn ContentStore {
+        self.inner.blobs.as_ref()
     }
 
     /// The embedded corpus.

@@ -25,6 +25,7 @@ use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +118,9 @@ pub enum TokenError {
     /// Open mode was asked for while tokens are in force: revoke them first.
     #[error("tokens are in force ({0}); revoke every one before returning to open mode")]
     TokensInForce(String),
+    /// The shared database could not be read or written.
+    #[error("the tokens in the database: {0}")]
+    Database(String),
     /// The file could not be read or written.
     #[error("{path}: {detail}")]
     File {
@@ -127,11 +131,16 @@ pub enum TokenError {
     },
 }
 
-/// The token file of a data directory.
+/// The tokens: the token file of a data directory, or the document `tokens` in the shared
+/// database (same contents, every node reading the same).
 #[derive(Debug, Clone)]
 pub struct TokenStore {
     path: PathBuf,
+    shared: Option<Arc<crate::shared::SharedDocuments>>,
 }
+
+/// The shared document that holds the tokens.
+const SHARED_NAME: &str = "tokens";
 
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -148,7 +157,68 @@ fn hash_of(token: &str) -> String {
 impl TokenStore {
     /// The store at `path` (usually `DATA_DIR/tokens.json`).
     pub fn new(path: PathBuf) -> Self {
-        TokenStore { path }
+        TokenStore { path, shared: None }
+    }
+
+    /// The tokens kept in the PostgreSQL database at `url`, shared by every node that opens it;
+    /// `path` names them in messages.
+    pub fn in_database(url: &str, path: PathBuf) -> Result<Self, TokenError> {
+        let shared = crate::shared::SharedDocuments::open(url)
+            .map_err(|e| TokenError::Database(e.to_string()))?;
+        Ok(TokenStore {
+            path,
+            shared: Some(Arc::new(shared)),
+        })
+    }
+
+    fn parse(&self, text: &str) -> Result<TokenFile, TokenError> {
+        serde_json::from_str(text).map_err(|e| TokenError::File {
+            path: self.path.clone(),
+            detail: format!("not a token file: {e}"),
+        })
+    }
+
+    /// Applies `change` to the tokens as one change: under the lock file beside the token file,
+    /// or the locked row of the shared database.
+    fn change<T>(
+        &self,
+        change: impl FnOnce(&mut TokenFile) -> Result<T, TokenError>,
+    ) -> Result<T, TokenError> {
+        let Some(shared) = &self.shared else {
+            let _locked = self.lock()?;
+            let mut file = self.read()?;
+            let value = change(&mut file)?;
+            self.write(&file)?;
+            return Ok(value);
+        };
+        let mut value = None;
+        shared
+            .modify(SHARED_NAME, |body: Option<String>| {
+                let mut file = match body {
+                    Some(text) => self.parse(&text)?,
+                    None => TokenFile::default(),
+                };
+                value = Some(change(&mut file)?);
+                serde_json::to_string_pretty(&file).map_err(|e| TokenError::Database(e.to_string()))
+            })
+            .map_err(|e| TokenError::Database(e.to_string()))??;
+        value.ok_or_else(|| TokenError::Database("the change was not applied".into()))
+    }
+
+    /// What tells one read of the tokens from the next: the file's size and time, or the
+    /// shared document's version.
+    fn stamp(&self) -> Result<Option<(u64, std::time::SystemTime)>, TokenError> {
+        Ok(match &self.shared {
+            None => fs::metadata(&self.path)
+                .ok()
+                .and_then(|m| Some((m.len(), m.modified().ok()?))),
+            Some(shared) => {
+                let (version, _) = shared
+                    .read(SHARED_NAME)
+                    .map_err(|e| TokenError::Database(e.to_string()))?;
+                (version > 0).then_some((version, std::time::UNIX_EPOCH))
+            }
+        })
     }
 
     /// Where it is.
@@ -157,11 +227,17 @@ impl TokenStore {
     }
 
     fn read(&self) -> Result<TokenFile, TokenError> {
+        if let Some(shared) = &self.shared {
+            let (_, body) = shared
+                .read(SHARED_NAME)
+                .map_err(|e| TokenError::Database(e.to_string()))?;
+            return match body {
+                Some(text) => self.parse(&text),
+                None => Ok(TokenFile::default()),
+            };
+        }
         match fs::read_to_string(&self.path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| TokenError::File {
-                path: self.path.clone(),
-                detail: format!("not a token file: {e}"),
-            }),
+            Ok(text) => self.parse(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TokenFile::default()),
             Err(e) => Err(TokenError::File {
                 path: self.path.clone(),
@@ -240,19 +316,19 @@ impl TokenStore {
     /// token as the local user: refused while any token is in force. Only the holder of the
     /// data directory may do this; no route of the server offers it.
     pub fn open_mode(&self) -> Result<(), TokenError> {
-        let _locked = self.lock()?;
-        let mut file = self.read()?;
-        let active: Vec<&str> = file
-            .tokens
-            .iter()
-            .filter(|t| t.revoked_at.is_none())
-            .map(|t| t.name.as_str())
-            .collect();
-        if !active.is_empty() {
-            return Err(TokenError::TokensInForce(active.join(", ")));
-        }
-        file.tokens_required = Some(false);
-        self.write(&file)
+        self.change(|file| {
+            let active: Vec<&str> = file
+                .tokens
+                .iter()
+                .filter(|t| t.revoked_at.is_none())
+                .map(|t| t.name.as_str())
+                .collect();
+            if !active.is_empty() {
+                return Err(TokenError::TokensInForce(active.join(", ")));
+            }
+            file.tokens_required = Some(false);
+            Ok(())
+        })
     }
 
     /// Makes a token: returns it, to be shown once; only its hash is kept.
@@ -260,47 +336,47 @@ impl TokenStore {
         if !valid_name(name) {
             return Err(TokenError::BadName(name.to_owned()));
         }
-        let _locked = self.lock()?;
-        let mut file = self.read()?;
-        if file
-            .tokens
-            .iter()
-            .any(|t| t.name == name && t.revoked_at.is_none())
-        {
-            return Err(TokenError::NameTaken(name.to_owned()));
-        }
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret).map_err(|e| TokenError::File {
             path: self.path.clone(),
             detail: format!("no randomness for a token: {e}"),
         })?;
         let token = format!("rl_{}", hex::encode(secret));
-        file.tokens.push(TokenEntry {
-            name: name.to_owned(),
-            role,
-            hash: hash_of(&token),
-            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            revoked_at: None,
-        });
-        file.tokens_required = Some(true);
-        self.write(&file)?;
+        self.change(|file| {
+            if file
+                .tokens
+                .iter()
+                .any(|t| t.name == name && t.revoked_at.is_none())
+            {
+                return Err(TokenError::NameTaken(name.to_owned()));
+            }
+            file.tokens.push(TokenEntry {
+                name: name.to_owned(),
+                role,
+                hash: hash_of(&token),
+                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                revoked_at: None,
+            });
+            file.tokens_required = Some(true);
+            Ok(())
+        })?;
         Ok(token)
     }
 
     /// Revokes the token of this name.
     pub fn revoke(&self, name: &str) -> Result<(), TokenError> {
-        let _locked = self.lock()?;
-        let mut file = self.read()?;
-        let Some(entry) = file
-            .tokens
-            .iter_mut()
-            .find(|t| t.name == name && t.revoked_at.is_none())
-        else {
-            return Err(TokenError::NotFound(name.to_owned()));
-        };
-        entry.revoked_at =
-            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-        self.write(&file)
+        self.change(|file| {
+            let Some(entry) = file
+                .tokens
+                .iter_mut()
+                .find(|t| t.name == name && t.revoked_at.is_none())
+            else {
+                return Err(TokenError::NotFound(name.to_owned()));
+            };
+            entry.revoked_at =
+                Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            Ok(())
+        })
     }
 }
 
@@ -318,9 +394,7 @@ impl TokenTable {
     /// is still missing is no change: every reader of the table would otherwise hear of one on
     /// every read, and a stream that re-checks its caller on each change would never rest.
     pub fn refresh(&mut self, store: &TokenStore) -> Result<bool, TokenError> {
-        let stamp = fs::metadata(store.path())
-            .ok()
-            .and_then(|m| Some((m.len(), m.modified().ok()?)));
+        let stamp = store.stamp()?;
         if stamp == self.stamp && self.generation > 0 {
             return Ok(false);
         }

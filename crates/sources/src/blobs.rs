@@ -23,6 +23,14 @@
 //! journals removed. A record cut short by a crash is one whose put never returned, and is
 //! ignored. The journal holds a blob only until its file is synced, so content removed from
 //! the store (a redaction) does not linger there.
+//!
+//! [`ContentStore`] is what the service holds: [`BlobStore`] is its embedded implementation,
+//! [`PostgresBlobStore`] keeps the blobs in a table of a shared database instead, durable once
+//! the insert's commit returned.
+
+mod postgres;
+
+pub use postgres::PostgresBlobStore;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -98,6 +106,14 @@ pub enum BlobError {
     /// refuses every further put. Restart; the next open replays what is intact.
     #[error("the content store refuses writes: {0}")]
     Failed(String),
+    /// The database holding the blobs failed or refused; what was being done and what it said.
+    #[error("content store database, {op}: {detail}")]
+    Database {
+        /// What was being done.
+        op: &'static str,
+        /// What the server or the connection said.
+        detail: String,
+    },
     /// The file system failed.
     #[error("blob store I/O at {path}: {source}")]
     Io {
@@ -106,6 +122,45 @@ pub enum BlobError {
         /// What failed.
         source: io::Error,
     },
+}
+
+/// A content-addressed store of evidence texts: what the service writes every evidence text
+/// to before it appends the event that cites it, and reads them back from.
+pub trait ContentStore: Send + Sync + std::fmt::Debug {
+    /// Stores `bytes` and returns their hash once they are durable. A blob already stored
+    /// intact is not rewritten; a damaged one is replaced by the good bytes.
+    fn put(&self, bytes: &[u8]) -> Result<ContentHash, BlobError>;
+    /// The bytes of the blob `hash`, checked against the hash.
+    fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, BlobError>;
+    /// Whether a blob named `hash` exists (its bytes unchecked).
+    fn contains(&self, hash: &ContentHash) -> Result<bool, BlobError>;
+    /// Makes everything stored durable where that is deferred: what a clean shutdown does.
+    fn checkpoint(&self) -> Result<(), BlobError>;
+    /// Why the store refuses puts, if it does.
+    fn failure(&self) -> Option<String>;
+    /// The bounds in force.
+    fn options(&self) -> &BlobOptions;
+}
+
+impl ContentStore for BlobStore {
+    fn put(&self, bytes: &[u8]) -> Result<ContentHash, BlobError> {
+        BlobStore::put(self, bytes)
+    }
+    fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, BlobError> {
+        BlobStore::get(self, hash)
+    }
+    fn contains(&self, hash: &ContentHash) -> Result<bool, BlobError> {
+        BlobStore::contains(self, hash)
+    }
+    fn checkpoint(&self) -> Result<(), BlobError> {
+        BlobStore::checkpoint(self)
+    }
+    fn failure(&self) -> Option<String> {
+        BlobStore::failure(self)
+    }
+    fn options(&self) -> &BlobOptions {
+        BlobStore::options(self)
+    }
 }
 
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> BlobError + '_ {

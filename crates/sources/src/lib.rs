@@ -9,7 +9,8 @@
 //! - [`tokenize`]: the one tokenizer for English and Chinese that the index, queries and
 //!   relevance all use.
 //! - [`BlobStore`]: full texts under their blake3 hash, durable before `put` returns and checked
-//!   on every read.
+//!   on every read; [`PostgresBlobStore`] the same in a shared database, both behind
+//!   [`ContentStore`].
 //!
 //! This crate depends on `research` for the rule set's formulas and vocabulary, and on nothing
 //! that knows about the ledger: it records nothing itself.
@@ -23,7 +24,9 @@ pub mod limits;
 pub mod summary;
 pub mod tokenize;
 
-pub use blobs::{BlobError, BlobOptions, BlobStore, ContentHash, content_hash};
+pub use blobs::{
+    BlobError, BlobOptions, BlobStore, ContentHash, ContentStore, PostgresBlobStore, content_hash,
+};
 pub use corpus::{
     AddReport, Corpus, CorpusError, IndexState, IngestProgress, IngestReport, Rejected,
     SearchError, SearchHit, SearchResult, TermFrequency,

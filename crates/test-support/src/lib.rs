@@ -1,5 +1,8 @@
-//! A real HTTP server on loopback standing in for a team's existing API, well-behaved and not:
-//! it answers by path, so one server plays every part. Used by the test suites only.
+//! Test doubles shared by the test suites. At the root: a real HTTP server on loopback standing
+//! in for a team's existing API, well-behaved and not (it answers by path, so one server plays
+//! every part). [`postgres`]: throwaway PostgreSQL clusters in temporary folders.
+
+pub mod postgres;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -181,7 +181,14 @@ impl Writer {
                 },
             )
             .map_err(|e| {
-                let reason = format!("a write to storage failed, so its outcome is unknown: {e}");
+                let reason = match e {
+                    // Nothing was written, but this writer's head is no longer the chain's.
+                    StorageError::HeadMoved => "another writer appended to the shared store \
+                        first, so nothing of this group was written and this ledger's head is \
+                        stale: reopen it to write on"
+                        .to_owned(),
+                    _ => format!("a write to storage failed, so its outcome is unknown: {e}"),
+                };
                 (reason, e)
             })
     }

@@ -73,6 +73,7 @@ struct State {
 #[derive(Debug)]
 pub struct MemoryStorage {
     state: Mutex<State>,
+    read_only: bool,
 }
 
 impl MemoryStorage {
@@ -89,7 +90,19 @@ impl MemoryStorage {
                 merkle_size: 0,
                 checkpoints: Vec::new(),
             }),
+            read_only: false,
         }
+    }
+
+    /// An empty store that refuses every append: what a read-only open of a place that holds
+    /// no ledger yet reads.
+    pub fn empty_read_only() -> Self {
+        let store = MemoryStorage {
+            read_only: true,
+            ..MemoryStorage::new(Faults::default(), 0)
+        };
+        store.state().failed = Some("opened read-only over storage that holds no ledger");
+        store
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -111,6 +124,7 @@ impl MemoryStorage {
                 merkle_size: 0,
                 checkpoints: state.checkpoints.clone(),
             }),
+            read_only: self.read_only,
         }
     }
 
@@ -137,6 +151,10 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn head(&self) -> ChainHead {
         let state = self.state();
         let size = Self::events(&state).count() as u64;

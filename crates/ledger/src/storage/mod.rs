@@ -2,8 +2,8 @@
 //!
 //! The trait is shaped for more than one backend. The embedded default keeps an append-only log
 //! of its own on disk with sled as its index ([`embedded`]); a fake in memory separates what is
-//! live from what is durable and injects faults ([`memory`]); a PostgreSQL backend, for several
-//! stateless service nodes sharing one database, fits the same shape:
+//! live from what is durable and injects faults ([`memory`]); the PostgreSQL backend
+//! ([`postgres`]) keeps the same log in tables of a database:
 //!
 //! - [`Storage::append`] receives fully formed commits whose sequence numbers, stream versions
 //!   and hashes were computed against [`Storage::head`]. A backend shared between processes
@@ -21,6 +21,7 @@
 pub mod embedded;
 pub mod frame;
 pub mod memory;
+pub mod postgres;
 #[cfg(test)]
 mod tamper_tests;
 
@@ -280,6 +281,15 @@ pub enum StorageError {
         /// The first seq affected, when known.
         seq: Option<u64>,
         /// What is wrong.
+        detail: String,
+    },
+    /// The database failed or refused a statement (PostgreSQL backend). After a failed commit
+    /// the outcome of the append is unknown: reopen and retry with the same idempotency key.
+    #[error("database: {op}: {detail}")]
+    Database {
+        /// What was being done.
+        op: &'static str,
+        /// What the driver or the server said.
         detail: String,
     },
     /// Another process holds the data directory.

@@ -6,6 +6,7 @@ mod bundle;
 mod concurrency;
 mod crash;
 mod fuzz_regressions;
+mod postgres;
 mod proofs;
 mod sim;
 mod subscribe;

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod blobs;
+mod blobs_postgres;
 mod contracts;
 mod ingest;
 mod search;

@@ -1,0 +1,1010 @@
+//! The PostgreSQL backend: the log in tables of a shared database (PostgreSQL 15 or later).
+//!
+//! Everything an acknowledged append needs is written in one transaction per group commit:
+//! the events with their stored bytes and hashes, the idempotency records, the Merkle nodes the
+//! group completes and the new head of the chain. The transaction first locks the one row of
+//! `ledger_head` (`SELECT … FOR UPDATE`) and checks that the chain's head and each stream's
+//! version are still what the commits were computed against; a backend that finds otherwise
+//! writes nothing and answers [`StorageError::HeadMoved`]. An append returns only once its
+//! `COMMIT` returned, on a session with `synchronous_commit` on, on a server with `fsync` on
+//! (an open on a server without it refuses to write).
+//!
+//! Why no reader ever sees seq N+1 before seq N: every append holds the head row's lock from
+//! its first statement to its commit, and a transaction's commit becomes visible to new
+//! snapshots before its locks are released. The append of N+1 therefore takes the lock only
+//! once the append of N is visible, and commits after it; a snapshot that sees N+1 was taken
+//! after N+1 committed, so it sees N too. A reader tailing `WHERE seq >= k ORDER BY seq` in
+//! one statement (one snapshot) reads a gap-free prefix.
+//!
+//! The [`Storage`] trait is synchronous and the driver (`tokio-postgres`) is asynchronous: the
+//! backend owns a small tokio runtime of its own, runs every query there and blocks the calling
+//! thread on a channel until it is done, so it may be called from any thread, inside another
+//! runtime or not. The writer's session is one connection; reads go round a few connections of
+//! their own, each pipelining concurrent queries. A connection found closed is opened again on
+//! next use.
+
+mod schema;
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ledger_proof::PerfectNode;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Statement};
+use uuid::Uuid;
+
+use super::{
+    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
+    StorageProblem, TreeGrowth,
+};
+use crate::envelope::Digest;
+
+/// How the backend is opened.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Nothing is written, not even migrations: the schema must be there already.
+    pub read_only: bool,
+    /// Connections for reads (at least one).
+    pub read_connections: usize,
+    /// The `application_name` the sessions report, so an operator can tell nodes apart.
+    pub application_name: String,
+    /// How long a connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            read_only: false,
+            read_connections: 4,
+            application_name: "research-ledger".into(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A database error as a storage error: what was being done and what the server said.
+pub(crate) fn db_error(op: &'static str, e: &tokio_postgres::Error) -> StorageError {
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    StorageError::Database { op, detail }
+}
+
+fn to_i64(value: u64, what: &'static str) -> Result<i64, StorageError> {
+    i64::try_from(value).map_err(|_| StorageError::Corrupt {
+        seq: None,
+        detail: format!("{what} {value} does not fit in a bigint"),
+    })
+}
+
+fn to_u64(value: i64, what: &'static str) -> Result<u64, StorageError> {
+    u64::try_from(value).map_err(|_| StorageError::Corrupt {
+        seq: None,
+        detail: format!("{what} is negative: {value}"),
+    })
+}
+
+fn digest(bytes: &[u8], what: &'static str) -> Result<Digest, StorageError> {
+    <[u8; 32]>::try_from(bytes)
+        .map(Digest)
+        .map_err(|_| StorageError::Corrupt {
+            seq: None,
+            detail: format!("{what} is {} bytes, not 32", bytes.len()),
+        })
+}
+
+/// The statements a session prepares once.
+#[derive(Debug)]
+struct Statements {
+    lock_head: Statement,
+    stream_heads: Statement,
+    insert_events: Statement,
+    insert_keys: Statement,
+    insert_nodes: Statement,
+    set_head: Statement,
+    read_range: Statement,
+    read_stream: Statement,
+    stream_version: Statement,
+    find_id: Statement,
+    find_hash: Statement,
+    key: Statement,
+    merkle_node: Statement,
+}
+
+/// The SQL of each prepared statement.
+mod sql {
+    pub(super) const LOCK_HEAD: &str =
+        "SELECT size, last_hash FROM ledger_head WHERE id = 1 FOR UPDATE";
+    pub(super) const STREAM_HEADS: &str = "SELECT s.stream, coalesce((SELECT \
+        max(e.stream_version) FROM ledger_events e WHERE e.stream = s.stream), 0) \
+        FROM unnest($1::text[]) AS s(stream)";
+    pub(super) const INSERT_EVENTS: &str = "INSERT INTO ledger_events \
+        (seq, stream, stream_version, event_id, hash, bytes) SELECT * FROM unnest($1::int8[], \
+        $2::text[], $3::int8[], $4::uuid[], $5::bytea[], $6::bytea[])";
+    pub(super) const INSERT_KEYS: &str = "INSERT INTO ledger_idempotency \
+        (key, fingerprint, stream, first_seq, event_count, stream_version) SELECT * FROM \
+        unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int4[], $6::int8[])";
+    pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_nodes (level, idx, hash) \
+        SELECT * FROM unnest($1::int2[], $2::int8[], $3::bytea[]) ON CONFLICT DO NOTHING";
+    pub(super) const SET_HEAD: &str = "UPDATE ledger_head SET size = $1, last_hash = $2, \
+        merkle_size = greatest(merkle_size, $3) WHERE id = 1";
+    pub(super) const READ_RANGE: &str =
+        "SELECT seq, bytes FROM ledger_events WHERE seq >= $1 ORDER BY seq LIMIT $2";
+    pub(super) const READ_STREAM: &str = "SELECT seq, bytes FROM ledger_events \
+        WHERE stream = $1 AND stream_version >= $2 ORDER BY stream_version LIMIT $3";
+    pub(super) const STREAM_VERSION: &str =
+        "SELECT coalesce(max(stream_version), 0) FROM ledger_events WHERE stream = $1";
+    pub(super) const FIND_ID: &str = "SELECT seq, bytes FROM ledger_events WHERE event_id = $1";
+    pub(super) const FIND_HASH: &str = "SELECT seq, bytes FROM ledger_events WHERE hash = $1";
+    pub(super) const KEY: &str = "SELECT key, fingerprint, stream, first_seq, event_count, \
+        stream_version FROM ledger_idempotency WHERE key = $1";
+    pub(super) const MERKLE_NODE: &str =
+        "SELECT hash FROM ledger_merkle_nodes WHERE level = $1 AND idx = $2";
+}
+
+impl Statements {
+    async fn prepare(client: &Client) -> Result<Statements, tokio_postgres::Error> {
+        Ok(Statements {
+            lock_head: client.prepare(sql::LOCK_HEAD).await?,
+            stream_heads: client.prepare(sql::STREAM_HEADS).await?,
+            insert_events: client.prepare(sql::INSERT_EVENTS).await?,
+            insert_keys: client.prepare(sql::INSERT_KEYS).await?,
+            insert_nodes: client.prepare(sql::INSERT_NODES).await?,
+            set_head: client.prepare(sql::SET_HEAD).await?,
+            read_range: client.prepare(sql::READ_RANGE).await?,
+            read_stream: client.prepare(sql::READ_STREAM).await?,
+            stream_version: client.prepare(sql::STREAM_VERSION).await?,
+            find_id: client.prepare(sql::FIND_ID).await?,
+            find_hash: client.prepare(sql::FIND_HASH).await?,
+            key: client.prepare(sql::KEY).await?,
+            merkle_node: client.prepare(sql::MERKLE_NODE).await?,
+        })
+    }
+}
+
+/// One connection with its prepared statements.
+#[derive(Debug)]
+struct Session {
+    client: Client,
+    st: Statements,
+}
+
+/// A connection that is opened again when it is found closed.
+#[derive(Debug)]
+struct Link {
+    config: Arc<Config>,
+    slot: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+impl Link {
+    fn new(config: Arc<Config>) -> Link {
+        Link {
+            config,
+            slot: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn session(&self) -> Result<Arc<Session>, StorageError> {
+        let mut slot = self.slot.lock().await;
+        if let Some(session) = &*slot
+            && !session.client.is_closed()
+        {
+            return Ok(Arc::clone(session));
+        }
+        *slot = None;
+        let session = Arc::new(connect(&self.config).await?);
+        *slot = Some(Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// Forgets the session after an error that may have broken it (a rollback that failed).
+    async fn forget(&self) {
+        *self.slot.lock().await = None;
+    }
+}
+
+async fn connect(config: &Config) -> Result<Session, StorageError> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| db_error("connect", &e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "a database connection closed");
+        }
+    });
+    // Acknowledgement waits for the commit to be flushed (and, with a synchronous standby, for
+    // the standby), whatever the server's default says.
+    client
+        .batch_execute("SET synchronous_commit TO on")
+        .await
+        .map_err(|e| db_error("set synchronous_commit", &e))?;
+    let st = Statements::prepare(&client)
+        .await
+        .map_err(|e| db_error("prepare statements", &e))?;
+    Ok(Session { client, st })
+}
+
+/// The runtime that drives the driver, and a way to wait for it from synchronous code.
+#[derive(Debug)]
+struct Driver {
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Driver {
+    fn new() -> Result<Driver, StorageError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ledger-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StorageError::io("start the database runtime", "", e))?;
+        Ok(Driver {
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Runs `work` on the driver's runtime and waits for it.
+    fn run<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| StorageError::Failed("the database runtime has stopped".into()))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv()
+            .map_err(|_| StorageError::Failed("the database runtime has stopped".into()))?
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Without waiting: the backend may be dropped inside another runtime, where a blocking
+        // shutdown is not allowed. Nothing is left in flight: every call waited for its work.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The connections of one backend.
+#[derive(Debug)]
+struct Pool {
+    writer: Link,
+    readers: Vec<Link>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    fn reader(&self) -> &Link {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len().max(1);
+        self.readers.get(i).unwrap_or(&self.writer)
+    }
+}
+
+/// The PostgreSQL backend. See the module documentation.
+#[derive(Debug)]
+pub struct PostgresStorage {
+    driver: Driver,
+    pool: Arc<Pool>,
+    head: Mutex<ChainHead>,
+    /// What the head row said at open, when it said more than the events hold.
+    claimed: u64,
+    problems: Vec<StorageProblem>,
+    read_only: bool,
+    failed: Mutex<Option<String>>,
+}
+
+impl PostgresStorage {
+    /// Connects to the database at `url` (`postgres://USER@HOST:PORT/DB`), applies the schema's
+    /// migrations (unless read-only) and reads the head of the chain. A head row that claims
+    /// more or other events than the table holds is a problem: the ledger then refuses appends.
+    pub fn open(url: &str, options: PostgresOptions) -> Result<PostgresStorage, StorageError> {
+        let mut config: Config = url.parse().map_err(|e| StorageError::Database {
+            op: "read the storage URL",
+            detail: format!("{e}"),
+        })?;
+        config.application_name(&options.application_name);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        let config = Arc::new(config);
+        let pool = Arc::new(Pool {
+            writer: Link::new(Arc::clone(&config)),
+            readers: (0..options.read_connections.max(1))
+                .map(|_| Link::new(Arc::clone(&config)))
+                .collect(),
+            next: AtomicUsize::new(0),
+        });
+        let driver = Driver::new()?;
+        let read_only = options.read_only;
+        let config_for_setup = Arc::clone(&config);
+        let opened =
+            driver.run(async move { opening_state(&config_for_setup, read_only).await })?;
+        let problems = opening_problems(&opened);
+        let OpeningState { claimed, head, .. } = opened;
+        let storage = PostgresStorage {
+            driver,
+            pool,
+            head: Mutex::new(head),
+            claimed,
+            read_only: read_only || !problems.is_empty(),
+            problems,
+            failed: Mutex::new(None),
+        };
+        // The prepared sessions, now that the schema exists.
+        let pool = Arc::clone(&storage.pool);
+        storage.driver.run(async move {
+            if !read_only {
+                pool.writer.session().await?;
+            }
+            pool.reader().session().await.map(|_| ())
+        })?;
+        Ok(storage)
+    }
+
+    fn refuse_writes(&self) -> Result<(), StorageError> {
+        if let Some(reason) = &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Err(StorageError::Failed(reason.clone()));
+        }
+        if self.read_only {
+            return Err(StorageError::Failed(
+                "the ledger's database was opened read-only or holds a problem".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn read<T, F, Fut>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Session>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StorageError>> + Send,
+    {
+        let pool = Arc::clone(&self.pool);
+        self.driver.run(async move {
+            let session = pool.reader().session().await?;
+            work(session).await
+        })
+    }
+
+    /// Runs `work` in a transaction on the writer's session, holding the head row's lock, and
+    /// commits it when it succeeds. A failure before the commit rolls back (nothing written);
+    /// a failure of the commit itself leaves its outcome unknown.
+    fn write<T, F, Fut>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Session>, ChainHead) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StorageError>> + Send,
+    {
+        let pool = Arc::clone(&self.pool);
+        self.driver.run(async move {
+            let session = pool.writer.session().await?;
+            let (begun, locked) = tokio::join!(
+                session.client.batch_execute("BEGIN"),
+                session.client.query_one(&session.st.lock_head, &[]),
+            );
+            let done = async {
+                begun.map_err(|e| db_error("begin", &e))?;
+                let row = locked.map_err(|e| db_error("lock the head", &e))?;
+                let head = ChainHead {
+                    size: to_u64(row.get(0), "the head's size")?,
+                    last_hash: digest(row.get(1), "the head's hash")?,
+                };
+                work(Arc::clone(&session), head).await
+            }
+            .await;
+            match done {
+                Ok(value) => {
+                    session
+                        .client
+                        .batch_execute("COMMIT")
+                        .await
+                        .map_err(|e| db_error("commit", &e))?;
+                    Ok(value)
+                }
+                Err(e) => {
+                    if session.client.batch_execute("ROLLBACK").await.is_err() {
+                        pool.writer.forget().await;
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+}
+
+/// The ledger schema version the database at `url` holds: 0 when it holds no ledger.
+pub fn schema_version(url: &str) -> Result<i32, StorageError> {
+    let mut config: Config = url.parse().map_err(|e| StorageError::Database {
+        op: "read the storage URL",
+        detail: format!("{e}"),
+    })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(PostgresOptions::default().connect_timeout);
+    }
+    Driver::new()?.run(async move {
+        let (client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| db_error("connect", &e))?;
+        tokio::spawn(connection);
+        schema::current(&client).await
+    })
+}
+
+/// What an open reads before it trusts the database.
+struct OpeningState {
+    fsync: String,
+    claimed: u64,
+    claimed_hash: Digest,
+    head: ChainHead,
+}
+
+/// Brings the schema up to date (or checks it, read-only) and reads the server's `fsync`, the
+/// head row and the last event, on a plain session: the prepared ones need the schema first.
+async fn opening_state(config: &Config, read_only: bool) -> Result<OpeningState, StorageError> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| db_error("connect", &e))?;
+    tokio::spawn(connection);
+    if read_only {
+        let found = schema::current(&client).await?;
+        if found != schema::latest() {
+            return Err(StorageError::Failed(format!(
+                "the database holds ledger schema version {found}, this program reads {}",
+                schema::latest()
+            )));
+        }
+    } else {
+        schema::migrate(&client).await?;
+    }
+    let fsync: String = client
+        .query_one("SHOW fsync", &[])
+        .await
+        .map_err(|e| db_error("read fsync", &e))?
+        .get(0);
+    let row = client
+        .query_one("SELECT size, last_hash FROM ledger_head WHERE id = 1", &[])
+        .await
+        .map_err(|e| db_error("read the head", &e))?;
+    let claimed = to_u64(row.get(0), "the head's size")?;
+    let claimed_hash = digest(row.get(1), "the head's hash")?;
+    let tail = client
+        .query_opt(
+            "SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .map_err(|e| db_error("read the last event", &e))?;
+    let head = match tail {
+        None => ChainHead::default(),
+        Some(row) => ChainHead {
+            size: to_u64(row.get(0), "a seq")? + 1,
+            last_hash: digest(row.get(1), "an event's hash")?,
+        },
+    };
+    Ok(OpeningState {
+        fsync,
+        claimed,
+        claimed_hash,
+        head,
+    })
+}
+
+/// What is wrong with what an open read: a server without `fsync`, a head row that records
+/// more, fewer or other events than the table holds.
+fn opening_problems(state: &OpeningState) -> Vec<StorageProblem> {
+    let OpeningState {
+        fsync,
+        claimed,
+        claimed_hash,
+        head,
+    } = state;
+    let (claimed, head) = (*claimed, *head);
+    let mut problems = Vec::new();
+    if fsync != "on" {
+        problems.push(StorageProblem {
+            seq: None,
+            detail: format!(
+                "the database server runs with fsync = {fsync}: a committed append would not \
+                 be durable, so none is made"
+            ),
+        });
+    }
+    if claimed > head.size {
+        problems.push(StorageProblem {
+            seq: Some(head.size),
+            detail: format!(
+                "the database's head row records {claimed} events but its events table ends at \
+                 {}",
+                head.size
+            ),
+        });
+    } else if claimed < head.size {
+        problems.push(StorageProblem {
+            seq: Some(claimed),
+            detail: format!(
+                "the events table holds events up to seq {} beyond the {claimed} its head row \
+                 records",
+                head.size - 1
+            ),
+        });
+    } else if *claimed_hash != head.last_hash {
+        problems.push(StorageProblem {
+            seq: head.size.checked_sub(1),
+            detail: "the last event's hash is not the one the database's head row records".into(),
+        });
+    }
+    problems
+}
+
+/// The columns of a group's events, idempotency records and nodes, as arrays for `unnest`.
+#[derive(Default)]
+struct Rows {
+    seq: Vec<i64>,
+    stream: Vec<String>,
+    version: Vec<i64>,
+    id: Vec<Uuid>,
+    hash: Vec<Vec<u8>>,
+    bytes: Vec<Vec<u8>>,
+    key: Vec<String>,
+    fingerprint: Vec<Vec<u8>>,
+    key_stream: Vec<String>,
+    first_seq: Vec<i64>,
+    count: Vec<i32>,
+    key_version: Vec<i64>,
+    level: Vec<i16>,
+    idx: Vec<i64>,
+    node: Vec<Vec<u8>>,
+    /// Each stream the group writes, with its version before the group.
+    bases: Vec<(String, u64)>,
+}
+
+impl Rows {
+    fn of(commits: &[Commit], tree: &TreeGrowth) -> Result<Rows, StorageError> {
+        let mut rows = Rows::default();
+        for commit in commits {
+            if !rows.bases.iter().any(|(s, _)| *s == commit.stream) {
+                rows.bases
+                    .push((commit.stream.clone(), commit.base_version));
+            }
+            for event in &commit.events {
+                rows.seq.push(to_i64(event.seq, "a seq")?);
+                rows.stream.push(commit.stream.clone());
+                rows.version
+                    .push(to_i64(event.stream_version, "a stream version")?);
+                rows.id.push(event.event_id);
+                rows.hash.push(event.hash.as_bytes().to_vec());
+                rows.bytes.push(event.bytes.to_vec());
+            }
+            if let Some(record) = &commit.idempotency {
+                rows.key.push(record.key.clone());
+                rows.fingerprint
+                    .push(record.fingerprint.as_bytes().to_vec());
+                rows.key_stream.push(record.stream.clone());
+                rows.first_seq.push(to_i64(record.first_seq, "a seq")?);
+                rows.count
+                    .push(i32::try_from(record.event_count).map_err(|_| {
+                        StorageError::Failed("a commit of more than 2^31 events".into())
+                    })?);
+                rows.key_version
+                    .push(to_i64(record.stream_version, "a stream version")?);
+            }
+        }
+        for node in &tree.nodes {
+            rows.level.push(i16::from(node.level));
+            rows.idx.push(to_i64(node.index, "a node index")?);
+            rows.node.push(node.hash.as_bytes().to_vec());
+        }
+        Ok(rows)
+    }
+}
+
+/// Writes a group's rows inside the append's transaction, pipelined: the streams' versions
+/// first (the statements run in order, so they are the versions before this group), then the
+/// events, idempotency records, Merkle nodes and the new head. A stream found at another
+/// version than the group was checked against is [`StorageError::HeadMoved`].
+async fn write_group(
+    session: &Session,
+    rows: &Rows,
+    new_size: i64,
+    last_hash: &Digest,
+    merkle_size: i64,
+) -> Result<(), StorageError> {
+    let last_hash = last_hash.as_bytes().to_vec();
+    let streams: Vec<&str> = rows.bases.iter().map(|(s, _)| s.as_str()).collect();
+    let st = &session.st;
+    let c = &session.client;
+    let (versions, events, keys, nodes, moved) = tokio::join!(
+        async { c.query(&st.stream_heads, &[&streams]).await },
+        async {
+            let params: [&(dyn ToSql + Sync); 6] = [
+                &rows.seq,
+                &rows.stream,
+                &rows.version,
+                &rows.id,
+                &rows.hash,
+                &rows.bytes,
+            ];
+            c.execute(&st.insert_events, &params).await
+        },
+        async {
+            if rows.key.is_empty() {
+                return Ok(0);
+            }
+            let params: [&(dyn ToSql + Sync); 6] = [
+                &rows.key,
+                &rows.fingerprint,
+                &rows.key_stream,
+                &rows.first_seq,
+                &rows.count,
+                &rows.key_version,
+            ];
+            c.execute(&st.insert_keys, &params).await
+        },
+        async {
+            if rows.level.is_empty() {
+                return Ok(0);
+            }
+            c.execute(&st.insert_nodes, &[&rows.level, &rows.idx, &rows.node])
+                .await
+        },
+        async {
+            c.execute(&st.set_head, &[&new_size, &last_hash, &merkle_size])
+                .await
+        },
+    );
+    // The versions were read before the inserts (the statements run in order), so they
+    // are the streams' versions before this group.
+    for row in versions.map_err(|e| db_error("read stream versions", &e))? {
+        let stream: String = row.get(0);
+        let found = to_u64(row.get(1), "a stream version")?;
+        if rows
+            .bases
+            .iter()
+            .any(|(s, base)| *s == stream && *base != found)
+        {
+            return Err(StorageError::HeadMoved);
+        }
+    }
+    events.map_err(|e| db_error("insert events", &e))?;
+    keys.map_err(|e| db_error("insert idempotency records", &e))?;
+    nodes.map_err(|e| db_error("insert Merkle nodes", &e))?;
+    moved.map_err(|e| db_error("move the head", &e))?;
+    Ok(())
+}
+
+fn raw(row: &tokio_postgres::Row) -> Result<RawEvent, StorageError> {
+    Ok(RawEvent {
+        seq: to_u64(row.get(0), "a seq")?,
+        bytes: Arc::from(row.get::<_, &[u8]>(1)),
+    })
+}
+
+fn record(row: &tokio_postgres::Row) -> Result<IdempotencyRecord, StorageError> {
+    Ok(IdempotencyRecord {
+        key: row.get(0),
+        fingerprint: digest(row.get(1), "a fingerprint")?,
+        stream: row.get(2),
+        first_seq: to_u64(row.get(3), "a seq")?,
+        event_count: u32::try_from(row.get::<_, i32>(4)).map_err(|_| StorageError::Corrupt {
+            seq: None,
+            detail: "a negative event count".into(),
+        })?,
+        stream_version: to_u64(row.get(5), "a stream version")?,
+    })
+}
+
+impl Storage for PostgresStorage {
+    fn head(&self) -> ChainHead {
+        *self.head.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
+        self.refuse_writes()?;
+        let Some(first) = commits.first().and_then(|c| c.events.first()) else {
+            return Ok(());
+        };
+        let expected = ChainHead {
+            size: first.seq,
+            last_hash: first.prev_hash,
+        };
+        let Some(last) = commits.last().and_then(|c| c.events.last()) else {
+            return Ok(());
+        };
+        let next = ChainHead {
+            size: last.seq + 1,
+            last_hash: last.hash,
+        };
+        let rows = Rows::of(commits, tree)?;
+        let new_size = to_i64(next.size, "a size")?;
+        let merkle_size = to_i64(tree.size, "a tree size")?;
+        let result = self.write(move |session, head| async move {
+            if head != expected {
+                return Err(StorageError::HeadMoved);
+            }
+            write_group(&session, &rows, new_size, &next.last_hash, merkle_size).await
+        });
+        match result {
+            Ok(()) => {
+                *self.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
+                Ok(())
+            }
+            Err(StorageError::HeadMoved) => Err(StorageError::HeadMoved),
+            Err(e) => {
+                // A failed commit leaves the outcome unknown; the ledger stops and a reopen
+                // reads what the database holds.
+                *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {
+        let from = to_i64(from_seq, "a seq")?;
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.read(move |s| async move {
+            let rows = s
+                .client
+                .query(&s.st.read_range, &[&from, &max])
+                .await
+                .map_err(|e| db_error("read events", &e))?;
+            rows.iter().map(raw).collect()
+        })
+    }
+
+    fn visit_range(
+        &self,
+        from_seq: u64,
+        max: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, StorageError> {
+        const CHUNK_EVENTS: usize = 4096;
+        let mut visited = 0usize;
+        while visited < max {
+            let chunk =
+                self.read_range(from_seq + visited as u64, CHUNK_EVENTS.min(max - visited))?;
+            if chunk.is_empty() {
+                break;
+            }
+            for event in &chunk {
+                visited += 1;
+                if visit(event.seq, &event.bytes).is_break() {
+                    return Ok(visited);
+                }
+            }
+        }
+        Ok(visited)
+    }
+
+    fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
+        let stream = stream.to_owned();
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_one(&s.st.stream_version, &[&stream])
+                .await
+                .map_err(|e| db_error("read a stream's version", &e))?;
+            to_u64(row.get(0), "a stream version")
+        })
+    }
+
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<RawEvent>, StorageError> {
+        let stream = stream.to_owned();
+        let from = to_i64(from_version, "a stream version")?;
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.read(move |s| async move {
+            let rows = s
+                .client
+                .query(&s.st.read_stream, &[&stream, &from, &max])
+                .await
+                .map_err(|e| db_error("read a stream", &e))?;
+            rows.iter().map(raw).collect()
+        })
+    }
+
+    fn find_event_id(&self, id: Uuid) -> Result<Option<RawEvent>, StorageError> {
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt(&s.st.find_id, &[&id])
+                .await
+                .map_err(|e| db_error("find an event by id", &e))?;
+            row.as_ref().map(raw).transpose()
+        })
+    }
+
+    fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
+        let hash = hash.as_bytes().to_vec();
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt(&s.st.find_hash, &[&hash])
+                .await
+                .map_err(|e| db_error("find an event by hash", &e))?;
+            row.as_ref().map(raw).transpose()
+        })
+    }
+
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
+        let key = key.to_owned();
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt(&s.st.key, &[&key])
+                .await
+                .map_err(|e| db_error("read an idempotency record", &e))?;
+            row.as_ref().map(record).transpose()
+        })
+    }
+
+    fn idempotency_records(&self) -> Result<Vec<IdempotencyRecord>, StorageError> {
+        self.read(move |s| async move {
+            let rows = s
+                .client
+                .query(
+                    "SELECT key, fingerprint, stream, first_seq, event_count, stream_version \
+                     FROM ledger_idempotency ORDER BY first_seq",
+                    &[],
+                )
+                .await
+                .map_err(|e| db_error("read idempotency records", &e))?;
+            rows.iter().map(record).collect()
+        })
+    }
+
+    fn problems(&self) -> Vec<StorageProblem> {
+        self.problems.clone()
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn claimed_size(&self) -> u64 {
+        self.claimed.max(self.head().size)
+    }
+
+    fn checkpoint_index(&self) -> Result<(), StorageError> {
+        // Nothing derived is kept apart from what each commit writes.
+        Ok(())
+    }
+
+    fn merkle_size(&self) -> Result<u64, StorageError> {
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_one(
+                    "SELECT least(merkle_size, (SELECT coalesce(max(seq) + 1, 0) \
+                     FROM ledger_events)) FROM ledger_head WHERE id = 1",
+                    &[],
+                )
+                .await
+                .map_err(|e| db_error("read the Merkle size", &e))?;
+            to_u64(row.get(0), "the Merkle size")
+        })
+    }
+
+    fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
+        self.refuse_writes()?;
+        let rows = Rows::of(
+            &[],
+            &TreeGrowth {
+                nodes: nodes.to_vec(),
+                size,
+            },
+        )?;
+        let size = to_i64(size, "a tree size")?;
+        let pool = Arc::clone(&self.pool);
+        // Derived data, outside the head's lock: nodes are the same whoever computes them.
+        self.driver.run(async move {
+            let s = pool.writer.session().await?;
+            if !rows.level.is_empty() {
+                s.client
+                    .execute(&s.st.insert_nodes, &[&rows.level, &rows.idx, &rows.node])
+                    .await
+                    .map_err(|e| db_error("insert Merkle nodes", &e))?;
+            }
+            s.client
+                .execute(
+                    "UPDATE ledger_head SET merkle_size = greatest(merkle_size, $1) WHERE id = 1",
+                    &[&size],
+                )
+                .await
+                .map_err(|e| db_error("record the Merkle size", &e))?;
+            Ok(())
+        })
+    }
+
+    fn clear_merkle_nodes(&self) -> Result<(), StorageError> {
+        self.refuse_writes()?;
+        let pool = Arc::clone(&self.pool);
+        self.driver.run(async move {
+            let s = pool.writer.session().await?;
+            s.client
+                .batch_execute(
+                    "BEGIN; DELETE FROM ledger_merkle_nodes; \
+                     UPDATE ledger_head SET merkle_size = 0 WHERE id = 1; COMMIT",
+                )
+                .await
+                .map_err(|e| db_error("clear the Merkle nodes", &e))
+        })
+    }
+
+    fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
+        let level = i16::from(level);
+        let index = to_i64(index, "a node index")?;
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt(&s.st.merkle_node, &[&level, &index])
+                .await
+                .map_err(|e| db_error("read a Merkle node", &e))?;
+            row.map(|r| digest(r.get(0), "a Merkle node")).transpose()
+        })
+    }
+
+    fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
+        // While the backend refuses to write, nothing is recorded: the evidence of a problem is
+        // never buried under new checkpoints (this backend neither cuts nor accepts losses).
+        self.refuse_writes()?;
+        let line = serde_json::to_string(entry)
+            .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
+        // Under the head's lock, so that the checkpoint log's order is the order its entries
+        // were committed in, on every node.
+        self.write(move |s, _| async move {
+            s.client
+                .execute(
+                    "INSERT INTO ledger_checkpoints (n, entry) \
+                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints",
+                    &[&line],
+                )
+                .await
+                .map_err(|e| db_error("append to the checkpoint log", &e))?;
+            Ok(())
+        })
+    }
+
+    fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
+        self.read(move |s| async move {
+            let rows = s
+                .client
+                .query("SELECT n, entry FROM ledger_checkpoints ORDER BY n", &[])
+                .await
+                .map_err(|e| db_error("read the checkpoint log", &e))?;
+            rows.iter()
+                .map(|row| {
+                    let n: i64 = row.get(0);
+                    serde_json::from_str(row.get(1)).map_err(|e| StorageError::Corrupt {
+                        seq: None,
+                        detail: format!("checkpoint log entry {n}: {e}"),
+                    })
+                })
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,171 @@
+//! The PostgreSQL backend's schema, as numbered migrations applied in order at start.
+//!
+//! Each migration runs in its own transaction under a transaction-level advisory lock, so
+//! that nodes starting together apply it once; `ledger_schema` records which have been
+//! applied. A database whose schema is newer than this program knows is refused rather than
+//! written by code that does not understand it.
+
+use tokio_postgres::Client;
+
+use super::db_error;
+use crate::storage::StorageError;
+
+/// The advisory lock key under which migrations run ("rl-schema" in ASCII).
+const MIGRATION_LOCK: i64 = 0x726c_2d73_6368_656d;
+
+/// One migration: its number, what it does, and its SQL.
+struct Migration {
+    version: i32,
+    description: &'static str,
+    sql: &'static str,
+}
+
+/// Every migration, in order. Never edit one that was released: add the next.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "events, the chain's head, idempotency records, Merkle nodes, checkpoint log",
+    sql: r"
+        -- The head of the global chain: one row, locked by every append (FOR UPDATE) so that
+        -- appends commit one after another, in seq order.
+        CREATE TABLE ledger_head (
+            id          int     PRIMARY KEY CHECK (id = 1),
+            size        bigint  NOT NULL CHECK (size >= 0),
+            last_hash   bytea   NOT NULL CHECK (length(last_hash) = 32),
+            merkle_size bigint  NOT NULL CHECK (merkle_size >= 0)
+        );
+        INSERT INTO ledger_head VALUES (1, 0, decode(repeat('00', 32), 'hex'), 0);
+
+        -- Every event: its stored bytes (what is hashed) and what finds it.
+        CREATE TABLE ledger_events (
+            seq            bigint PRIMARY KEY CHECK (seq >= 0),
+            stream         text   NOT NULL,
+            stream_version bigint NOT NULL CHECK (stream_version >= 1),
+            event_id       uuid   NOT NULL UNIQUE,
+            hash           bytea  NOT NULL UNIQUE CHECK (length(hash) = 32),
+            bytes          bytea  NOT NULL,
+            UNIQUE (stream, stream_version)
+        );
+
+        CREATE TABLE ledger_idempotency (
+            key            text   PRIMARY KEY,
+            fingerprint    bytea  NOT NULL CHECK (length(fingerprint) = 32),
+            stream         text   NOT NULL,
+            first_seq      bigint NOT NULL,
+            event_count    int    NOT NULL,
+            stream_version bigint NOT NULL
+        );
+        CREATE INDEX ledger_idempotency_by_seq ON ledger_idempotency (first_seq);
+
+        -- Perfect subtrees of the Merkle tree: derived from the event hashes, stored with the
+        -- events that complete them.
+        CREATE TABLE ledger_merkle_nodes (
+            level smallint NOT NULL,
+            idx   bigint   NOT NULL,
+            hash  bytea    NOT NULL CHECK (length(hash) = 32),
+            PRIMARY KEY (level, idx)
+        );
+
+        -- The checkpoint log: checkpoints, key introductions and rotations, recovery
+        -- statements and witness cosignatures, as the JSON the embedded backend writes.
+        CREATE TABLE ledger_checkpoints (
+            n     bigint PRIMARY KEY CHECK (n >= 1),
+            entry text   NOT NULL
+        );
+    ",
+}];
+
+/// The schema version this program writes.
+pub(super) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The version the database is at (0 when it has no ledger schema).
+pub(super) async fn current(client: &Client) -> Result<i32, StorageError> {
+    let exists = client
+        .query_one("SELECT to_regclass('ledger_schema') IS NOT NULL", &[])
+        .await
+        .map_err(|e| db_error("look for the schema", &e))?;
+    if !exists.get::<_, bool>(0) {
+        return Ok(0);
+    }
+    let row = client
+        .query_one("SELECT coalesce(max(version), 0) FROM ledger_schema", &[])
+        .await
+        .map_err(|e| db_error("read the schema version", &e))?;
+    Ok(row.get(0))
+}
+
+/// Applies every migration the database lacks; refuses a schema newer than this program.
+pub(super) async fn migrate(client: &Client) -> Result<(), StorageError> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS ledger_schema (
+                 version     int         PRIMARY KEY,
+                 description text        NOT NULL,
+                 applied_at  timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await
+        .map_err(|e| db_error("create the schema table", &e))?;
+    for migration in MIGRATIONS {
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(|e| db_error("begin a migration", &e))?;
+        let applied = apply(client, migration).await;
+        let end = if applied.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let ended = client
+            .batch_execute(end)
+            .await
+            .map_err(|e| db_error("end a migration", &e));
+        applied?;
+        ended?;
+    }
+    let found = current(client).await?;
+    if found > latest() {
+        return Err(StorageError::Failed(format!(
+            "the database's ledger schema is at version {found}, newer than this program's {}: \
+             run a newer research-ledger",
+            latest()
+        )));
+    }
+    Ok(())
+}
+
+async fn apply(client: &Client, migration: &Migration) -> Result<(), StorageError> {
+    client
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(|e| db_error("lock the schema", &e))?;
+    let done = client
+        .query_opt(
+            "SELECT 1 FROM ledger_schema WHERE version = $1",
+            &[&migration.version],
+        )
+        .await
+        .map_err(|e| db_error("read the schema version", &e))?;
+    if done.is_some() {
+        return Ok(());
+    }
+    client
+        .batch_execute(migration.sql)
+        .await
+        .map_err(|e| db_error("apply a migration", &e))?;
+    client
+        .execute(
+            "INSERT INTO ledger_schema (version, description) VALUES ($1, $2)",
+            &[&migration.version, &migration.description],
+        )
+        .await
+        .map_err(|e| db_error("record a migration", &e))?;
+    tracing::info!(
+        version = migration.version,
+        description = migration.description,
+        "applied a schema migration"
+    );
+    Ok(())
+}

@@ -1,0 +1,681 @@
+//! The ledger on the PostgreSQL backend, against throwaway clusters: reads every way after a
+//! reopen, group commit in one transaction per group committed in seq order, gap-free tailing
+//! by a second reader, tampering through SQL caught at its seq, recovery that refuses to write
+//! over a loss, a second writer refused cleanly, and no acknowledged append lost when the
+//! server crashes under load.
+//!
+//! Without PostgreSQL installed these tests say so and pass, unless
+//! `RESEARCH_LEDGER_REQUIRE_POSTGRES` is set (as `scripts/test` sets it).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
+use ledger::storage::{Storage, StorageError};
+use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
+use test_support::postgres::{PgCluster, cluster_or_skip};
+
+use super::{keyed, options, request};
+
+/// A fresh database on the shared cluster, or `None` when PostgreSQL is absent and allowed to
+/// be.
+fn database(test: &str) -> Option<(&'static PgCluster, String)> {
+    let cluster = cluster_or_skip(test)?;
+    let url = cluster.create_database().expect("database");
+    Some((cluster, url))
+}
+
+fn open(url: &str, keys: &Path, seed: u64) -> Ledger {
+    Ledger::open_postgres(url, keys, options(seed)).expect("ledger opens on PostgreSQL")
+}
+
+fn sql(cluster: &PgCluster, url: &str, statement: &str) -> String {
+    cluster.psql_url(url, statement).expect("sql")
+}
+
+fn append_any(
+    ledger: &Ledger,
+    stream: &str,
+    payload: &[u8],
+) -> Result<ledger::Receipt, AppendError> {
+    ledger.append(request(stream, ExpectedVersion::Any, &[payload]))
+}
+
+fn first_bad_seq(ledger: &Ledger) -> Option<u64> {
+    ledger
+        .verify_from_scratch(&mut |_, _| {})
+        .failure
+        .map(|f| f.seq)
+}
+
+#[test]
+fn appends_are_read_back_every_way_and_survive_reopening() {
+    let Some((cluster, url)) = database("appends_are_read_back") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let (a, b, key_receipt) = {
+        let ledger = open(&url, keys.path(), 1);
+        let a = ledger
+            .append(request(
+                "task-a",
+                ExpectedVersion::Exact(0),
+                &[b"one", b"two"],
+            ))
+            .unwrap();
+        let b = ledger
+            .append(request("task-b", ExpectedVersion::Any, &[b"three"]))
+            .unwrap();
+        let keyed_receipt = ledger
+            .append(keyed(
+                request("task-a", ExpectedVersion::Exact(2), &[b"four"]),
+                "key-1",
+            ))
+            .unwrap();
+        let err = ledger
+            .append(request("task-a", ExpectedVersion::Exact(1), &[b"late"]))
+            .unwrap_err();
+        assert!(
+            matches!(err, AppendError::VersionConflict { current: 3, .. }),
+            "{err:?}"
+        );
+        ledger.checkpoint().unwrap();
+        (a, b, keyed_receipt)
+    };
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
+        "4"
+    );
+    assert_eq!(
+        sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
+        "1"
+    );
+
+    let ledger = open(&url, keys.path(), 2);
+    assert_eq!(ledger.head().size, 4);
+    assert_eq!(ledger.head().last_hash, key_receipt.events[0].hash);
+    let all = ledger.read_range(0, 100).unwrap();
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[0].payload, b"one");
+    assert_eq!(all[0].prev_hash, Digest::ZERO);
+    assert_eq!(all[1].prev_hash, all[0].hash);
+    assert_eq!(all[2].stream, "task-b");
+    let stream = ledger.read_stream("task-a", 2, 10).unwrap();
+    assert_eq!(
+        stream.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(),
+        [b"two".to_vec(), b"four".to_vec()]
+    );
+    assert_eq!(
+        ledger
+            .find_event_id(a.events[1].event_id)
+            .unwrap()
+            .unwrap()
+            .seq,
+        1
+    );
+    assert_eq!(ledger.find_hash(&b.events[0].hash).unwrap().unwrap().seq, 2);
+    assert!(ledger.get(4).unwrap().is_none());
+    assert_eq!(ledger.stream_version("task-a").unwrap(), 3);
+    assert_eq!(ledger.stream_version("nobody").unwrap(), 0);
+
+    // The idempotency key outlives the process: the retry gets the original receipt.
+    let retry = ledger
+        .append(keyed(
+            request("task-a", ExpectedVersion::Exact(2), &[b"four"]),
+            "key-1",
+        ))
+        .unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.events, key_receipt.events);
+    let reused = ledger
+        .append(keyed(
+            request("task-a", ExpectedVersion::Any, &[b"other"]),
+            "key-1",
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(reused, AppendError::IdempotencyKeyReused { .. }),
+        "{reused:?}"
+    );
+
+    // The tree and the checkpoint log come back from the database: proofs against the
+    // checkpoint written before the reopen verify.
+    let key = ledger.public_key().unwrap();
+    for seq in 0..4 {
+        let proof = ledger.inclusion_proof(seq, Some(4)).unwrap();
+        ledger::ledger_proof::verify_proof_file(
+            &ledger::ledger_proof::ProofFile::Inclusion(proof),
+            &key,
+        )
+        .unwrap();
+    }
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+    assert_eq!(report.size, 4);
+    assert!(report.checkpoints_checked >= 1);
+}
+
+#[test]
+fn concurrent_appends_share_transactions_committed_in_seq_order() {
+    let Some((cluster, url)) = database("concurrent_appends") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = open(&url, keys.path(), 3);
+    let threads = 16;
+    let per_thread = 25;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let ledger = ledger.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                (0..per_thread)
+                    .map(|i| {
+                        let key = format!("k-{t}-{i}");
+                        let receipt = ledger
+                            .append(keyed(
+                                request(
+                                    &format!("task-{}", t % 4),
+                                    ExpectedVersion::Any,
+                                    &[key.as_bytes()],
+                                ),
+                                &key,
+                            ))
+                            .unwrap();
+                        (key, receipt.events[0].seq)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let acknowledged: Vec<(String, u64)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let total = threads * per_thread;
+    assert_eq!(acknowledged.len(), total);
+    let seqs: HashSet<u64> = acknowledged.iter().map(|(_, s)| *s).collect();
+    assert_eq!(seqs.len(), total, "every append has a seq of its own");
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
+        total.to_string()
+    );
+    // Events written by one transaction share its xmin: fewer transactions than appends is the
+    // group commit.
+    let transactions: usize = sql(
+        cluster,
+        &url,
+        "SELECT count(DISTINCT xmin::text) FROM ledger_events",
+    )
+    .parse()
+    .unwrap();
+    assert!(
+        transactions < total,
+        "{transactions} transactions for {total} appends: no group commit"
+    );
+    // Each group's events lie in one transaction and later seqs in later transactions: along
+    // seq the transaction ids never decrease.
+    let xids: Vec<u64> = sql(
+        cluster,
+        &url,
+        "SELECT xmin::text FROM ledger_events ORDER BY seq",
+    )
+    .lines()
+    .map(|l| l.parse().unwrap())
+    .collect();
+    assert!(
+        xids.windows(2).all(|w| w[0] <= w[1]),
+        "commit order is not seq order"
+    );
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+}
+
+#[test]
+fn a_reader_tailing_by_seq_never_sees_a_gap() {
+    let Some((_, url)) = database("a_reader_tailing") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = open(&url, keys.path(), 4);
+    // A second process's view: its own backend on the same database, reading only.
+    let tail = PostgresStorage::open(
+        &url,
+        PostgresOptions {
+            read_only: true,
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..8)
+        .map(|t| {
+            let ledger = ledger.clone();
+            std::thread::spawn(move || {
+                for i in 0..40 {
+                    append_any(&ledger, &format!("s{t}"), format!("{t}/{i}").as_bytes()).unwrap();
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut next = 0u64;
+            loop {
+                let finished = done.load(Ordering::SeqCst);
+                let chunk = tail.read_range(next, 7).unwrap();
+                for event in &chunk {
+                    assert_eq!(event.seq, next, "a gap before seq {}", event.seq);
+                    next += 1;
+                }
+                if finished && chunk.is_empty() {
+                    return next;
+                }
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    assert_eq!(reader.join().unwrap(), 320);
+}
+
+/// A ledger of 30 events in appends of two over three streams, with a checkpoint at the end.
+fn build(url: &str, keys: &Path) {
+    let ledger = open(url, keys, 5);
+    for i in 0..15 {
+        ledger
+            .append(request(
+                &format!("task-{}", i % 3),
+                ExpectedVersion::Any,
+                &[
+                    format!("payload {i} a").as_bytes(),
+                    format!("payload {i} b").as_bytes(),
+                ],
+            ))
+            .unwrap();
+    }
+    ledger.checkpoint().unwrap();
+}
+
+/// Builds a ledger, tampers with it through SQL, and checks that verification names
+/// `expected_seq` and that the ledger then refuses to write.
+fn check_tampering(test: &str, tamper: &str, expected_seq: u64) {
+    let Some((cluster, url)) = database(test) else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    build(&url, keys.path());
+    sql(cluster, &url, tamper);
+    let ledger = open(&url, keys.path(), 6);
+    assert_eq!(first_bad_seq(&ledger), Some(expected_seq), "{test}");
+    let refused = append_any(&ledger, "t", b"more");
+    assert!(
+        matches!(refused, Err(AppendError::Poisoned(_))),
+        "{test}: {refused:?}"
+    );
+}
+
+#[test]
+fn a_flipped_bit_is_caught_at_its_seq() {
+    check_tampering(
+        "a_flipped_bit",
+        "UPDATE ledger_events SET bytes = set_byte(bytes, 40, get_byte(bytes, 40) # 1) \
+         WHERE seq = 13",
+        13,
+    );
+}
+
+#[test]
+fn a_removed_event_is_caught_at_its_seq() {
+    // The attacker closes the gap so that seqs stay dense (dropping a constraint to do it).
+    check_tampering(
+        "a_removed_event",
+        "ALTER TABLE ledger_events DROP CONSTRAINT ledger_events_seq_check; \
+         DELETE FROM ledger_events WHERE seq = 9; \
+         UPDATE ledger_events SET seq = -seq WHERE seq > 9; \
+         UPDATE ledger_events SET seq = -seq - 1 WHERE seq < 0; \
+         UPDATE ledger_head SET size = 29, last_hash = (SELECT hash FROM ledger_events WHERE seq = 28)",
+        9,
+    );
+}
+
+#[test]
+fn swapped_events_are_caught_at_the_first() {
+    check_tampering(
+        "swapped_events",
+        "UPDATE ledger_events e SET bytes = o.bytes FROM ledger_events o \
+         WHERE (e.seq, o.seq) IN ((17, 18), (18, 17))",
+        17,
+    );
+}
+
+#[test]
+fn an_inserted_event_is_caught_at_its_seq() {
+    // A copy of event 4 inserted at 12 (with a fresh id and hash column, as constraints ask).
+    check_tampering(
+        "an_inserted_event",
+        "ALTER TABLE ledger_events DROP CONSTRAINT ledger_events_seq_check; \
+         UPDATE ledger_events SET seq = -seq - 1 WHERE seq >= 12; \
+         UPDATE ledger_events SET seq = -seq WHERE seq < 0; \
+         INSERT INTO ledger_events SELECT 12, stream, 99, gen_random_uuid(), \
+         decode(repeat('ab', 32), 'hex'), bytes FROM ledger_events WHERE seq = 4; \
+         UPDATE ledger_head SET size = 31, last_hash = (SELECT hash FROM ledger_events WHERE seq = 30)",
+        12,
+    );
+}
+
+#[test]
+fn a_log_cut_short_with_its_head_row_is_caught_by_the_signed_checkpoint() {
+    let Some((cluster, url)) = database("a_log_cut_short") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    build(&url, keys.path());
+    sql(
+        cluster,
+        &url,
+        "DELETE FROM ledger_events WHERE seq >= 25; \
+         UPDATE ledger_head SET size = 25, last_hash = (SELECT hash FROM ledger_events WHERE seq = 24)",
+    );
+    let ledger = open(&url, keys.path(), 7);
+    let reason = ledger.poisoned().expect("the ledger refuses to write");
+    assert!(reason.contains("30"), "{reason}");
+    assert!(matches!(
+        append_any(&ledger, "t", b"x"),
+        Err(AppendError::Poisoned(_))
+    ));
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
+        "25",
+        "nothing is written over the loss"
+    );
+}
+
+#[test]
+fn events_missing_behind_the_head_row_are_a_problem_at_open() {
+    let Some((cluster, url)) = database("events_missing") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    build(&url, keys.path());
+    sql(cluster, &url, "DELETE FROM ledger_events WHERE seq >= 28");
+    let ledger = open(&url, keys.path(), 8);
+    let reason = ledger.poisoned().expect("the ledger refuses to write");
+    assert!(reason.contains("records 30 events"), "{reason}");
+    assert_eq!(ledger.head().size, 28);
+}
+
+#[test]
+fn a_second_writer_on_the_database_is_refused_cleanly_and_writes_nothing() {
+    let Some((cluster, url)) = database("a_second_writer") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let first = open(&url, keys.path(), 9);
+    let second = open(&url, keys.path(), 10);
+    append_any(&first, "a", b"first").unwrap();
+    let err = append_any(&second, "b", b"second").unwrap_err();
+    assert!(
+        matches!(&err, AppendError::Storage(e) if matches!(**e, StorageError::HeadMoved)),
+        "{err:?}"
+    );
+    let reason = second.poisoned().expect("the stale writer stops");
+    assert!(reason.contains("another writer"), "{reason}");
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
+        "1"
+    );
+    // The first goes on; a reopened second writes after it.
+    append_any(&first, "a", b"again").unwrap();
+    drop(second);
+    drop(first);
+    let second = open(&url, keys.path(), 11);
+    let receipt = append_any(&second, "b", b"second").unwrap();
+    assert_eq!(receipt.events[0].seq, 2);
+    assert!(second.verify_from_scratch(&mut |_, _| {}).failure.is_none());
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let Some((cluster, url)) = database("a_newer_schema") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    drop(open(&url, keys.path(), 12));
+    sql(
+        cluster,
+        &url,
+        "INSERT INTO ledger_schema (version, description) VALUES (99, 'from the future')",
+    );
+    let err = Ledger::open_postgres(&url, keys.path(), options(13)).unwrap_err();
+    assert!(err.to_string().contains("version 99"), "{err}");
+}
+
+#[test]
+fn a_server_without_fsync_is_not_written_to() {
+    if cluster_or_skip("a_server_without_fsync").is_none() {
+        return;
+    }
+    let cluster = PgCluster::start_with(&[("fsync", "off")]).unwrap();
+    let url = cluster.create_database().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_postgres(&url, keys.path(), options(14)).unwrap();
+    let reason = ledger.poisoned().expect("refused");
+    assert!(reason.contains("fsync"), "{reason}");
+    assert!(append_any(&ledger, "t", b"x").is_err());
+    assert_eq!(
+        cluster
+            .psql_url(&url, "SELECT count(*) FROM ledger_events")
+            .unwrap(),
+        "0"
+    );
+}
+
+#[test]
+fn a_server_crash_under_load_loses_no_acknowledged_append() {
+    if cluster_or_skip("a_server_crash").is_none() {
+        return;
+    }
+    let cluster = PgCluster::start().unwrap();
+    let url = cluster.create_database().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_postgres(
+        &url,
+        keys.path(),
+        LedgerOptions {
+            checkpoint_interval: None,
+            ..options(15)
+        },
+    )
+    .unwrap();
+    let acknowledged = Arc::new(Mutex::new(HashMap::<String, u64>::new()));
+    let writers: Vec<_> = (0..8)
+        .map(|t| {
+            let ledger = ledger.clone();
+            let acknowledged = Arc::clone(&acknowledged);
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    let key = format!("w{t}-{i}");
+                    match ledger.append(keyed(
+                        request(&format!("s{t}"), ExpectedVersion::Any, &[key.as_bytes()]),
+                        &key,
+                    )) {
+                        Ok(receipt) => {
+                            acknowledged
+                                .lock()
+                                .unwrap()
+                                .insert(key, receipt.events[0].seq);
+                        }
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while acknowledged.lock().unwrap().len() < 200 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cluster.crash().unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
+    drop(ledger);
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() >= 200,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    cluster.restart().unwrap();
+    cluster.wait_ready(Duration::from_secs(30)).unwrap();
+    let ledger = Ledger::open_postgres(&url, keys.path(), options(16)).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    for (key, seq) in &acknowledged {
+        let event = ledger
+            .get(*seq)
+            .unwrap()
+            .expect("an acknowledged event is there");
+        assert_eq!(event.payload, key.as_bytes());
+    }
+    let stored: usize = cluster
+        .psql_url(&url, "SELECT count(*) FROM ledger_events")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(stored >= acknowledged.len());
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+}
+
+#[test]
+fn a_doctored_checkpoint_root_in_the_database_fails_verification() {
+    let Some((cluster, url)) = database("a_doctored_checkpoint_root") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    build(&url, keys.path());
+    // Entry 1 introduces the key; entry 2 is the checkpoint of 30 events.
+    let entry = sql(
+        cluster,
+        &url,
+        "SELECT entry FROM ledger_checkpoints WHERE n = 2",
+    );
+    let mut doctored: serde_json::Value = serde_json::from_str(&entry).unwrap();
+    doctored["root"] = serde_json::Value::String("00".repeat(32));
+    sql(
+        cluster,
+        &url,
+        &format!(
+            "UPDATE ledger_checkpoints SET entry = '{}' WHERE n = 2",
+            doctored.to_string().replace('\'', "''")
+        ),
+    );
+    let report = open(&url, keys.path(), 17).verify_from_scratch(&mut |_, _| {});
+    let failure = report
+        .failure
+        .expect("a doctored checkpoint fails verification");
+    assert!(failure.problem.contains("entry 2"), "{failure:?}");
+}
+
+#[test]
+fn a_rewritten_event_with_its_hash_recomputed_is_named_by_the_stored_tree() {
+    let Some((cluster, url)) = database("a_rewritten_event") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    build(&url, keys.path());
+    let original = open(&url, keys.path(), 18)
+        .read_range(6, 1)
+        .unwrap()
+        .remove(0);
+    let mut forged = original.envelope.clone();
+    forged.payload = b"rewritten".to_vec();
+    let (bytes, hash) = forged.seal();
+    sql(
+        cluster,
+        &url,
+        &format!(
+            "UPDATE ledger_events SET bytes = decode('{}', 'hex'), hash = decode('{}', 'hex') \
+             WHERE seq = 6",
+            hex::encode(&bytes),
+            hex::encode(hash.as_bytes())
+        ),
+    );
+    let report = open(&url, keys.path(), 19).verify_from_scratch(&mut |_, _| {});
+    let failure = report.failure.expect("rewritten");
+    assert_eq!(failure.seq, 6, "{failure:?}");
+    assert!(failure.problem.contains("rewritten"), "{failure:?}");
+}
+
+#[test]
+fn a_slow_subscriber_catches_up_from_the_database_and_misses_nothing() {
+    let Some((_, url)) = database("a_slow_subscriber") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_postgres(
+        &url,
+        keys.path(),
+        LedgerOptions {
+            limits: ledger::Limits {
+                subscription_buffer_events: 4,
+                ..ledger::Limits::default()
+            },
+            ..options(20)
+        },
+    )
+    .unwrap();
+    let mut sub = ledger.subscribe(0);
+    for i in 0..150u32 {
+        ledger
+            .append(request("t", ExpectedVersion::Any, &[&i.to_le_bytes()]))
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    while let Some(event) = sub.try_next().unwrap() {
+        seen.push(event.seq);
+    }
+    assert_eq!(seen, (0..150).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_read_only_open_of_an_empty_database_reads_an_empty_ledger_and_creates_nothing() {
+    let Some((cluster, url)) = database("a_read_only_open_of_an_empty_database") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let read_only = LedgerOptions {
+        read_only: true,
+        ..options(15)
+    };
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only.clone()).unwrap();
+    assert_eq!(reader.head().size, 0);
+    assert!(reader.verify_from_scratch(&mut |_, _| {}).failure.is_none());
+    assert!(append_any(&reader, "t", b"x").is_err());
+    drop(reader);
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        "0",
+        "a read-only open creates no table"
+    );
+    assert!(!keys.path().join("signing.key").exists());
+    // Once a writer made the ledger, a read-only open reads what it wrote.
+    let writer = open(&url, keys.path(), 16);
+    append_any(&writer, "t", b"x").unwrap();
+    drop(writer);
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only).unwrap();
+    assert_eq!(reader.head().size, 1);
+}

@@ -80,6 +80,9 @@ pub(crate) struct Shared {
     /// MCP tasks outlive the request that started them, and in the stateless era every
     /// request may reach another handler instance: they live here.
     pub(crate) tasks: TaskManager,
+    /// The key of the MACs on elicitation `requestState`s: random for each process, so a
+    /// state another process issued, or one a client made up, is refused.
+    pub(crate) answer_key: [u8; 32],
 }
 
 /// The MCP server handler. Cheap to clone; [`Bridge::for_new_session`] gives a connection its
@@ -88,6 +91,20 @@ pub(crate) struct Shared {
 pub struct Bridge {
     pub(crate) shared: Arc<Shared>,
     pub(crate) session: Arc<Session>,
+}
+
+/// A fresh random key; where the system has no randomness, a hash of the clock and the process,
+/// which still differs between processes.
+fn answer_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    if getrandom::fill(&mut key).is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = format!("{now}:{}", std::process::id());
+        key = *blake3::hash(seed.as_bytes()).as_bytes();
+    }
+    key
 }
 
 impl std::fmt::Debug for Bridge {
@@ -104,6 +121,7 @@ impl Bridge {
                 service,
                 options,
                 tasks: TaskManager::new(),
+                answer_key: answer_key(),
             }),
             session: Arc::new(Session::default()),
         }
@@ -120,6 +138,10 @@ impl Bridge {
 
     pub(crate) fn service(&self) -> &Service {
         &self.shared.service
+    }
+
+    pub(crate) fn answer_key(&self) -> &[u8; 32] {
+        &self.shared.answer_key
     }
 
     pub(crate) fn options(&self) -> &BridgeOptions {

@@ -9,6 +9,8 @@
 //! 2026-07-28 era has no server-to-client requests: the call answers `input_required` with the
 //! forms, and the client calls again with the person's answers (`inputResponses`) and the
 //! `requestState` it was given; that second call records the answers and runs nothing else.
+//! The state is bound to the conflicts asked by a MAC under a key random to the process, so only
+//! answers to questions this server asked are recorded.
 //!
 //! The answers are the client's word that a person gave them, as a reviewer's token is the
 //! word of whoever holds it; recording them takes the reviewer's role, like every decision.
@@ -33,8 +35,9 @@ pub(crate) const ASKING_TOOL: &str = Tool::EvaluationConflictResolution.name();
 /// The tool an accepted answer is recorded through, as a person's call.
 const RECORDING_TOOL: &str = Tool::EvaluationResolveConflict.name();
 
-/// What the `requestState` of an `input_required` answer starts with; the task id follows.
-const REQUEST_STATE_PREFIX: &str = "research-ledger/conflict-answers/v1:";
+/// What the `requestState` of an `input_required` answer starts with; the task id, the
+/// conflicts asked about and a MAC of both follow ([`request_state`]).
+const REQUEST_STATE_PREFIX: &str = "research-ledger/conflict-answers/v2:";
 
 /// Characters of a reason the form accepts (the service's own limit may be lower and says so).
 const REASON_CHARS_MAX: u32 = 2000;
@@ -156,7 +159,7 @@ pub(crate) async fn ask(
     let era_2026 =
         crate::error::is_2026_era(context.protocol_version().as_ref().map(|v| v.as_str()));
     if era_2026 {
-        return Ok(match ask_later(&out)? {
+        return Ok(match ask_later(bridge.answer_key(), &out)? {
             Some(input_required) => CallToolResponse::InputRequired(input_required),
             None => crate::tools::tool_result(Ok(out)).into(),
         });
@@ -197,7 +200,7 @@ async fn ask_now(
 
 /// The `input_required` answer of a 2026-07-28 call whose conflicts wait for a person: one form
 /// per conflict, keyed by its id; `None` when none waits.
-fn ask_later(out: &ToolOutput) -> Result<Option<InputRequiredResult>, McpError> {
+fn ask_later(key: &[u8; 32], out: &ToolOutput) -> Result<Option<InputRequiredResult>, McpError> {
     let task_id = out.structured["task_id"].as_str().unwrap_or("");
     let mut requests = InputRequests::new();
     for conflict in waiting(&out.structured) {
@@ -210,10 +213,40 @@ fn ask_later(out: &ToolOutput) -> Result<Option<InputRequiredResult>, McpError> 
     if requests.is_empty() {
         return Ok(None);
     }
+    let asked: Vec<String> = requests.keys().cloned().collect();
     Ok(Some(InputRequiredResult::new(
         Some(requests),
-        Some(format!("{REQUEST_STATE_PREFIX}{task_id}")),
+        Some(request_state(key, task_id, &asked)),
     )))
+}
+
+/// The `requestState` of forms about `conflicts` of `task_id`: both, and a MAC of both under
+/// this process's key, so that answers are recorded only for questions this server asked.
+fn request_state(key: &[u8; 32], task_id: &str, conflicts: &[String]) -> String {
+    let ids = conflicts.join(",");
+    let mac = blake3::keyed_hash(key, format!("{task_id}\n{ids}").as_bytes());
+    format!("{REQUEST_STATE_PREFIX}{task_id}:{ids}:{}", mac.to_hex())
+}
+
+/// The task and the conflicts a `requestState` of [`request_state`] names, when its MAC holds
+/// under `key`; `None` for any other text.
+fn questions_asked(key: &[u8; 32], state: &str) -> Option<(String, Vec<String>)> {
+    let rest = state.strip_prefix(REQUEST_STATE_PREFIX)?;
+    let mut parts = rest.rsplitn(3, ':');
+    let (mac, ids, task_id) = (parts.next()?, parts.next()?, parts.next()?);
+    if task_id.is_empty() {
+        return None;
+    }
+    let given = blake3::Hash::from_hex(mac).ok()?;
+    // `blake3::Hash`'s equality is constant-time.
+    if given != blake3::keyed_hash(key, format!("{task_id}\n{ids}").as_bytes()) {
+        return None;
+    }
+    let conflicts = ids
+        .split(',')
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned);
+    Some((task_id.to_owned(), conflicts.collect()))
 }
 
 /// Whether a call carries a person's answers to the forms of [`ask_later`].
@@ -230,13 +263,17 @@ pub(crate) async fn answered(
     context: &RequestContext<RoleServer>,
     request: &CallToolRequestParams,
 ) -> Result<ToolOutput, McpError> {
-    let task_id = request
+    let (task_id, asked) = request
         .request_state
         .as_deref()
-        .and_then(|s| s.strip_prefix(REQUEST_STATE_PREFIX))
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| McpError::invalid_params("requestState names no task", None))?
-        .to_owned();
+        .and_then(|state| questions_asked(bridge.answer_key(), state))
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                "requestState was not issued by this server, or the server restarted since it \
+                 was: call evaluation_conflict_resolution again to be asked afresh",
+                None,
+            )
+        })?;
     let asked_for = request
         .arguments
         .as_ref()
@@ -250,9 +287,15 @@ pub(crate) async fn answered(
     }
     let mut answers = Vec::new();
     for (id, response) in request.input_responses.iter().flatten() {
-        let answer = match serde_json::from_value::<ElicitResult>(response.clone()) {
-            Ok(result) => Answer::of(result),
-            Err(e) => Answer::Unanswered(format!("the response is not an elicitation result: {e}")),
+        let answer = if !asked.contains(id) {
+            Answer::Unanswered("the server did not ask about this conflict".into())
+        } else {
+            match serde_json::from_value::<ElicitResult>(response.clone()) {
+                Ok(result) => Answer::of(result),
+                Err(e) => {
+                    Answer::Unanswered(format!("the response is not an elicitation result: {e}"))
+                }
+            }
         };
         answers.push((id.clone(), answer));
     }
@@ -395,5 +438,43 @@ mod tests {
             .map(|c| c["conflict_id"].as_str().unwrap())
             .collect();
         assert_eq!(ids, ["cf-1"]);
+    }
+}
+
+#[cfg(test)]
+mod request_states {
+    use super::*;
+
+    const KEY: [u8; 32] = [7; 32];
+
+    #[test]
+    fn a_request_state_names_the_task_and_the_conflicts_asked() {
+        let asked = vec!["cf-1".to_owned(), "cf-3".to_owned()];
+        let state = request_state(&KEY, "task:with:colons", &asked);
+        assert_eq!(
+            questions_asked(&KEY, &state),
+            Some(("task:with:colons".to_owned(), asked))
+        );
+    }
+
+    #[test]
+    fn a_request_state_widened_forged_or_from_another_process_is_refused() {
+        let state = request_state(&KEY, "t1", &["cf-1".to_owned()]);
+        let mac = state.rsplit(':').next().unwrap_or_default().to_owned();
+        for forged in [
+            // Another conflict added to the list, the MAC kept.
+            format!("{REQUEST_STATE_PREFIX}t1:cf-1,cf-2:{mac}"),
+            // Another task, the MAC kept.
+            format!("{REQUEST_STATE_PREFIX}t2:cf-1:{mac}"),
+            // No MAC, or not hex.
+            format!("{REQUEST_STATE_PREFIX}t1:cf-1"),
+            format!("{REQUEST_STATE_PREFIX}t1:cf-1:zz"),
+            // The form of the first version, which named only the task.
+            "research-ledger/conflict-answers/v1:t1".to_owned(),
+        ] {
+            assert_eq!(questions_asked(&KEY, &forged), None, "{forged}");
+        }
+        // The same state under another process's key.
+        assert_eq!(questions_asked(&[8; 32], &state), None);
     }
 }

@@ -94,7 +94,7 @@ pub struct RelevanceInputs {
 
 /// IDF-weighted coverage of the terms `member` selects: `Σ idf(t) found / Σ idf(t)`, summed in
 /// the recorded order; none selected gives 0.
-fn coverage(inputs: &RelevanceInputs, member: impl Fn(&TermInput) -> bool) -> (f64, bool) {
+pub fn coverage(inputs: &RelevanceInputs, member: impl Fn(&TermInput) -> bool) -> (f64, bool) {
     let mut found = 0.0;
     let mut total = 0.0;
     let mut any = false;
@@ -117,17 +117,23 @@ fn coverage(inputs: &RelevanceInputs, member: impl Fn(&TermInput) -> bool) -> (f
 /// `min(1, ((1 − query_weight)·cov(question) + query_weight·cov(query)) / coverage_full)`, or
 /// `min(1, cov(question) / coverage_full)` when no query term is recorded.
 pub fn topical_relevance(inputs: &RelevanceInputs, params: &V2Parameters) -> f64 {
-    let (question, _) = coverage(inputs, |t| t.in_question);
-    let (query, has_query) = coverage(inputs, |t| t.in_query);
-    let mixed = if has_query {
-        (1.0 - params.query_weight) * question + params.query_weight * query
-    } else {
-        question
-    };
+    let mixed = mixed_coverage(inputs, params);
     if params.coverage_full <= 0.0 {
         return 0.0;
     }
     (mixed / params.coverage_full).clamp(0.0, 1.0)
+}
+
+/// The numerator of [`topical_relevance`]: the question's coverage mixed with the query's by
+/// `query_weight`, or the question's alone when no query term is recorded.
+pub fn mixed_coverage(inputs: &RelevanceInputs, params: &V2Parameters) -> f64 {
+    let (question, _) = coverage(inputs, |t| t.in_question);
+    let (query, has_query) = coverage(inputs, |t| t.in_query);
+    if has_query {
+        (1.0 - params.query_weight) * question + params.query_weight * query
+    } else {
+        question
+    }
 }
 
 /// The weights a `v2` confidence applies. With recency measured, the task's weights; without,

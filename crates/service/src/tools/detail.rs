@@ -195,11 +195,7 @@ fn explain(view: &EvidenceView, params: &V2Parameters) -> Option<Explained> {
     let question = Coverage::of(inputs, |t| t.in_question);
     let query = Coverage::of(inputs, |t| t.in_query);
     let has_query = !query.terms.is_empty();
-    let mixed = if has_query {
-        (1.0 - params.query_weight) * question.value + params.query_weight * query.value
-    } else {
-        question.value
-    };
+    let mixed = research::rules::v2::mixed_coverage(inputs, params);
     let relevance = view.item.relevance;
     let formula = if has_query {
         format!(
@@ -257,25 +253,22 @@ struct Coverage {
 }
 
 impl Coverage {
-    /// `Σ idf(t) found / Σ idf(t)` over the terms `member` selects, summed in the recorded
-    /// order, as [`research::rules::v2::topical_relevance`] sums them.
-    fn of(inputs: &RelevanceInputs, member: impl Fn(&research::rules::TermInput) -> bool) -> Self {
-        let mut found = 0.0;
-        let mut total = 0.0;
-        let mut terms = Vec::new();
-        for term in inputs.terms.iter().filter(|t| member(t)) {
-            let weight = research::rules::idf(inputs.corpus_docs, term.doc_freq);
-            total += weight;
-            if term.found {
-                found += weight;
-            }
-            terms.push((term.term.clone(), weight, term.found));
-        }
-        let value = if total > 0.0 {
-            (found / total).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+    /// The coverage [`research::rules::v2::topical_relevance`] computes over the terms `member`
+    /// selects, with each of those terms' IDF weights.
+    fn of(
+        inputs: &RelevanceInputs,
+        member: impl Fn(&research::rules::TermInput) -> bool + Copy,
+    ) -> Self {
+        let (value, _) = research::rules::v2::coverage(inputs, member);
+        let terms = inputs
+            .terms
+            .iter()
+            .filter(|t| member(t))
+            .map(|t| {
+                let weight = research::rules::idf(inputs.corpus_docs, t.doc_freq);
+                (t.term.clone(), weight, t.found)
+            })
+            .collect();
         Coverage { value, terms }
     }
 

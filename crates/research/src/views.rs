@@ -11,7 +11,9 @@ use crate::event::{
 use crate::ids::{ConclusionId, ConflictId, EvidenceId, Hash32, SubQuestionId};
 use crate::refusal::PendingAction;
 use crate::rules::{Components, Mode, RuleSet, SourceType, Stance, Verdict};
-use crate::state::{ConclusionRecord, ConflictRecord, HumanDecisionKind, TaskState, TaskStatus};
+use crate::state::{
+    ConclusionRecord, ConflictRecord, EvidenceRecord, HumanDecisionKind, TaskState, TaskStatus,
+};
 use crate::text::shorten;
 use crate::workflow::next_actions;
 
@@ -207,6 +209,22 @@ pub struct EvidenceView {
     pub retraction_reason: Option<String>,
 }
 
+impl EvidenceView {
+    fn of(item: &EvidenceRecord, status: EvidenceStatus) -> Self {
+        let in_force = EvidenceAdded {
+            stance: item.stance(),
+            sub_question: item.scope().clone(),
+            ..item.added.clone()
+        };
+        EvidenceView {
+            item: in_force,
+            status,
+            screening_reason: item.screenings.last().map(|s| s.reason.clone()),
+            retraction_reason: item.retraction.as_ref().map(|r| r.reason.clone()),
+        }
+    }
+}
+
 /// A human decision as shown on a conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HumanDecisionView {
@@ -396,20 +414,21 @@ impl TaskState {
     pub fn evidence_views(&self) -> Vec<EvidenceView> {
         self.evidence_with_status()
             .into_iter()
-            .map(|(item, status)| {
-                let in_force = EvidenceAdded {
-                    stance: item.stance(),
-                    sub_question: item.scope().clone(),
-                    ..item.added.clone()
-                };
-                EvidenceView {
-                    item: in_force,
-                    status,
-                    screening_reason: item.screenings.last().map(|s| s.reason.clone()),
-                    retraction_reason: item.retraction.as_ref().map(|r| r.reason.clone()),
-                }
-            })
+            .map(|(item, status)| EvidenceView::of(item, status))
             .collect()
+    }
+
+    /// One item with its derived status, built alone: what a write that added or changed one
+    /// item answers with, without the views of every other item.
+    pub fn evidence_view(&self, id: &str) -> Option<EvidenceView> {
+        let item = self.evidence().iter().find(|i| i.id().as_str() == id)?;
+        let status = item.recorded_status();
+        let status = if status == EvidenceStatus::Adopted && self.overruled().contains(item.id()) {
+            EvidenceStatus::Overruled
+        } else {
+            status
+        };
+        Some(EvidenceView::of(item, status))
     }
 
     /// Every conflict, superseded ones included, oldest first.

@@ -580,6 +580,10 @@ impl Service {
                 Ok(decided) => decided,
                 Err(e) => return refused(e),
             };
+            // The state is not held across the append: the fold that follows changes the
+            // cached state in place only when no one else holds it, and would copy it whole
+            // otherwise.
+            drop(state);
             let request = AppendRequest {
                 stream: task_id.clone(),
                 expected: ExpectedVersion::Exact(current),

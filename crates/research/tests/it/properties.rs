@@ -339,6 +339,18 @@ proptest! {
     }
 
     #[test]
+    fn one_item_s_view_is_its_entry_among_all_views(agent_led in any::<bool>(), steps in steps()) {
+        let (task, states) = drive(agent_led, &steps)?;
+        for state in states.iter().chain([&task.state]) {
+            for view in state.evidence_views() {
+                let alone = state.evidence_view(view.item.evidence_id.as_str());
+                prop_assert_eq!(alone.as_ref(), Some(&view));
+            }
+            prop_assert_eq!(state.evidence_view("ev-none"), None);
+        }
+    }
+
+    #[test]
     fn recheck_rejects_any_doctored_derived_value(agent_led in any::<bool>(), steps in steps()) {
         let (task, before) = drive(agent_led, &steps)?;
         for (event, state) in task.events.iter().skip(1).zip(before.iter().skip(1)) {

@@ -242,9 +242,7 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Value {
 
 pub(crate) fn evidence_view(state: &TaskState, id: &str) -> Value {
     state
-        .evidence_views()
-        .into_iter()
-        .find(|v| v.item.evidence_id.as_str() == id)
+        .evidence_view(id)
         .map(|v| to_json(&v))
         .unwrap_or(Value::Null)
 }

@@ -18,6 +18,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An event-sourced, hash-chained research ledger.
 #[derive(Debug, Parser)]
 #[command(name = "research-ledger", version, about)]

@@ -79,6 +79,10 @@ impl HttpEndpoint {
             .with_allowed_origins(options.allowed_origins.clone())
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.request_body_bytes_max)
+            // A 2026-07-28 request whose handler sends nothing before its result is answered
+            // with that result as JSON, not an event stream of one event; one that reports
+            // progress or asks the client first is still streamed.
+            .with_json_response(true)
             .with_cancellation_token(self.stop.clone());
         let bridge = self.bridge.clone();
         StreamableHttpService::new(

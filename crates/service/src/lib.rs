@@ -15,6 +15,7 @@ mod jobs;
 mod metrics;
 mod service;
 pub mod shared;
+mod shared_contracts;
 pub mod tokens;
 mod tools;
 mod updates;

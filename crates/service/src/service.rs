@@ -223,6 +223,8 @@ pub(crate) struct Inner {
     pub(crate) options: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
+    /// The contracts in the storage database, when there is one.
+    pub(crate) shared_contracts: Option<crate::shared_contracts::SharedContracts>,
     pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
     pub(crate) metrics: crate::metrics::Metrics,
     pub(crate) jobs: Jobs,
@@ -301,6 +303,26 @@ fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
     registry
 }
 
+/// With a storage database (and writes allowed), the registered tools come from it.
+fn shared_contracts(
+    options: &ServiceOptions,
+    registry: &mut sources::contracts::Registry,
+) -> Result<Option<crate::shared_contracts::SharedContracts>, OpenError> {
+    let (Some(url), false) = (&options.storage_url, options.ledger.read_only) else {
+        return Ok(None);
+    };
+    let shared = crate::shared_contracts::SharedContracts::open(url)
+        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    let texts = shared
+        .read()
+        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    registry.use_texts(texts);
+    for problem in registry.problems() {
+        tracing::warn!(%problem, "a contract is left out");
+    }
+    Ok(Some(shared))
+}
+
 /// The content store the options name: a table of the shared database when there is one, the
 /// data directory's folder otherwise.
 fn open_blobs(
@@ -335,6 +357,10 @@ pub enum OpenError {
     /// The jobs folder could not be read.
     #[error("{0}")]
     Jobs(#[from] crate::jobs::JobsOpenError),
+    /// What the storage database shares (contracts, jobs, the corpus's documents) could not
+    /// be read.
+    #[error("the storage database: {0}")]
+    Shared(String),
 }
 
 impl Service {
@@ -374,7 +400,8 @@ impl Service {
             Corpus::open(&options.layout.corpus, options.corpus.clone())?
         };
         let clock = Arc::clone(&options.ledger.clock);
-        let registry = load_registry(&options);
+        let mut registry = load_registry(&options);
+        let shared_contracts = shared_contracts(&options, &mut registry)?;
         let (tools_version, _) = tokio::sync::watch::channel(0);
         let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone(), read_only)?;
         let corpus_missing = if read_only {
@@ -406,6 +433,7 @@ impl Service {
                 options,
                 clock,
                 registry: std::sync::RwLock::new(registry),
+                shared_contracts,
                 tools_version,
                 metrics: crate::metrics::Metrics::default(),
                 jobs,

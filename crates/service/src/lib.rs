@@ -12,6 +12,7 @@ pub mod audit;
 mod error;
 mod external;
 mod jobs;
+mod jobs_db;
 mod metrics;
 mod service;
 pub mod shared;

@@ -14,6 +14,7 @@ mod external;
 mod jobs;
 mod jobs_db;
 mod metrics;
+pub mod migration;
 mod service;
 pub mod shared;
 mod shared_contracts;

@@ -482,7 +482,7 @@ impl Service {
     /// The embedded corpus as `/health` shows it: its documents, its index state, and, when
     /// the ledger records searches of a corpus that is no longer there, why it is missing.
     pub fn corpus_health(&self) -> serde_json::Value {
-        let state = self.inner.corpus.index_state();
+        let state = self.corpus().index_state();
         serde_json::json!({
             "documents": state.documents,
             "index_state": state.id,

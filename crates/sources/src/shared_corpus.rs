@@ -16,8 +16,8 @@
 //! left as one segment without deletions), so nodes over one database show the same state and
 //! answer the same query with the same hits.
 //!
-//! Every document read back is checked against the fingerprint stored beside it: a row altered
-//! in the database is reported, never indexed.
+//! Every document read back is checked against the fingerprint stored beside it and its text
+//! against its recorded hash: a row altered in the database is reported, never indexed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -204,6 +204,12 @@ impl PostgresDocuments {
                 return Err(SharedCorpusError::Damaged {
                     id,
                     detail: "the document does not have the fingerprint stored with it".into(),
+                });
+            }
+            if crate::blobs::content_hash(document.content.as_bytes()) != document.content_hash {
+                return Err(SharedCorpusError::Damaged {
+                    id,
+                    detail: "the text does not have the hash recorded with it".into(),
                 });
             }
             documents.push(document);

@@ -55,9 +55,10 @@ struct Cli {
     )]
     log_format: LogFormat,
 
-    /// The shared database holding the ledger, the content store and the access tokens instead
-    /// of the data directory: `postgres://USER@HOST:PORT/DB` (PostgreSQL 15 or later). The data
-    /// directory keeps the signing key, the read models, the corpus, jobs and contracts.
+    /// The shared database holding the ledger, the content store, the access tokens, the
+    /// contracts, the pipeline jobs and the corpus's documents instead of the data directory:
+    /// `postgres://USER@HOST:PORT/DB` (PostgreSQL 15 or later). The data directory keeps the
+    /// signing key and what is derived: the read models and the corpus's index.
     #[arg(
         long,
         global = true,
@@ -98,6 +99,9 @@ enum Command {
     VerifyBundle(commands::audit::VerifyBundleArgs),
     /// Restore a data directory from a whole-ledger bundle, verifying it first.
     Import(commands::audit::ImportArgs),
+    /// Move a whole deployment between a data directory and a PostgreSQL database (either
+    /// way) and verify the copy.
+    Migrate(commands::migrate::Args),
     /// Check the contracts of external tools, or call each to see that it keeps its contract.
     Contracts(commands::contracts::Args),
     /// Write a signed checkpoint of the ledger as it stands and print it (JSON).
@@ -210,6 +214,7 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::audit::export(&cli.data_dir, args),
         Command::VerifyBundle(args) => commands::audit::verify_bundle(args),
         Command::Import(args) => commands::audit::import(&cli.data_dir, args),
+        Command::Migrate(args) => commands::migrate::run(&cli.data_dir, args),
         Command::Contracts(args) => commands::contracts::run(&cli.data_dir, args),
         Command::Checkpoint(args) => commands::checkpoint::run(&cli.data_dir, args),
         Command::Prove(args) => commands::prove::prove(&cli.data_dir, args),

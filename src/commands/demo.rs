@@ -116,8 +116,7 @@ pub(crate) fn ingest_sample(service: &Service) -> anyhow::Result<()> {
         ..sources::Defaults::default()
     };
     let report = service
-        .corpus()
-        .ingest(&[scratch.path().to_path_buf()], &defaults, &mut |_| {})
+        .ingest_files(&[scratch.path().to_path_buf()], &defaults, &mut |_| {})
         .context("cannot ingest the sample corpus")?;
     if !report.is_clean() {
         bail!(

@@ -6,6 +6,9 @@
 //!
 //! With `--server URL` the files are read and checked here all the same, and the documents go
 //! to the server that holds the data directory (`POST /v1/corpus/documents`, admins only).
+//!
+//! With `--storage-url` the documents go into the storage database, which every node's index
+//! follows; this data directory's index is brought up to date with it as well.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -102,6 +105,37 @@ pub(crate) fn ingest_with_progress(
     report.with_context(|| format!("cannot ingest into {}", corpus.dir().display()))
 }
 
+/// Ingests into the storage database the run names, and brings this data directory's index up
+/// to the database's documents.
+fn ingest_shared(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, u64)> {
+    let url = crate::config::storage_url().context("no storage URL")?;
+    let store = sources::PostgresDocuments::open(url)
+        .context("cannot open the corpus in the storage database")?;
+    let dir = corpus_dir(data_dir);
+    let limits = crate::config::limits().corpus.clone();
+    let listed_max = limits.ingest_problems_listed_max;
+    let (shared, corpus) = sources::SharedCorpus::open(&dir, limits, store)
+        .with_context(|| format!("cannot open the corpus index in {}", dir.display()))?;
+    let bar = super::progress_bar(0, "ingesting");
+    let report =
+        shared.ingest(
+            &corpus,
+            &args.paths,
+            &args.defaults(),
+            &mut |progress| match progress {
+                IngestProgress::Started { files } => bar.set_length(files),
+                IngestProgress::FileDone { done, .. } => bar.set_position(done),
+                IngestProgress::Committing => bar.set_message("committing"),
+                _ => {}
+            },
+        );
+    bar.finish_and_clear();
+    Ok((
+        report.context("cannot ingest into the storage database")?,
+        listed_max,
+    ))
+}
+
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let (report, corpus_name, listed_max) = match args.remote.remote()? {
         Some(remote) => {
@@ -109,6 +143,14 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             let report = ingest_remote(&remote, args, &limits)?;
             let name = format!("of {}", remote.server());
             (report, name, limits.ingest_problems_listed_max)
+        }
+        None if crate::config::storage_url().is_some() => {
+            let (report, listed_max) = ingest_shared(data_dir, args)?;
+            let name = format!(
+                "in the storage database (index {})",
+                corpus_dir(data_dir).display()
+            );
+            (report, name, listed_max)
         }
         None => {
             let dir = corpus_dir(data_dir);

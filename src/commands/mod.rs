@@ -8,6 +8,7 @@ pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod key;
 pub(crate) mod mcp;
+pub(crate) mod migrate;
 pub(crate) mod prove;
 pub(crate) mod repair;
 pub(crate) mod serve;

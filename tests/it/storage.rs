@@ -200,3 +200,270 @@ fn a_token_made_beside_one_data_directory_is_honoured_and_revoked_on_another() {
     assert!(!listed["tokens"][0]["revoked_at"].is_null(), "{listed}");
     server.stop();
 }
+
+/// A run of the binary on `data` with exactly the storage URL given (none: the data
+/// directory's own storage), whatever backend the rest of the suite is on.
+fn bare(data: &Path, url: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+    command
+        .env_remove("RESEARCH_LEDGER_STORAGE_URL")
+        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .env_remove("RESEARCH_LEDGER_SERVER")
+        .env_remove("RESEARCH_LEDGER_TOKEN");
+    if let Some(url) = url {
+        command.env("RESEARCH_LEDGER_STORAGE_URL", url);
+    }
+    command
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(out.status.success(), "{}{}", stdout(out), stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+/// The bundle of the whole ledger at `data` (over `url`), checked offline against `key`.
+fn whole_bundle(data: &Path, url: Option<&str>, key: &str) -> Value {
+    let file = data.join("whole.json");
+    let out = bare(
+        data,
+        url,
+        &["export", "--all", "--out", file.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checked = bare(
+        data,
+        None,
+        &["verify-bundle", file.to_str().unwrap(), "--public-key", key],
+    );
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        stdout(&checked),
+        stderr(&checked)
+    );
+    let bundle: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    bundle
+}
+
+#[test]
+fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies() {
+    let Some(cluster) = cluster_or_skip("migrate_moves_a_whole_ledger") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let first = tempfile::tempdir().unwrap();
+    let d1 = first.path();
+    let out = bare(
+        d1,
+        None,
+        &["demo", "--json", "--question", "lake-varden-blooms"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = bare(d1, None, &["token", "add", "alice", "--role", "writer"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::create_dir_all(d1.join("contracts/tools")).unwrap();
+    let contract = crate::external::kb_contract("kb_search", "http://127.0.0.1:9/s", 1000);
+    std::fs::write(d1.join("contracts/tools/kb_search.yaml"), &contract).unwrap();
+    let shown = bare(d1, None, &["key", "show"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let key = super::first_line(&stdout(&shown));
+    let before = whole_bundle(d1, None, &key);
+    let events = before["events"].as_array().unwrap().len();
+
+    // Into the database, the key staying in the data directory.
+    let to_db = |node: &Path| {
+        bare(
+            node,
+            None,
+            &["migrate", "--from", d1.to_str().unwrap(), "--to", &url],
+        )
+    };
+    let out = to_db(d1);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains(&format!("{events} events")), "{text}");
+    assert!(!text.contains("MISMATCH"), "{text}");
+    // Into a database that holds something already: refused, nothing written.
+    let again = to_db(d1);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr(&again).contains("is not empty"),
+        "{}",
+        stderr(&again)
+    );
+    let size = cluster
+        .psql_url(&url, "SELECT count(*) FROM ledger_events")
+        .unwrap();
+    assert_eq!(size, events.to_string());
+
+    // Over the database: it verifies, exports the same ledger under the same signed
+    // checkpoint, and keeps the tokens, the contract and the corpus.
+    let verified = json_of(&bare(d1, Some(&url), &["verify", "--json"]));
+    assert_eq!(verified["size"], events);
+    let moved = whole_bundle(d1, Some(&url), &key);
+    for field in [
+        "events",
+        "checkpoint",
+        "checkpoint_log",
+        "idempotency",
+        "content",
+    ] {
+        assert_eq!(moved[field], before[field], "{field}");
+    }
+    let tokens = json_of(&bare(d1, Some(&url), &["token", "list", "--json"]));
+    assert_eq!(tokens["tokens"][0]["name"], "alice", "{tokens}");
+    let stored = cluster
+        .psql_url(
+            &url,
+            "SELECT body FROM shared_documents WHERE name = 'contracts'",
+        )
+        .unwrap();
+    assert!(stored.contains("kb_search"), "{stored}");
+    let docs = cluster
+        .psql_url(&url, "SELECT count(*) FROM corpus_documents")
+        .unwrap();
+    assert_eq!(docs, "47");
+
+    // And back into a new data directory, which then stands alone.
+    let second = tempfile::tempdir().unwrap();
+    let d2 = second.path().join("back");
+    let back = bare(
+        d1,
+        None,
+        &["migrate", "--from", &url, "--to", d2.to_str().unwrap()],
+    );
+    let text_back = stdout(&back);
+    assert!(back.status.success(), "{text_back}{}", stderr(&back));
+    assert!(!text_back.contains("MISMATCH"), "{text_back}");
+    let state = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("index state"))
+            .map(str::to_owned)
+    };
+    assert_eq!(state(&text_back), state(&text));
+    let verified = json_of(&bare(&d2, None, &["verify", "--json"]));
+    assert_eq!(verified["size"], events);
+    assert_eq!(
+        whole_bundle(&d2, None, &key)["checkpoint"],
+        before["checkpoint"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(d2.join("contracts/tools/kb_search.yaml")).unwrap(),
+        contract
+    );
+    let tokens = json_of(&bare(&d2, None, &["token", "list", "--json"]));
+    assert_eq!(tokens["tokens"][0]["name"], "alice");
+    // A data directory that holds anything is refused as a destination.
+    let refused = bare(
+        d1,
+        None,
+        &["migrate", "--from", &url, "--to", d2.to_str().unwrap()],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("is not empty"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+fn write_documents(dir: &Path) {
+    for (name, id, source, body) in [
+        (
+            "silt.md",
+            "silt-1",
+            "Port Authority",
+            "The harbour silt grows each winter as the river floods.",
+        ),
+        (
+            "reef.md",
+            "reef-2",
+            "Reef Institute",
+            "Divers found the reef recovering where the harbour silt thinned.",
+        ),
+    ] {
+        std::fs::write(
+            dir.join(name),
+            format!("---\nid: {id}\ntitle: {id}\nsource: {source}\nsource_type: government\npublish_date: 2024-03-01\n---\n{body}\n"),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn two_servers_on_one_database_serve_the_same_contracts_and_corpus() {
+    let Some(cluster) = cluster_or_skip("two_servers_on_one_database") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("RESEARCH_LEDGER_STORAGE_URL", url.as_str())];
+    let a = crate::server::Server::start_with(a_dir.path(), &[], &env);
+    let b = crate::server::Server::start_with(b_dir.path(), &[], &env);
+
+    // A contract registered through one server is listed by the other.
+    let contract = crate::external::kb_contract("kb_search", "http://127.0.0.1:9/s", 1000);
+    let (status, body) = crate::server::request(
+        a.addr,
+        "POST",
+        "/v1/tools/register",
+        &[("Content-Type", "application/json")],
+        crate::external::register_body(&contract).as_bytes(),
+    );
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let listed = |addr| {
+        let (_, list) = crate::server::get_json(addr, "/v1/tools/list");
+        list.to_string().contains("\"kb_search\"")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !listed(b.addr) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other server never listed the tool"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // Documents ingested beside a third data directory are searched by both servers, on the
+    // same index state as the ingest reported.
+    let docs = tempfile::tempdir().unwrap();
+    write_documents(docs.path());
+    let c_dir = tempfile::tempdir().unwrap();
+    let report = json_of(&bare(
+        c_dir.path(),
+        Some(&url),
+        &["ingest", docs.path().to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(report["added"], 2, "{report}");
+    let state = report["index_state"]["id"].as_str().unwrap().to_owned();
+    for server in [&a, &b] {
+        let (_, health) = crate::server::get_json(server.addr, "/health");
+        assert_eq!(health["corpus"]["index_state"], state.as_str(), "{health}");
+    }
+    let (_, opened) = crate::server::call_tool(
+        b.addr,
+        "research_open_task",
+        serde_json::json!({"question": "Does the harbour silt grow?", "research_date": "2025-06-30"}),
+    );
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let (status, found) = crate::server::call_tool(
+        b.addr,
+        "retrieval_search_evidence",
+        serde_json::json!({"task_id": task, "sources": ["corpus"], "query": "harbour silt"}),
+    );
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["result"]["index_state"], state.as_str(), "{found}");
+    assert_eq!(
+        found["result"]["candidates"].as_array().unwrap().len(),
+        2,
+        "{found}"
+    );
+    a.stop();
+    b.stop();
+}

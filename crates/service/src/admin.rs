@@ -35,8 +35,14 @@ impl Service {
                 actual: documents.len() as u64,
             });
         }
-        self.corpus()
-            .add_documents(documents)
-            .map_err(ServiceError::unavailable)
+        match &self.inner.shared_corpus {
+            Some(shared) => shared
+                .add_documents(&self.inner.corpus, documents)
+                .map_err(ServiceError::unavailable),
+            None => self
+                .corpus()
+                .add_documents(documents)
+                .map_err(ServiceError::unavailable),
+        }
     }
 }

@@ -212,12 +212,26 @@ impl Service {
         self.inner.tools_version.send_modify(|v| *v += 1);
     }
 
-    /// Reads the contracts directory again if it changed; true when it did.
+    /// Reads the contracts directory (and, with a storage database, its contracts) again if
+    /// they changed; true when they did.
     pub fn refresh_tools(&self) -> bool {
-        if !self.registry().changed() {
+        let from_database = match &self.inner.shared_contracts {
+            None => None,
+            Some(shared) => match shared.changed() {
+                Ok(texts) => texts,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the contracts in the storage database");
+                    None
+                }
+            },
+        };
+        if let Some(texts) = from_database {
+            self.registry_mut().use_texts(texts);
+        } else if self.registry().changed() {
+            self.registry_mut().reload();
+        } else {
             return false;
         }
-        self.registry_mut().reload();
         for problem in self.registry().problems() {
             tracing::warn!(%problem, "a contract is left out");
         }
@@ -231,36 +245,70 @@ impl Service {
     }
 
     /// Registers a tool from its contract's text (YAML or JSON); it persists in the contracts
-    /// directory.
+    /// directory, or in the storage database when there is one.
     pub fn register_tool(&self, caller: &Caller, text: &str) -> Result<String, ServiceError> {
         caller.require(Role::Admin, "registering a tool")?;
-        let contract = self.registry_mut().register(text).map_err(|e| match e {
-            sources::contracts::RegistryError::Invalid(problems) => ServiceError::InvalidArgument {
-                field: problems
-                    .first()
-                    .map_or_else(|| "contract".to_owned(), |p| p.field.clone()),
-                message: problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            },
-            other => ServiceError::unavailable(other),
-        })?;
+        let invalid = |problems: Vec<ContractProblem>| ServiceError::InvalidArgument {
+            field: problems
+                .first()
+                .map_or_else(|| "contract".to_owned(), |p| p.field.clone()),
+            message: problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        let name = match &self.inner.shared_contracts {
+            Some(shared) => {
+                let contract = self.registry().validate(text, None).map_err(invalid)?;
+                let texts = shared
+                    .change(|tools| {
+                        tools.insert(contract.name.clone(), text.to_owned());
+                        Ok(())
+                    })
+                    .map_err(ServiceError::unavailable)?;
+                self.registry_mut().use_texts(texts);
+                contract.name
+            }
+            None => {
+                let contract = self.registry_mut().register(text).map_err(|e| match e {
+                    sources::contracts::RegistryError::Invalid(problems) => invalid(problems),
+                    other => ServiceError::unavailable(other),
+                })?;
+                contract.name
+            }
+        };
         self.bump_tools();
-        Ok(contract.name)
+        Ok(name)
     }
 
     /// Removes a registered tool.
     pub fn unregister_tool(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
         caller.require(Role::Admin, "removing a tool")?;
-        self.registry_mut().unregister(name).map_err(|e| match e {
-            sources::contracts::RegistryError::NotFound(name) => ServiceError::NotFound {
-                resource: "tool",
-                id: name,
-            },
-            other => ServiceError::unavailable(other),
-        })?;
+        let not_found = |name: String| ServiceError::NotFound {
+            resource: "tool",
+            id: name,
+        };
+        match &self.inner.shared_contracts {
+            Some(shared) => {
+                let texts = shared
+                    .change(|tools| match tools.remove(name) {
+                        Some(_) => Ok(()),
+                        None => Err(crate::shared_contracts::ContractsError::NotFound(
+                            name.to_owned(),
+                        )),
+                    })
+                    .map_err(|e| match e {
+                        crate::shared_contracts::ContractsError::NotFound(name) => not_found(name),
+                        other => ServiceError::unavailable(other),
+                    })?;
+                self.registry_mut().use_texts(texts);
+            }
+            None => self.registry_mut().unregister(name).map_err(|e| match e {
+                sources::contracts::RegistryError::NotFound(name) => not_found(name),
+                other => ServiceError::unavailable(other),
+            })?,
+        }
         self.bump_tools();
         Ok(())
     }

@@ -170,7 +170,7 @@ pub struct Job {
 }
 
 impl Job {
-    fn set_progress(&mut self) {
+    pub(crate) fn set_progress(&mut self) {
         let (name, doing) = STEPS[usize::from(self.step.clamp(1, 8)) - 1];
         self.step_name = name.to_owned();
         let at = format!("step {}/{}", self.step, self.steps_total);
@@ -222,18 +222,18 @@ impl Job {
     }
 }
 
-/// What is kept on disk for a job.
+/// What is kept on disk (or in the storage database) for a job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct JobFile {
+pub(crate) struct JobFile {
     format: u32,
-    job: Job,
+    pub(crate) job: Job,
     /// The idempotency key the job was started with, and the fingerprint of that call.
-    idempotency: Option<KeyRecord>,
+    pub(crate) idempotency: Option<KeyRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct KeyRecord {
-    key: String,
+pub(crate) struct KeyRecord {
+    pub(crate) key: String,
     fingerprint: String,
 }
 
@@ -242,9 +242,11 @@ struct Entry {
     watch: watch::Sender<Job>,
 }
 
-/// The jobs of one service: a table in memory mirrored by one file per job.
+/// The jobs of one service: a table in memory mirrored by one file per job; with a storage
+/// database, the jobs this node runs, mirrored by their rows (every other job is read there).
 pub(crate) struct Jobs {
     dir: PathBuf,
+    db: Option<Arc<crate::jobs_db::JobsDb>>,
     limits: JobLimits,
     table: Mutex<BTreeMap<String, Entry>>,
     /// Set at shutdown: running jobs stop between steps and read `interrupted`.
@@ -301,16 +303,9 @@ impl Jobs {
             let (watch, _) = watch::channel(file.job.clone());
             table.insert(file.job.job_id.clone(), Entry { file, watch });
         }
-        let jobs = Jobs {
-            dir: dir.to_path_buf(),
-            limits: JobLimits {
-                running_max: limits.running_max.max(1),
-                kept_max: limits.kept_max.max(limits.running_max.max(1)),
-            },
-            table: Mutex::new(table),
-            stopping: AtomicBool::new(false),
-            threads: Mutex::new(Vec::new()),
-        };
+        let mut jobs = Jobs::shared(None, limits);
+        jobs.dir = dir.to_path_buf();
+        jobs.table = Mutex::new(table);
         if read_only {
             // Read as they are: marking a job interrupted is a write.
             return Ok(jobs);
@@ -334,6 +329,21 @@ impl Jobs {
         Ok(jobs)
     }
 
+    /// The jobs of the storage database `db` (or none, to be filled by [`Jobs::open`]).
+    pub(crate) fn shared(db: Option<crate::jobs_db::JobsDb>, limits: JobLimits) -> Jobs {
+        Jobs {
+            dir: PathBuf::new(),
+            db: db.map(Arc::new),
+            limits: JobLimits {
+                running_max: limits.running_max.max(1),
+                kept_max: limits.kept_max.max(limits.running_max.max(1)),
+            },
+            table: Mutex::new(BTreeMap::new()),
+            stopping: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Entry>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -346,6 +356,12 @@ impl Jobs {
     /// crash leaves the old state or the new, never a torn file. A job file is a report, so a
     /// failure to write one is logged rather than failing the job.
     fn persist(&self, file: &JobFile) {
+        if let Some(db) = &self.db {
+            if let Err(e) = db.update(file) {
+                tracing::warn!(job_id = %file.job.job_id, error = %e, "cannot write a job to the storage database");
+            }
+            return;
+        }
         let path = self.path_of(&file.job.job_id);
         let tmp = path.with_extension("json.tmp");
         let result = (|| -> std::io::Result<()> {
@@ -370,26 +386,63 @@ impl Jobs {
         }
     }
 
-    /// A job as it stands.
+    /// A job as it stands: this node's own, or the storage database's.
     pub(crate) fn get(&self, job_id: &str) -> Result<Job, ServiceError> {
-        self.lock()
-            .get(job_id)
-            .map(|e| e.file.job.clone())
-            .ok_or_else(|| ServiceError::NotFound {
-                resource: "job",
-                id: job_id.to_owned(),
-            })
+        let local = self.lock().get(job_id).map(|e| e.file.job.clone());
+        match (local, &self.db) {
+            (Some(job), _) => Ok(job),
+            (None, Some(db)) => db
+                .get(job_id)
+                .map_err(ServiceError::unavailable)?
+                .map(|f| f.job)
+                .ok_or_else(|| not_found(job_id)),
+            (None, None) => Err(not_found(job_id)),
+        }
     }
 
-    /// Every change to a job from now on.
+    /// Every change to a job from now on. A job another node runs is read from the storage
+    /// database every `REMOTE_POLL` while someone watches it and it runs.
     pub(crate) fn watch(&self, job_id: &str) -> Result<watch::Receiver<Job>, ServiceError> {
-        self.lock()
-            .get(job_id)
-            .map(|e| e.watch.subscribe())
-            .ok_or_else(|| ServiceError::NotFound {
-                resource: "job",
-                id: job_id.to_owned(),
-            })
+        if let Some(receiver) = self.lock().get(job_id).map(|e| e.watch.subscribe()) {
+            return Ok(receiver);
+        }
+        let db = self.db.as_ref().ok_or_else(|| not_found(job_id))?;
+        let job = self.get(job_id)?;
+        let (sender, receiver) = watch::channel(job.clone());
+        if job.status.is_stopped() {
+            return Ok(receiver);
+        }
+        let (db, id) = (Arc::clone(db), job_id.to_owned());
+        let polled = std::thread::Builder::new()
+            .name("job-watch".into())
+            .spawn(move || {
+                while sender.receiver_count() > 0 {
+                    std::thread::sleep(REMOTE_POLL);
+                    let Ok(Some(file)) = db.get(&id) else { break };
+                    let stopped = file.job.status.is_stopped();
+                    sender.send_if_modified(|j| {
+                        let moved = *j != file.job;
+                        *j = file.job;
+                        moved
+                    });
+                    if stopped {
+                        break;
+                    }
+                }
+            });
+        if let Err(e) = polled {
+            tracing::warn!(error = %e, "cannot follow a job of another node");
+        }
+        Ok(receiver)
+    }
+
+    /// A job this node ran stopped: with a storage database its claim goes and its row is
+    /// what every node reads from now on.
+    fn stopped(&self, job_id: &str) {
+        if let Some(db) = &self.db {
+            db.release(job_id);
+            self.lock().remove(job_id);
+        }
     }
 
     /// Changes a job, writes its file and tells its watchers.
@@ -462,27 +515,10 @@ impl Service {
         a: &RunPipelineArgs,
     ) -> Result<(Job, bool), ServiceError> {
         let jobs = &self.inner.jobs;
-        let key = match &a.idempotency_key {
-            None => None,
-            Some(key) => {
-                let max = self.ledger().limits().idempotency_key_bytes_max;
-                if key.is_empty() || key.len() > max {
-                    return Err(ServiceError::invalid(
-                        "idempotency_key",
-                        format!("an idempotency key is 1 to {max} bytes"),
-                    ));
-                }
-                Some(KeyRecord {
-                    key: key.clone(),
-                    fingerprint: fingerprint(
-                        research::Tool::ResearchRunPipeline.name(),
-                        arguments,
-                        &caller.actor,
-                    )
-                    .to_hex(),
-                })
-            }
-        };
+        let key = self.key_record(caller, arguments, a)?;
+        if let Some(db) = &jobs.db {
+            return self.start_shared(db, caller, a, key);
+        }
         let mut table = jobs.lock();
         // The key first, as for every write: a retry gets the job its first call started.
         if let Some(key) = &key {
@@ -494,14 +530,76 @@ impl Service {
                     .map(|k| (k.clone(), e.file.job.clone()))
             });
             if let Some((recorded, job)) = earlier {
-                if recorded.fingerprint != key.fingerprint {
-                    return Err(ServiceError::IdempotencyKeyReused {
-                        key: key.key.clone(),
-                    });
-                }
-                return Ok((job, true));
+                return replay(&recorded, key, job);
             }
         }
+        let state = self.startable(a)?;
+        // One job per task at a time: a second start is the same work, so it gets that job.
+        if let Some(running) = table
+            .values()
+            .find(|e| e.file.job.task_id == a.task_id && e.file.job.status == JobStatus::Running)
+        {
+            return Ok((running.file.job.clone(), false));
+        }
+        jobs.room_to_run(&table)?;
+        // Room for one more: forget the oldest stopped jobs.
+        while table.len() >= jobs.limits.kept_max {
+            let oldest = table
+                .values()
+                .filter(|e| e.file.job.status.is_stopped())
+                .min_by(|x, y| {
+                    (x.file.job.updated_at, &x.file.job.job_id)
+                        .cmp(&(y.file.job.updated_at, &y.file.job.job_id))
+                })
+                .map(|e| e.file.job.job_id.clone());
+            let Some(oldest) = oldest else { break };
+            table.remove(&oldest);
+            jobs.forget(&oldest);
+        }
+        let file = JobFile {
+            format: JOB_FILE_FORMAT,
+            job: new_job(&a.task_id, state.version(), &caller.actor),
+            idempotency: key,
+        };
+        jobs.persist(&file);
+        let job = file.job.clone();
+        let (watch, _) = watch::channel(job.clone());
+        table.insert(job.job_id.clone(), Entry { file, watch });
+        drop(table);
+        self.spawn_job(&job, caller)?;
+        Ok((job, false))
+    }
+
+    /// The idempotency key of a start, checked, with the fingerprint of the call.
+    fn key_record(
+        &self,
+        caller: &Caller,
+        arguments: &Value,
+        a: &RunPipelineArgs,
+    ) -> Result<Option<KeyRecord>, ServiceError> {
+        let Some(key) = &a.idempotency_key else {
+            return Ok(None);
+        };
+        let max = self.ledger().limits().idempotency_key_bytes_max;
+        if key.is_empty() || key.len() > max {
+            return Err(ServiceError::invalid(
+                "idempotency_key",
+                format!("an idempotency key is 1 to {max} bytes"),
+            ));
+        }
+        Ok(Some(KeyRecord {
+            key: key.clone(),
+            fingerprint: fingerprint(
+                research::Tool::ResearchRunPipeline.name(),
+                arguments,
+                &caller.actor,
+            )
+            .to_hex(),
+        }))
+    }
+
+    /// The task a start names, when a pipeline may start on it.
+    fn startable(&self, a: &RunPipelineArgs) -> Result<Arc<TaskState>, ServiceError> {
         let state = self.state(&a.task_id)?;
         if state.task().is_none() {
             return Err(ServiceError::NotFound {
@@ -524,74 +622,57 @@ impl Service {
                 current_version: state.version(),
             });
         }
-        // One job per task at a time: a second start is the same work, so it gets that job.
-        if let Some(running) = table
-            .values()
-            .find(|e| e.file.job.task_id == a.task_id && e.file.job.status == JobStatus::Running)
-        {
-            return Ok((running.file.job.clone(), false));
-        }
-        if jobs.stopping() {
-            return Err(ServiceError::unavailable(
-                "the service is shutting down; run the pipeline again once it is back",
-            ));
-        }
-        let running = table
-            .values()
-            .filter(|e| e.file.job.status == JobStatus::Running)
-            .count();
-        if running >= jobs.limits.running_max {
-            return Err(ServiceError::LimitExceeded {
-                limit: "jobs_running_max".into(),
-                max: jobs.limits.running_max as u64,
-                actual: running as u64 + 1,
-            });
-        }
-        // Room for one more: forget the oldest stopped jobs.
-        while table.len() >= jobs.limits.kept_max {
-            let oldest = table
-                .values()
-                .filter(|e| e.file.job.status.is_stopped())
-                .min_by(|x, y| {
-                    (x.file.job.updated_at, &x.file.job.job_id)
-                        .cmp(&(y.file.job.updated_at, &y.file.job.job_id))
-                })
-                .map(|e| e.file.job.job_id.clone());
-            let Some(oldest) = oldest else { break };
-            table.remove(&oldest);
-            jobs.forget(&oldest);
-        }
+        Ok(state)
+    }
 
-        let now = Utc::now();
-        let mut job = Job {
-            job_id: new_job_id(),
-            task_id: a.task_id.clone(),
-            status: JobStatus::Running,
-            step: 1,
-            steps_total: STEPS.len() as u8,
-            step_name: String::new(),
-            step_progress: None,
-            progress: String::new(),
-            steps: Vec::new(),
-            pending_actions: Vec::new(),
-            error: None,
-            conclusion: None,
-            session_version: state.version(),
-            actor: caller.actor.clone(),
-            started_at: now,
-            updated_at: now,
-        };
-        job.set_progress();
+    /// A start with a storage database: decided there, so that one job runs per task across
+    /// every node, and a key answers with its job on any node.
+    fn start_shared(
+        &self,
+        db: &crate::jobs_db::JobsDb,
+        caller: &Caller,
+        a: &RunPipelineArgs,
+        key: Option<KeyRecord>,
+    ) -> Result<(Job, bool), ServiceError> {
+        let jobs = &self.inner.jobs;
+        if let Some(key) = &key
+            && let Some(earlier) = db.keyed(&key.key).map_err(ServiceError::unavailable)?
+            && let Some(recorded) = &earlier.idempotency
+        {
+            return replay(recorded, key, earlier.job);
+        }
+        let state = self.startable(a)?;
+        let mut table = jobs.lock();
+        jobs.room_to_run(&table)?;
         let file = JobFile {
             format: JOB_FILE_FORMAT,
-            job: job.clone(),
-            idempotency: key,
+            job: new_job(&a.task_id, state.version(), &caller.actor),
+            idempotency: key.clone(),
         };
-        jobs.persist(&file);
+        match db
+            .start(&file, jobs.limits.kept_max)
+            .map_err(ServiceError::unavailable)?
+        {
+            crate::jobs_db::Started::New => {}
+            crate::jobs_db::Started::Running(other) => return Ok((other.job, false)),
+            crate::jobs_db::Started::Keyed(earlier) => {
+                return match (&earlier.idempotency, &key) {
+                    (Some(recorded), Some(key)) => replay(recorded, key, earlier.job),
+                    _ => Ok((earlier.job, true)),
+                };
+            }
+        }
+        let job = file.job.clone();
         let (watch, _) = watch::channel(job.clone());
         table.insert(job.job_id.clone(), Entry { file, watch });
         drop(table);
+        self.spawn_job(&job, caller)?;
+        Ok((job, false))
+    }
 
+    /// Runs a stored job on a thread of its own.
+    fn spawn_job(&self, job: &Job, caller: &Caller) -> Result<(), ServiceError> {
+        let jobs = &self.inner.jobs;
         let service = self.clone();
         let caller = caller.clone();
         let job_id = job.job_id.clone();
@@ -603,6 +684,7 @@ impl Service {
                 let mut threads = jobs.threads.lock().unwrap_or_else(|p| p.into_inner());
                 threads.retain(|t| !t.is_finished());
                 threads.push(handle);
+                Ok(())
             }
             Err(e) => {
                 let error = ServiceError::unavailable(format!("cannot start the job: {e}"));
@@ -610,10 +692,79 @@ impl Service {
                     j.status = JobStatus::Failed;
                     j.error = Some(error.to_json());
                 });
-                return Err(error);
+                jobs.stopped(&job.job_id);
+                Err(error)
             }
         }
-        Ok((job, false))
+    }
+}
+
+impl Jobs {
+    /// Refuses another start while the service stops or runs `running_max` jobs.
+    fn room_to_run(&self, table: &BTreeMap<String, Entry>) -> Result<(), ServiceError> {
+        if self.stopping() {
+            return Err(ServiceError::unavailable(
+                "the service is shutting down; run the pipeline again once it is back",
+            ));
+        }
+        let running = table
+            .values()
+            .filter(|e| e.file.job.status == JobStatus::Running)
+            .count();
+        if running >= self.limits.running_max {
+            return Err(ServiceError::LimitExceeded {
+                limit: "jobs_running_max".into(),
+                max: self.limits.running_max as u64,
+                actual: running as u64 + 1,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The job an idempotency key started, for a retry of the same call; another call under the
+/// same key is refused.
+fn replay(recorded: &KeyRecord, key: &KeyRecord, job: Job) -> Result<(Job, bool), ServiceError> {
+    if recorded.fingerprint != key.fingerprint {
+        return Err(ServiceError::IdempotencyKeyReused {
+            key: key.key.clone(),
+        });
+    }
+    Ok((job, true))
+}
+
+/// A job starting now on a task at `version`, for `actor`.
+fn new_job(task_id: &str, version: u64, actor: &str) -> Job {
+    let now = Utc::now();
+    let mut job = Job {
+        job_id: new_job_id(),
+        task_id: task_id.to_owned(),
+        status: JobStatus::Running,
+        step: 1,
+        steps_total: STEPS.len() as u8,
+        step_name: String::new(),
+        step_progress: None,
+        progress: String::new(),
+        steps: Vec::new(),
+        pending_actions: Vec::new(),
+        error: None,
+        conclusion: None,
+        session_version: version,
+        actor: actor.to_owned(),
+        started_at: now,
+        updated_at: now,
+    };
+    job.set_progress();
+    job
+}
+
+/// How often a job another node runs is read while it is watched.
+const REMOTE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+fn not_found(job_id: &str) -> ServiceError {
+    ServiceError::NotFound {
+        resource: "job",
+        id: job_id.to_owned(),
     }
 }
 
@@ -675,6 +826,7 @@ fn run_job(service: &Service, job_id: &str, caller: &Caller) {
             }
         }
     });
+    jobs.stopped(job_id);
 }
 
 /// One run of the pipeline over a task.

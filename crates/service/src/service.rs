@@ -220,9 +220,14 @@ pub(crate) struct Inner {
     pub(crate) projector: Projector,
     pub(crate) blobs: Box<dyn ContentStore>,
     pub(crate) corpus: Corpus,
+    /// The corpus's documents in the storage database, when there is one: `corpus` is this
+    /// node's index of them.
+    pub(crate) shared_corpus: Option<sources::SharedCorpus>,
     pub(crate) options: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: std::sync::RwLock<sources::contracts::Registry>,
+    /// The contracts in the storage database, when there is one.
+    pub(crate) shared_contracts: Option<crate::shared_contracts::SharedContracts>,
     pub(crate) tools_version: tokio::sync::watch::Sender<u64>,
     pub(crate) metrics: crate::metrics::Metrics,
     pub(crate) jobs: Jobs,
@@ -301,6 +306,63 @@ fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
     registry
 }
 
+/// The corpus: an empty one in memory for a read-only service; with a storage database, this
+/// node's index brought up to the database's documents; otherwise the data directory's.
+fn open_corpus(
+    options: &ServiceOptions,
+) -> Result<(Corpus, Option<sources::SharedCorpus>), OpenError> {
+    let limits = options.corpus.clone();
+    if options.ledger.read_only {
+        return Ok((Corpus::in_memory(limits)?, None));
+    }
+    let Some(url) = &options.storage_url else {
+        return Ok((Corpus::open(&options.layout.corpus, limits)?, None));
+    };
+    let store =
+        sources::PostgresDocuments::open(url).map_err(|e| OpenError::Shared(e.to_string()))?;
+    let (shared, corpus) = sources::SharedCorpus::open(&options.layout.corpus, limits, store)
+        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    Ok((corpus, Some(shared)))
+}
+
+/// The jobs: the storage database's when there is one (and writes are allowed), else the
+/// data directory's.
+fn open_jobs(options: &ServiceOptions) -> Result<Jobs, OpenError> {
+    let read_only = options.ledger.read_only;
+    match (&options.storage_url, read_only) {
+        (Some(url), false) => {
+            let db =
+                crate::jobs_db::JobsDb::open(url).map_err(|e| OpenError::Shared(e.to_string()))?;
+            Ok(Jobs::shared(Some(db), options.jobs.clone()))
+        }
+        _ => Ok(Jobs::open(
+            &options.layout.jobs,
+            options.jobs.clone(),
+            read_only,
+        )?),
+    }
+}
+
+/// With a storage database (and writes allowed), the registered tools come from it.
+fn shared_contracts(
+    options: &ServiceOptions,
+    registry: &mut sources::contracts::Registry,
+) -> Result<Option<crate::shared_contracts::SharedContracts>, OpenError> {
+    let (Some(url), false) = (&options.storage_url, options.ledger.read_only) else {
+        return Ok(None);
+    };
+    let shared = crate::shared_contracts::SharedContracts::open(url)
+        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    let texts = shared
+        .read()
+        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    registry.use_texts(texts);
+    for problem in registry.problems() {
+        tracing::warn!(%problem, "a contract is left out");
+    }
+    Ok(Some(shared))
+}
+
 /// The content store the options name: a table of the shared database when there is one, the
 /// data directory's folder otherwise.
 fn open_blobs(
@@ -335,6 +397,10 @@ pub enum OpenError {
     /// The jobs folder could not be read.
     #[error("{0}")]
     Jobs(#[from] crate::jobs::JobsOpenError),
+    /// What the storage database shares (contracts, jobs, the corpus's documents) could not
+    /// be read.
+    #[error("the storage database: {0}")]
+    Shared(String),
 }
 
 impl Service {
@@ -368,15 +434,12 @@ impl Service {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
         let blobs = open_blobs(&options, read_only)?;
-        let corpus = if read_only {
-            Corpus::in_memory(options.corpus.clone())?
-        } else {
-            Corpus::open(&options.layout.corpus, options.corpus.clone())?
-        };
+        let (corpus, shared_corpus) = open_corpus(&options)?;
         let clock = Arc::clone(&options.ledger.clock);
-        let registry = load_registry(&options);
+        let mut registry = load_registry(&options);
+        let shared_contracts = shared_contracts(&options, &mut registry)?;
         let (tools_version, _) = tokio::sync::watch::channel(0);
-        let jobs = Jobs::open(&options.layout.jobs, options.jobs.clone(), read_only)?;
+        let jobs = open_jobs(&options)?;
         let corpus_missing = if read_only {
             None
         } else {
@@ -403,9 +466,11 @@ impl Service {
                 projector,
                 blobs,
                 corpus,
+                shared_corpus,
                 options,
                 clock,
                 registry: std::sync::RwLock::new(registry),
+                shared_contracts,
                 tools_version,
                 metrics: crate::metrics::Metrics::default(),
                 jobs,
@@ -417,7 +482,7 @@ impl Service {
     /// The embedded corpus as `/health` shows it: its documents, its index state, and, when
     /// the ledger records searches of a corpus that is no longer there, why it is missing.
     pub fn corpus_health(&self) -> serde_json::Value {
-        let state = self.inner.corpus.index_state();
+        let state = self.corpus().index_state();
         serde_json::json!({
             "documents": state.documents,
             "index_state": state.id,
@@ -460,9 +525,37 @@ impl Service {
         self.inner.blobs.as_ref()
     }
 
-    /// The embedded corpus.
+    /// The corpus this node searches. With a storage database it first catches up with the
+    /// database's documents (one query when nothing moved), so a document stored through any
+    /// node is searched here from the next call on; when the database cannot be read, the
+    /// index is searched as it stands and the failure logged.
     pub fn corpus(&self) -> &Corpus {
+        if let Some(shared) = &self.inner.shared_corpus
+            && let Err(e) = shared.catch_up(&self.inner.corpus)
+        {
+            tracing::warn!(error = %e, "the corpus could not catch up with the storage database");
+        }
         &self.inner.corpus
+    }
+
+    /// Reads every document under `paths` and adds it to the corpus: through the storage
+    /// database when there is one, so every node's index gets it.
+    pub fn ingest_files(
+        &self,
+        paths: &[std::path::PathBuf],
+        defaults: &sources::Defaults,
+        progress: &mut dyn FnMut(sources::IngestProgress<'_>),
+    ) -> Result<sources::IngestReport, ServiceError> {
+        match &self.inner.shared_corpus {
+            Some(shared) => shared
+                .ingest(&self.inner.corpus, paths, defaults, progress)
+                .map_err(ServiceError::unavailable),
+            None => self
+                .inner
+                .corpus
+                .ingest(paths, defaults, progress)
+                .map_err(ServiceError::unavailable),
+        }
     }
 
     /// What the service counts, in the Prometheus text format.

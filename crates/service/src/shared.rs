@@ -9,22 +9,47 @@
 //! other, as the lock file does for the embedded token file. Commits are durable when they
 //! return (`synchronous_commit` on). Readers compare the version to see a change.
 //!
-//! The driver is asynchronous and callers are not: the store owns a small tokio runtime, runs
-//! each query there and blocks the caller on a channel until it is done.
+//! The service's tables (these documents and the pipeline jobs) are created by numbered
+//! migrations applied at open ([`sources::database::migrate`]: an advisory lock, the
+//! `shared_schema` table, a newer schema refused). The driver is asynchronous and callers are
+//! not: work runs on the [`Database`]'s runtime and the caller blocks until it is done.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio_postgres::{Client, Config, NoTls};
+use sources::database::{Database, DatabaseError, Migration, Pool, db_error, migrate};
 
-/// The advisory lock key under which the table is created ("rl-share" in ASCII).
-const SCHEMA_LOCK: i64 = 0x726c_2d73_6861_7265;
+/// The component name of the service's tables in `shared_schema`.
+const COMPONENT: &str = "service";
 
-const CREATE: &str = "CREATE TABLE IF NOT EXISTS shared_documents (
-    name    text   PRIMARY KEY,
-    version bigint NOT NULL CHECK (version >= 0),
-    body    text
-)";
+/// Every migration of the service's tables, in order. Never edit one that was released: add
+/// the next. The first creates the table only when it is missing, since databases written
+/// before migrations were recorded for it hold it already.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "shared documents: the access tokens and the contracts of registered tools",
+        sql: "CREATE TABLE IF NOT EXISTS shared_documents (
+            name    text   PRIMARY KEY,
+            version bigint NOT NULL CHECK (version >= 0),
+            body    text
+        )",
+    },
+    Migration {
+        version: 2,
+        description: "pipeline jobs",
+        sql: "CREATE TABLE pipeline_jobs (
+            job_id          text        PRIMARY KEY,
+            task_id         text        NOT NULL,
+            status          text        NOT NULL,
+            idempotency_key text        UNIQUE,
+            updated_at      timestamptz NOT NULL,
+            body            text        NOT NULL
+        );
+        CREATE UNIQUE INDEX pipeline_jobs_one_running ON pipeline_jobs (task_id)
+            WHERE status = 'running';
+        CREATE INDEX pipeline_jobs_by_update ON pipeline_jobs (updated_at);",
+    },
+];
 
 /// Why the database could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -34,113 +59,49 @@ pub struct SharedError {
     detail: String,
 }
 
-fn db_error(op: &'static str, e: &tokio_postgres::Error) -> SharedError {
-    let detail = match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    };
-    SharedError { op, detail }
+impl From<DatabaseError> for SharedError {
+    fn from(e: DatabaseError) -> Self {
+        SharedError {
+            op: e.op,
+            detail: e.detail,
+        }
+    }
 }
 
 /// The shared documents of one database. See the module documentation.
 #[derive(Debug)]
 pub struct SharedDocuments {
-    runtime: Option<tokio::runtime::Runtime>,
-    config: Arc<Config>,
-    reader: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
+    db: Arc<Database>,
 }
 
-async fn connect(config: &Config) -> Result<Client, SharedError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| db_error("connect", &e))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "a shared documents connection closed");
-        }
-    });
-    client
-        .batch_execute("SET synchronous_commit TO on")
-        .await
-        .map_err(|e| db_error("set synchronous_commit", &e))?;
-    Ok(client)
+/// Opens the database at `url` and applies the service's migrations.
+pub(crate) fn open_database(url: &str, application: &str) -> Result<Database, DatabaseError> {
+    let db = Database::open(url, application)?;
+    let pool = db.pool();
+    db.run(async move {
+        let mut client = pool.alone().await?;
+        migrate(&mut client, COMPONENT, MIGRATIONS).await
+    })?;
+    Ok(db)
 }
 
 impl SharedDocuments {
-    /// Connects to the database at `url` and creates the table when it is not there.
+    /// Connects to the database at `url` and applies the service's migrations.
     pub fn open(url: &str) -> Result<SharedDocuments, SharedError> {
-        let mut config: Config = url.parse().map_err(|e| SharedError {
-            op: "read the storage URL",
-            detail: format!("{e}"),
-        })?;
-        config.application_name("research-ledger shared documents");
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("shared-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| SharedError {
-                op: "start the database runtime",
-                detail: e.to_string(),
-            })?;
-        let store = SharedDocuments {
-            runtime: Some(runtime),
-            config: Arc::new(config),
-            reader: Arc::new(tokio::sync::Mutex::new(None)),
-        };
-        let config = Arc::clone(&store.config);
-        store.run(async move {
-            let client = connect(&config).await?;
-            client
-                .batch_execute(&format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {CREATE}; COMMIT"
-                ))
-                .await
-                .map_err(|e| db_error("create the table", &e))
-        })?;
-        Ok(store)
+        Ok(SharedDocuments {
+            db: Arc::new(open_database(url, "research-ledger shared documents")?),
+        })
     }
 
-    fn run<T, F>(&self, work: F) -> Result<T, SharedError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, SharedError>> + Send + 'static,
-    {
-        let stopped = || SharedError {
-            op: "run a query",
-            detail: "the database runtime has stopped".into(),
-        };
-        let runtime = self.runtime.as_ref().ok_or_else(stopped)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        runtime.spawn(async move {
-            let _ = tx.send(work.await);
-        });
-        rx.recv().map_err(|_| stopped())?
+    fn pool(&self) -> Pool {
+        self.db.pool()
     }
 
     /// The document `name`: its version (0 when it was never written) and its text.
     pub fn read(&self, name: &str) -> Result<(u64, Option<String>), SharedError> {
-        let (config, reader, name) = (
-            Arc::clone(&self.config),
-            Arc::clone(&self.reader),
-            name.to_owned(),
-        );
-        self.run(async move {
-            let client = {
-                let mut slot = reader.lock().await;
-                match &*slot {
-                    Some(client) if !client.is_closed() => Arc::clone(client),
-                    _ => {
-                        let client = Arc::new(connect(&config).await?);
-                        *slot = Some(Arc::clone(&client));
-                        client
-                    }
-                }
-            };
+        let (pool, name) = (self.pool(), name.to_owned());
+        Ok(self.db.run(async move {
+            let client = pool.shared().await?;
             let row = client
                 .query_opt(
                     "SELECT version, body FROM shared_documents WHERE name = $1",
@@ -152,7 +113,7 @@ impl SharedDocuments {
                 None => (0, None),
                 Some(row) => (u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), row.get(1)),
             })
-        })
+        })?)
     }
 
     /// Changes the document `name`: `change` gets its text (None when it has none) while the
@@ -162,9 +123,9 @@ impl SharedDocuments {
         name: &str,
         change: impl FnOnce(Option<String>) -> Result<String, E>,
     ) -> Result<Result<(), E>, SharedError> {
-        let (config, owned) = (Arc::clone(&self.config), name.to_owned());
-        let (client, body) = self.run(async move {
-            let client = Arc::new(connect(&config).await?);
+        let (pool, owned) = (self.pool(), name.to_owned());
+        let (client, body) = self.db.run(async move {
+            let client = Arc::new(pool.alone().await?);
             client
                 .execute(
                     "INSERT INTO shared_documents (name, version, body) VALUES ($1, 0, NULL) \
@@ -192,7 +153,7 @@ impl SharedDocuments {
             Err(e) => return Ok(Err(e)),
         };
         let name = name.to_owned();
-        self.run(async move {
+        self.db.run(async move {
             client
                 .execute(
                     "UPDATE shared_documents SET body = $2, version = version + 1 WHERE name = $1",
@@ -206,14 +167,5 @@ impl SharedDocuments {
                 .map_err(|e| db_error("commit", &e))
         })?;
         Ok(Ok(()))
-    }
-}
-
-impl Drop for SharedDocuments {
-    fn drop(&mut self) {
-        // Without waiting: it may be dropped inside another runtime.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
     }
 }

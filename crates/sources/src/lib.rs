@@ -11,6 +11,8 @@
 //! - [`BlobStore`]: full texts under their blake3 hash, durable before `put` returns and checked
 //!   on every read; [`PostgresBlobStore`] the same in a shared database, both behind
 //!   [`ContentStore`].
+//! - [`SharedCorpus`]: with a storage database, the corpus's documents live there
+//!   ([`PostgresDocuments`]) and each node's index is rebuilt from them.
 //!
 //! This crate depends on `research` for the rule set's formulas and vocabulary, and on nothing
 //! that knows about the ledger: it records nothing itself.
@@ -18,9 +20,11 @@
 pub mod blobs;
 pub mod contracts;
 pub mod corpus;
+pub mod database;
 pub mod document;
 pub mod ingest;
 pub mod limits;
+pub mod shared_corpus;
 pub mod summary;
 pub mod tokenize;
 
@@ -34,5 +38,6 @@ pub use corpus::{
 pub use document::{DefaultedFields, Defaults, Document, Field, FieldProblem};
 pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_documents};
 pub use limits::CorpusLimits;
+pub use shared_corpus::{PostgresDocuments, PutReport, SharedCorpus, SharedCorpusError};
 pub use summary::summarize;
 pub use tokenize::{TOKENIZER_VERSION, content_terms, tokenize};

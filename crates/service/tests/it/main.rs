@@ -6,6 +6,7 @@ mod audit;
 mod concurrency;
 mod fuzz_regressions;
 mod jobs;
+mod shared;
 mod tools;
 
 use serde_json::{Value, json};

@@ -129,6 +129,9 @@ pub struct Registry {
     limits: ContractLimits,
     reserved: Vec<String>,
     stamp: Vec<(PathBuf, u64, u128)>,
+    /// The tools' contracts as texts by name, when they are kept elsewhere than the directory
+    /// (in the storage database); the directory's tool files are then not read.
+    texts: Option<BTreeMap<String, String>>,
 }
 
 /// Why a registration or removal failed.
@@ -206,6 +209,7 @@ impl Registry {
             limits,
             reserved: Vec::new(),
             stamp: Vec::new(),
+            texts: None,
         }
     }
 
@@ -277,6 +281,36 @@ impl Registry {
                 Err(p) => self.problems.push(p),
             }
         }
+        match self.texts.clone() {
+            Some(texts) => self.read_texts(&texts),
+            None => self.read_files(),
+        }
+        let fallbacks = dir.join(FALLBACKS_FILE);
+        if let Ok(text) = fs::read_to_string(&fallbacks) {
+            match serde_saphyr::from_str::<FallbacksFile>(&text) {
+                Ok(f) => {
+                    for (from, to) in f.fallbacks {
+                        if !self.tools.contains_key(&to) && !self.reserved.contains(&to) {
+                            self.problems.push(ContractProblem {
+                                file: Some(fallbacks.clone()),
+                                field: format!("fallbacks.{from}"),
+                                problem: format!("{to} is not a tool"),
+                            });
+                            continue;
+                        }
+                        self.fallbacks.insert(from, to);
+                    }
+                }
+                Err(e) => self.problems.push(ContractProblem {
+                    file: Some(fallbacks),
+                    field: "fallbacks".into(),
+                    problem: format!("not a fallback map: {e}"),
+                }),
+            }
+        }
+    }
+
+    fn read_files(&mut self) {
         let mut files: Vec<PathBuf> = self
             .stamp
             .iter()
@@ -303,29 +337,37 @@ impl Registry {
                 Err(problems) => self.problems.extend(problems),
             }
         }
-        let fallbacks = dir.join(FALLBACKS_FILE);
-        if let Ok(text) = fs::read_to_string(&fallbacks) {
-            match serde_saphyr::from_str::<FallbacksFile>(&text) {
-                Ok(f) => {
-                    for (from, to) in f.fallbacks {
-                        if !self.tools.contains_key(&to) && !self.reserved.contains(&to) {
-                            self.problems.push(ContractProblem {
-                                file: Some(fallbacks.clone()),
-                                field: format!("fallbacks.{from}"),
-                                problem: format!("{to} is not a tool"),
-                            });
-                            continue;
-                        }
-                        self.fallbacks.insert(from, to);
-                    }
+    }
+
+    fn read_texts(&mut self, texts: &BTreeMap<String, String>) {
+        for (name, text) in texts {
+            match self.validate(text, None) {
+                Ok(contract) if contract.name == *name => {
+                    self.tools.insert(contract.name.clone(), contract);
                 }
-                Err(e) => self.problems.push(ContractProblem {
-                    file: Some(fallbacks),
-                    field: "fallbacks".into(),
-                    problem: format!("not a fallback map: {e}"),
+                Ok(contract) => self.problems.push(ContractProblem {
+                    file: None,
+                    field: "name".into(),
+                    problem: format!("the contract kept as {name} names {}", contract.name),
                 }),
+                Err(problems) => self.problems.extend(problems.into_iter().map(|mut p| {
+                    p.problem = format!("{name}: {}", p.problem);
+                    p
+                })),
             }
         }
+    }
+
+    /// Takes the tools' contracts from `texts` (by name) rather than from the directory's
+    /// files, from now on; the directory's tag dictionary and fallback map still apply.
+    pub fn use_texts(&mut self, texts: BTreeMap<String, String>) {
+        self.texts = Some(texts);
+        self.reload();
+    }
+
+    /// The contracts' texts by name, when they are taken from texts ([`Registry::use_texts`]).
+    pub fn texts(&self) -> Option<&BTreeMap<String, String>> {
+        self.texts.as_ref()
     }
 
     fn read_contract(&self, file: &Path) -> Result<Contract, Vec<ContractProblem>> {

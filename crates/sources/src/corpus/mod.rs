@@ -38,6 +38,7 @@ use crate::limits::CorpusLimits;
 use crate::summary::summarize;
 use crate::tokenize::{CorpusTokenizer, TOKENIZER_VERSION, tokenize};
 
+mod documents;
 mod schema;
 mod search;
 mod state;

@@ -1,0 +1,391 @@
+//! Two services over one PostgreSQL database, as two nodes: the contracts, the pipeline jobs
+//! and the corpus's documents are the database's, so each node sees what the other wrote.
+//! Real throwaway clusters (`test_support::postgres`); without PostgreSQL these tests say so
+//! and pass, unless `RESEARCH_LEDGER_REQUIRE_POSTGRES` is set.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use service::{Service, ServiceError, ServiceOptions};
+use test_support::postgres::{PgCluster, cluster_or_skip};
+
+use super::{alice, call, open_task};
+
+fn node(dir: &Path, url: &str) -> Service {
+    let mut options = ServiceOptions::new(dir);
+    options.ledger.checkpoint_interval = None;
+    options.storage_url = Some(url.to_owned());
+    Service::open(options).unwrap()
+}
+
+fn sql(cluster: &PgCluster, url: &str, statement: &str) -> String {
+    cluster.psql_url(url, statement).unwrap()
+}
+
+fn contract(name: &str) -> String {
+    format!(
+        r#"name: {name}
+description: Searches the team's knowledge base for evidence on a question.
+endpoint: http://127.0.0.1:9/search
+contract_version: "2.1"
+timeout_ms: 1000
+input_schema:
+  query: {{ type: string, semantic_tag: search_query }}
+output_schema:
+  results:
+    type: array
+    items:
+      type: object
+      properties:
+        id: {{ type: string, semantic_tag: result_id }}
+        text: {{ type: string, semantic_tag: evidence_content }}
+"#
+    )
+}
+
+fn tool_names(service: &Service) -> Vec<String> {
+    service
+        .tools()
+        .into_iter()
+        .map(|t| t.name)
+        .filter(|n| n.starts_with("kb_"))
+        .collect()
+}
+
+#[test]
+fn a_contract_registered_on_one_node_is_served_by_the_other_and_removed_from_both() {
+    let Some(cluster) = cluster_or_skip("a_contract_registered_on_one_node") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    assert_eq!(
+        a.register_tool(&alice(), &contract("kb_search")).unwrap(),
+        "kb_search"
+    );
+    // Nothing of it in either data directory: it is the database's.
+    assert!(!a_dir.path().join("contracts/tools/kb_search.yaml").exists());
+    assert!(tool_names(&b).is_empty());
+    assert!(b.refresh_tools());
+    assert_eq!(tool_names(&b), ["kb_search"]);
+    assert!(!b.refresh_tools(), "nothing moved since");
+
+    // Removed through the other node: gone from both.
+    b.unregister_tool(&alice(), "kb_search").unwrap();
+    assert!(a.refresh_tools());
+    assert!(tool_names(&a).is_empty());
+    assert!(matches!(
+        a.unregister_tool(&alice(), "kb_search"),
+        Err(ServiceError::NotFound { .. })
+    ));
+    // A third node starting now reads the same (empty) set, and an invalid contract is
+    // refused before anything is written.
+    a.register_tool(&alice(), &contract("kb_other")).unwrap();
+    assert!(
+        a.register_tool(
+            &alice(),
+            &contract("kb_bad").replace("result_id", "no_such_tag")
+        )
+        .is_err()
+    );
+    let c_dir = tempfile::tempdir().unwrap();
+    assert_eq!(tool_names(&node(c_dir.path(), &url)), ["kb_other"]);
+}
+
+fn wait_stopped(service: &Service, job_id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = call(service, "research_job_status", json!({"job_id": job_id})).unwrap();
+        if job["status"] != "running" {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job never stopped: {job}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The claim key of a job, as the nodes compute it.
+fn claim_key(job_id: &str) -> i64 {
+    let hash = blake3::hash(format!("research-ledger job claim\0{job_id}").as_bytes());
+    i64::from_le_bytes(hash.as_bytes()[..8].try_into().unwrap())
+}
+
+fn set_running(cluster: &PgCluster, url: &str, job_id: &str) {
+    sql(
+        cluster,
+        url,
+        &format!(
+            "UPDATE pipeline_jobs SET status = 'running', \
+             body = jsonb_set(body::jsonb, '{{job,status}}', '\"running\"')::text \
+             WHERE job_id = '{job_id}'"
+        ),
+    );
+}
+
+#[test]
+fn a_job_runs_on_one_node_only_and_a_job_whose_node_died_is_recovered() {
+    let Some(cluster) = cluster_or_skip("a_job_runs_on_one_node_only") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let a_dir = tempfile::tempdir().unwrap();
+    let a = node(a_dir.path(), &url);
+    let task = open_task(&a);
+    let start = json!({"task_id": task, "idempotency_key": "pipeline-1"});
+    let started = call(&a, "research_run_pipeline", start.clone()).unwrap();
+    let job_id = started["job_id"].as_str().unwrap().to_owned();
+    let stopped = wait_stopped(&a, &job_id);
+    let rows = |c: &PgCluster| sql(c, &url, "SELECT count(*) FROM pipeline_jobs");
+    assert_eq!(rows(cluster), "1");
+
+    // The other node answers the same key with the same job, and knows it.
+    let b_dir = tempfile::tempdir().unwrap();
+    let b = node(b_dir.path(), &url);
+    let again = call(&b, "research_run_pipeline", start).unwrap();
+    assert_eq!(again["job_id"], job_id.as_str());
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["status"], stopped["status"]);
+    // The same key in another caller's call is refused.
+    let reused = b.call_tool(
+        &service::Caller::new("bob"),
+        "research_run_pipeline",
+        &json!({"task_id": task, "idempotency_key": "pipeline-1"}),
+    );
+    assert!(
+        matches!(reused, Err(ServiceError::IdempotencyKeyReused { .. })),
+        "{:?}",
+        reused.map(|o| o.structured)
+    );
+    assert_eq!(rows(cluster), "1");
+
+    // A node that holds the job's claim is alive: the job reads running everywhere and a
+    // start on its task gets it rather than a second run.
+    set_running(cluster, &url, &job_id);
+    let mut holder =
+        std::process::Command::new(test_support::postgres::bin_dir().unwrap().join("psql"))
+            .args(["-X", "-q", "-d", &url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    {
+        use std::io::{BufRead as _, Write as _};
+        let stdin = holder.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "SELECT pg_advisory_lock({}); SELECT 'held';",
+            claim_key(&job_id)
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut out = std::io::BufReader::new(holder.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("held") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "psql stopped");
+        }
+    }
+    let running = call(&b, "research_job_status", json!({"job_id": job_id})).unwrap();
+    assert_eq!(running["status"], "running", "{running}");
+    let second = call(&b, "research_run_pipeline", json!({"task_id": task})).unwrap();
+    assert_eq!(second["job_id"], job_id.as_str(), "{second}");
+    assert_eq!(rows(cluster), "1");
+
+    // That node dies: its session ends and the claim with it. The job now reads interrupted
+    // on every node, and running the pipeline again starts a new job that resumes the task.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let recovered = loop {
+        let job = call(&b, "research_job_status", json!({"job_id": job_id})).unwrap();
+        if job["status"] != "running" || Instant::now() > deadline {
+            break job;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(recovered["status"], "interrupted", "{recovered}");
+    let stored = sql(
+        cluster,
+        &url,
+        &format!("SELECT status FROM pipeline_jobs WHERE job_id = '{job_id}'"),
+    );
+    assert_eq!(stored, "interrupted");
+    let resumed = call(&b, "research_run_pipeline", json!({"task_id": task})).unwrap();
+    assert_ne!(resumed["job_id"], job_id.as_str());
+    let done = wait_stopped(&b, resumed["job_id"].as_str().unwrap());
+    assert_eq!(done["status"], stopped["status"], "{done}");
+    assert_eq!(rows(cluster), "2");
+    // And the first node reads the second's job from the database.
+    let seen = a.job(resumed["job_id"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&seen).unwrap()["status"],
+        done["status"]
+    );
+}
+
+fn documents(dir: &Path) -> Vec<std::path::PathBuf> {
+    let texts = [
+        (
+            "harbour.md",
+            "id: harbour-1\ntitle: Harbour silt\nsource: Port Authority\nsource_type: government\npublish_date: 2024-03-01",
+            "The harbour silt grows each winter as the river floods the estuary.",
+        ),
+        (
+            "reef.md",
+            "id: reef-2\ntitle: Reef survey\nsource: Reef Institute\nsource_type: academic_paper\npublish_date: 2023-07-12",
+            "Survey divers found the reef recovering where the harbour silt thinned.",
+        ),
+        (
+            "ferry.md",
+            "id: ferry-3\ntitle: Ferry log\nsource: Ferry Times\nsource_type: news_original\npublish_date: 2022-11-30",
+            "The ferry ran late all winter; the estuary froze twice.",
+        ),
+    ];
+    texts
+        .iter()
+        .map(|(name, meta, body)| {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("---\n{meta}\n---\n{body}\n")).unwrap();
+            path
+        })
+        .collect()
+}
+
+fn hits(service: &Service, query: &str) -> (String, Vec<(String, u64)>) {
+    let result = service.corpus().search(query, 10, &[]).unwrap();
+    (
+        result.index_state.id,
+        result
+            .hits
+            .iter()
+            .map(|h| (h.id.clone(), h.raw_score.to_bits()))
+            .collect(),
+    )
+}
+
+#[test]
+fn documents_ingested_through_one_node_are_searched_by_the_other_with_the_same_hits() {
+    let Some(cluster) = cluster_or_skip("documents_ingested_through_one_node") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    assert_eq!(b.corpus().len(), 0);
+    let files = tempfile::tempdir().unwrap();
+    let paths = documents(files.path());
+    let report = a
+        .ingest_files(&paths[..2], &sources::Defaults::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!((report.added, report.failed), (2, 0), "{:?}", report.errors);
+    let stored = sql(
+        cluster,
+        &url,
+        "SELECT string_agg(id, ',' ORDER BY id) FROM corpus_documents",
+    );
+    assert_eq!(stored, "harbour-1,reef-2");
+
+    // The other node's next search sees them, with the same state and the same hits.
+    let (state_b, hits_b) = hits(&b, "harbour silt");
+    let (state_a, hits_a) = hits(&a, "harbour silt");
+    assert_eq!(state_a, report.index_state.id);
+    assert_eq!((state_b, &hits_b), (state_a.clone(), &hits_a));
+    assert_eq!(hits_b.len(), 2);
+
+    // Through the other node, one more (and one the same as before): the first follows.
+    let docs: Vec<sources::Document> = sources::Corpus::in_memory(sources::CorpusLimits::default())
+        .map(|c| {
+            c.ingest(&paths, &sources::Defaults::default(), &mut |_| {})
+                .unwrap();
+            c.documents().unwrap()
+        })
+        .unwrap();
+    let added = b.ingest_documents(&alice(), &docs).unwrap();
+    assert_eq!((added.added, added.unchanged), (1, 2));
+    let (state_a2, hits_a2) = hits(&a, "estuary winter");
+    let (state_b2, hits_b2) = hits(&b, "estuary winter");
+    assert_ne!(state_a2, state_a);
+    assert_eq!((state_a2.clone(), hits_a2.clone()), (state_b2, hits_b2));
+    // The same documents in a corpus of the data directory alone: the same state and hits.
+    let alone = sources::Corpus::in_memory(sources::CorpusLimits::default()).unwrap();
+    alone.add_documents(&docs).unwrap();
+    let reference = alone.search("estuary winter", 10, &[]).unwrap();
+    assert_eq!(reference.index_state.id, state_a2);
+    assert_eq!(
+        reference
+            .hits
+            .iter()
+            .map(|h| (h.id.clone(), h.raw_score.to_bits()))
+            .collect::<Vec<_>>(),
+        hits_a2
+    );
+
+    // A node whose index holds a document the database does not rebuilds it from the database.
+    let stray = tempfile::tempdir().unwrap();
+    let own = sources::Corpus::open(
+        stray.path().join("corpus"),
+        sources::CorpusLimits::default(),
+    )
+    .unwrap();
+    own.add_documents(&docs[..1]).unwrap();
+    let mut changed = docs[0].clone();
+    changed.id = "stray-9".into();
+    own.add_documents(&[changed]).unwrap();
+    drop(own);
+    let c = node(stray.path(), &url);
+    assert_eq!(hits(&c, "estuary winter"), (state_a2, hits_a2));
+
+    // A row altered in the database is refused, never indexed.
+    sql(
+        cluster,
+        &url,
+        "UPDATE corpus_documents SET document = replace(document, 'froze twice', 'never froze') WHERE id = 'ferry-3'",
+    );
+    let fresh = tempfile::tempdir().unwrap();
+    let mut options = ServiceOptions::new(fresh.path());
+    options.storage_url = Some(url.clone());
+    let refused = Service::open(options).unwrap_err().to_string();
+    assert!(
+        refused.contains("ferry-3") && refused.contains("damaged"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_newer_shared_schema_is_refused() {
+    let Some(cluster) = cluster_or_skip("a_newer_shared_schema_is_refused") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    drop(node(dir.path(), &url));
+    let versions = sql(
+        cluster,
+        &url,
+        "SELECT string_agg(component || '=' || version, ',' ORDER BY component, version) FROM shared_schema",
+    );
+    assert_eq!(versions, "corpus=1,service=1,service=2");
+    for component in ["service", "corpus"] {
+        sql(
+            cluster,
+            &url,
+            &format!(
+                "INSERT INTO shared_schema (component, version, description) VALUES ('{component}', 99, 'from the future')"
+            ),
+        );
+        let mut options = ServiceOptions::new(dir.path());
+        options.storage_url = Some(url.clone());
+        let refused = Service::open(options).unwrap_err().to_string();
+        assert!(
+            refused.contains(&format!("{component} schema is at version 99")),
+            "{refused}"
+        );
+        sql(
+            cluster,
+            &url,
+            "DELETE FROM shared_schema WHERE version = 99",
+        );
+    }
+}

@@ -35,4 +35,6 @@ pub use document::{DefaultedFields, Defaults, Document, Field, FieldProblem};
 pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_documents};
 pub use limits::CorpusLimits;
 pub use summary::summarize;
-pub use tokenize::{TOKENIZER_VERSION, content_terms, tokenize};
+pub use tokenize::{
+    SEARCH_ANALYZER_VERSION, TOKENIZER_VERSION, content_terms, query_terms, search_terms, tokenize,
+};

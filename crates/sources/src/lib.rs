@@ -40,4 +40,6 @@ pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_document
 pub use limits::CorpusLimits;
 pub use shared_corpus::{PostgresDocuments, PutReport, SharedCorpus, SharedCorpusError};
 pub use summary::summarize;
-pub use tokenize::{TOKENIZER_VERSION, content_terms, tokenize};
+pub use tokenize::{
+    SEARCH_ANALYZER_VERSION, TOKENIZER_VERSION, content_terms, query_terms, search_terms, tokenize,
+};

@@ -239,6 +239,100 @@ impl TokenStream for CorpusTokenStream<'_> {
     }
 }
 
+/// Names the search analyzer: the corpus tokenizer's terms with English words stemmed (below).
+/// The index registers the searchable fields' analyzer under it, and it is part of the index
+/// format and of every index state id, so stems never change under a recorded search.
+pub const SEARCH_ANALYZER_VERSION: &str = "research-ledger-search-v1";
+
+/// The Snowball English stemmer of the `frostem` release this crate pins exactly: which stems a
+/// word gets is part of the index.
+fn english_stemmer() -> frostem::Stemmer {
+    frostem::Stemmer::new(frostem::Algorithm::English)
+}
+
+/// A term as the search analyzer indexes it: an English word (ASCII letters, perhaps with
+/// digits) by its Snowball English stem, so `warming`, `warmed` and `warms` meet at `warm`;
+/// anything else (numbers, CJK characters and pairs, words in other Latin scripts) as
+/// [`tokenize`] gives it, since an English stemmer would only damage it.
+fn stem_term<'a>(stemmer: &frostem::Stemmer, term: &'a str) -> std::borrow::Cow<'a, str> {
+    let english = term
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && term.bytes().any(|b| b.is_ascii_lowercase());
+    if english {
+        stemmer.stem(term)
+    } else {
+        std::borrow::Cow::Borrowed(term)
+    }
+}
+
+/// The terms the search analyzer gives for `text`, in order, repeats included: what the
+/// corpus's searchable fields index.
+pub fn search_terms(text: &str) -> Vec<String> {
+    let stemmer = english_stemmer();
+    let mut out = Vec::new();
+    for_each_term(text, |term, _, _| {
+        out.push(stem_term(&stemmer, term).into_owned());
+    });
+    out
+}
+
+/// The terms a query is matched with: its content terms (stop words out, as `v2` defines them),
+/// stemmed, each once in the order first seen; a query of stop words only keeps them all, so
+/// it still finds what holds them. Function words hold no topic: matching them ranks a passage
+/// by how many `the` and `of` it has rather than by what it is about.
+pub fn query_terms(query: &str) -> Vec<String> {
+    query_terms_and_kind(query).0
+}
+
+/// [`query_terms`], and whether they are content terms (false when the query had only stop
+/// words and kept them).
+pub(crate) fn query_terms_and_kind(query: &str) -> (Vec<String>, bool) {
+    let terms = tokenize(query);
+    let content = research::rules::stopwords::content_terms(&terms);
+    let is_content = !content.is_empty();
+    let kept = if is_content { content } else { terms };
+    let stemmer = english_stemmer();
+    let mut out: Vec<String> = Vec::new();
+    for term in &kept {
+        let stem = stem_term(&stemmer, term);
+        if !out.iter().any(|t| *t == stem) {
+            out.push(stem.into_owned());
+        }
+    }
+    (out, is_content)
+}
+
+/// The search analyzer as tantivy runs it, registered under [`SEARCH_ANALYZER_VERSION`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SearchTokenizer {
+    tokens: Vec<Token>,
+}
+
+impl Tokenizer for SearchTokenizer {
+    type TokenStream<'a> = CorpusTokenStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> CorpusTokenStream<'a> {
+        self.tokens.clear();
+        let stemmer = english_stemmer();
+        let mut position = 0;
+        for_each_term(text, |term, offset_from, offset_to| {
+            self.tokens.push(Token {
+                offset_from,
+                offset_to,
+                position,
+                text: stem_term(&stemmer, term).into_owned(),
+                position_length: 1,
+            });
+            position += 1;
+        });
+        CorpusTokenStream {
+            tokens: &mut self.tokens,
+            next: 0,
+        }
+    }
+}
+
 /// The content terms of `text` under rule set `v2`: its terms without `v2`'s stop words, each
 /// once, in the order first seen.
 pub fn content_terms(text: &str) -> Vec<String> {
@@ -277,6 +371,59 @@ mod tests {
 
     fn terms(text: &str) -> Vec<String> {
         tokenize(text)
+    }
+
+    #[test]
+    fn search_terms_stem_english_words_only() {
+        assert_eq!(
+            search_terms("Warming oceans warmed faster; glaciers are retreating"),
+            [
+                "warm", "ocean", "warm", "faster", "glacier", "are", "retreat"
+            ]
+        );
+        // Numbers, CJK and accented words keep their terms.
+        assert_eq!(
+            search_terms("1990s 共享单车 cafés"),
+            [
+                "1990s", "共", "共享", "享", "享单", "单", "单车", "车", "café"
+            ]
+        );
+        let mut tokenizer = SearchTokenizer::default();
+        let mut stream = tokenizer.token_stream("Rising seas 上升");
+        let mut seen = Vec::new();
+        while let Some(token) = stream.next() {
+            seen.push(token.text.clone());
+        }
+        assert_eq!(seen, search_terms("Rising seas 上升"));
+    }
+
+    #[test]
+    fn stems_are_pinned() {
+        // The stems are part of the index: a stemmer release that changed one of these must
+        // come with a new SEARCH_ANALYZER_VERSION, which rebuilds every index.
+        let words = [
+            ("warming", "warm"),
+            ("temperatures", "temperatur"),
+            ("increasing", "increas"),
+            ("emissions", "emiss"),
+            ("scientific", "scientif"),
+            ("consensus", "consensus"),
+            ("generously", "generous"),
+            ("studies", "studi"),
+        ];
+        for (word, stem) in words {
+            assert_eq!(search_terms(word), [stem], "{word}");
+        }
+    }
+
+    #[test]
+    fn query_terms_drop_stop_words_unless_nothing_else_is_left() {
+        assert_eq!(
+            query_terms("Is the Arctic ice melting? Arctic ice has melted"),
+            ["arctic", "ice", "melt"]
+        );
+        assert_eq!(query_terms("to be or not to be"), ["to", "be", "or", "not"]);
+        assert_eq!(query_terms("是否融化"), ["否", "否融", "融", "融化", "化"]);
     }
 
     #[test]

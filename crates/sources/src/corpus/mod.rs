@@ -1,5 +1,12 @@
 //! The embedded corpus: a tantivy index of documents, searched with BM25.
 //!
+//! A query's content terms (its stop words out, unless it has nothing else) are matched, under
+//! the search analyzer (the corpus tokenizer with English words stemmed,
+//! [`crate::tokenize::search_terms`]), against each document's text and, at half weight, its
+//! title; the scores add up. Relevance and the statistics recorded for it are computed from the
+//! unstemmed terms of the text, as the rule sets define them, and do not depend on how the
+//! search ranks.
+//!
 //! Reproducibility is the design goal. One writer thread indexes documents, merges are never left
 //! to a background policy, and after every ingest the index is left as one segment without
 //! deleted documents (rebuilt from its stored documents when a document was replaced), so BM25's
@@ -8,6 +15,10 @@
 //! hash of what the index holds (every document's id and fingerprint, the tokenizer, the index
 //! format and the index layout), so a search recorded with it can be reproduced: the same state
 //! and the same query give the same ids, order and scores, after a restart or on another machine.
+//!
+//! A folder written in the first index format (no searchable title or stemmed text) is rebuilt
+//! when it is opened, from the documents it stores, into exactly the index an ingest of those
+//! documents gives (`upgrade.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -20,7 +31,7 @@ use tantivy::collector::sort_key::{SortBySimilarityScore, SortByString};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
 use tantivy::indexer::NoMergePolicy;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field as IndexField, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value as _,
@@ -36,12 +47,16 @@ use crate::document::{DefaultedFields, Defaults, Document, Field};
 use crate::ingest::{self, IngestError, IngestWarning};
 use crate::limits::CorpusLimits;
 use crate::summary::summarize;
-use crate::tokenize::{CorpusTokenizer, TOKENIZER_VERSION, tokenize};
+use crate::tokenize::{
+    CorpusTokenizer, SEARCH_ANALYZER_VERSION, SearchTokenizer, TOKENIZER_VERSION,
+    query_terms_and_kind, tokenize,
+};
 
 mod documents;
 mod schema;
 mod search;
 mod state;
+mod upgrade;
 mod write;
 
 use schema::{Fields, schema};
@@ -51,7 +66,7 @@ use state::compute_state;
 pub use write::{AddReport, IngestReport, Rejected};
 
 /// Version of the index layout below; part of every index state id.
-const INDEX_FORMAT: &str = "research-ledger-corpus-v1";
+const INDEX_FORMAT: &str = "research-ledger-corpus-v2";
 
 /// Why the corpus could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -163,18 +178,8 @@ impl Corpus {
             dir: dir.clone(),
             detail: format!("cannot create the folder: {e}"),
         })?;
-        let (schema, fields) = schema();
-        let directory = MmapDirectory::open(&dir).map_err(|e| CorpusError::Index {
-            dir: dir.clone(),
-            detail: e.to_string(),
-        })?;
-        let index = Index::open_or_create(directory, schema).map_err(|e| match e {
-            tantivy::TantivyError::SchemaError(detail) => CorpusError::Incompatible {
-                dir: dir.clone(),
-                detail,
-            },
-            other => index_error(&dir, other),
-        })?;
+        let (_, fields) = schema();
+        let index = upgrade::open_index(&dir, &limits)?;
         Self::over(dir, index, fields, limits)
     }
 
@@ -195,6 +200,10 @@ impl Corpus {
         index.tokenizers().register(
             TOKENIZER_VERSION,
             TextAnalyzer::from(CorpusTokenizer::default()),
+        );
+        index.tokenizers().register(
+            SEARCH_ANALYZER_VERSION,
+            TextAnalyzer::from(SearchTokenizer::default()),
         );
         let reader = index
             .reader_builder()

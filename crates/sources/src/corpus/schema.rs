@@ -15,10 +15,42 @@ pub(super) struct Fields {
     pub(super) content: IndexField,
     pub(super) content_hash: IndexField,
     pub(super) fingerprint: IndexField,
+    /// The title under the search analyzer (stemmed), not stored: what a query's terms find a
+    /// document's subject by.
+    pub(super) title_search: IndexField,
+    /// The text under the search analyzer (stemmed), not stored: what BM25 ranks the text by.
+    pub(super) content_search: IndexField,
 }
 
+/// The schema of index format `v1`, which had no searchable title or stemmed text: how a folder
+/// written in that format is recognised, to be rebuilt.
+pub(super) fn schema_v1() -> Schema {
+    let mut builder = Schema::builder();
+    stored_fields(&mut builder);
+    builder.build()
+}
+
+/// The schema of the current format: `v1`'s fields, with the same ids, and then the searchable
+/// ones. A `v1` document therefore reads back through these [`Fields`].
 pub(super) fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
+    let stored = stored_fields(&mut builder);
+    let search = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(SEARCH_ANALYZER_VERSION)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        title_search: builder.add_text_field("title_search", search.clone()),
+        content_search: builder.add_text_field("content_search", search),
+        ..stored
+    };
+    (builder.build(), fields)
+}
+
+/// The fields of format `v1`, added to `builder` in their order; the searchable fields are
+/// placeholders the caller fills.
+fn stored_fields(builder: &mut tantivy::schema::SchemaBuilder) -> Fields {
     // Frequencies without positions: BM25 needs no more, and phrase queries are not offered.
     let text = TextOptions::default()
         .set_indexing_options(
@@ -27,7 +59,7 @@ pub(super) fn schema() -> (Schema, Fields) {
                 .set_index_option(IndexRecordOption::WithFreqs),
         )
         .set_stored();
-    let fields = Fields {
+    Fields {
         id: builder.add_text_field("id", STRING | STORED | FAST),
         title: builder.add_text_field("title", STORED),
         source: builder.add_text_field("source", STORED),
@@ -39,8 +71,9 @@ pub(super) fn schema() -> (Schema, Fields) {
         content: builder.add_text_field("content", text),
         content_hash: builder.add_text_field("content_hash", STRING | STORED | FAST),
         fingerprint: builder.add_text_field("fingerprint", STRING | STORED | FAST),
-    };
-    (builder.build(), fields)
+        title_search: IndexField::from_field_id(u32::MAX),
+        content_search: IndexField::from_field_id(u32::MAX),
+    }
 }
 
 impl Corpus {

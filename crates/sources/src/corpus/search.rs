@@ -20,7 +20,8 @@ pub struct SearchHit {
     pub rank: u32,
     /// Document id.
     pub id: String,
-    /// BM25 score as the index computed it (an `f32`, widened exactly).
+    /// BM25 score as the index computed it (an `f32`, widened exactly): of the stemmed text and
+    /// title for the query's terms; for a folded group, that of its best-ranked member.
     pub raw_score: f64,
     /// `raw_score / top raw_score`: 1 for the first hit, in (0, 1] for the others.
     pub normalised_score: f64,
@@ -66,8 +67,8 @@ pub struct SearchResult {
     pub corpus_docs: u64,
     /// The research question's distinct terms with their document frequencies.
     pub question_terms: Vec<TermFrequency>,
-    /// Hits in BM25 order: score descending, then id ascending (for a folded group, the
-    /// smallest id among its members). Documents with identical text appear once.
+    /// Hits in BM25 order: score descending, then id ascending (a folded group ranks where its
+    /// best-ranked member does). Documents with identical text appear once.
     pub hits: Vec<SearchHit>,
 }
 
@@ -153,9 +154,7 @@ impl Corpus {
                 });
             }
         }
-        let mut terms = tokenize(query);
-        let mut distinct = HashSet::new();
-        terms.retain(|t| distinct.insert(t.clone()));
+        let (terms, content_terms) = query_terms_and_kind(query);
         if terms.is_empty() {
             return Err(SearchError::NoTerms);
         }
@@ -163,20 +162,7 @@ impl Corpus {
         let snapshot = self.current();
         let searcher = &snapshot.searcher;
         let f = self.fields;
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        // The text alone is searched, not the title: a score is then a function of the text
-        // the content hash covers, so identical texts score identically and fold cleanly, and
-        // an editorial title ("reprinted from …") cannot lift a copy above its original.
-        for term in &terms {
-            clauses.push((
-                Occur::Should,
-                Box::new(TermQuery::new(
-                    Term::from_field_text(f.content, term),
-                    IndexRecordOption::WithFreqs,
-                )),
-            ));
-        }
-        let query_tree = BooleanQuery::new(clauses);
+        let query_tree = ranking_query(&f, &terms, content_terms);
 
         let corpus_docs = searcher.num_docs();
         let mut question_stats = Vec::with_capacity(question.len());
@@ -315,10 +301,11 @@ impl Corpus {
     /// The document that stands for every document with the same text as `first`, and the ids
     /// of the others, in id order.
     ///
-    /// Identical texts score identically (only the text is searched), so any of them could
-    /// stand for the group without changing the ranking; the one chosen is the original: the
-    /// earliest given publish date (a defaulted date says nothing about precedence), then the
-    /// smallest id. A reprint is thus folded into what it reprints.
+    /// The group takes the place of its best-ranked member (identical texts differ in score only
+    /// by their titles); the document shown for it is the original: the earliest given publish
+    /// date (a defaulted date says nothing about precedence), then the smallest id. A reprint is
+    /// thus folded into what it reprints, and a reprint's title can lift the group but never
+    /// show the reprint in the original's place.
     pub(super) fn original_of(
         &self,
         searcher: &Searcher,
@@ -386,6 +373,42 @@ impl Corpus {
         Ok((searcher.num_docs(), out))
     }
 }
+
+/// The query BM25 ranks by: each term against the stemmed text, and each content term against
+/// the stemmed title with [`TITLE_WEIGHT`], summed. The title names a passage's subject, which
+/// the passage itself often leaves implicit ("It has declined since 1979" under "Arctic sea
+/// ice"); only content terms are matched against it, since a title's function words say nothing.
+fn ranking_query(f: &Fields, terms: &[String], content_terms: bool) -> BooleanQuery {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for term in terms {
+        clauses.push((
+            Occur::Should,
+            Box::new(TermQuery::new(
+                Term::from_field_text(f.content_search, term),
+                IndexRecordOption::WithFreqs,
+            )),
+        ));
+        if content_terms {
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.title_search, term),
+                        IndexRecordOption::WithFreqs,
+                    )),
+                    TITLE_WEIGHT,
+                )),
+            ));
+        }
+    }
+    BooleanQuery::new(clauses)
+}
+
+/// The weight of a title match against a text match of the same term. A title is shared by every
+/// passage of its document and says what they are about, not which of them answers: at half
+/// weight it lifts the passages of the right document without burying a passage that matches the
+/// query in its own words (`docs/rules.md` gives the figures it was chosen by).
+const TITLE_WEIGHT: f32 = 0.5;
 
 /// The summary budget in characters, as a `usize`.
 fn summary_budget(limits: &CorpusLimits) -> usize {

@@ -6,7 +6,8 @@ use super::*;
 /// Identifies what the index held when a search ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexState {
-    /// 64 hex digits: blake3 of the index format, the tokenizer, the search engine's version,
+    /// 64 hex digits: blake3 of the index format, the tokenizer, the search analyzer, the search
+    /// engine's version,
     /// the segment layout and every live document's id and fingerprint, in id order.
     pub id: String,
     /// Live documents.
@@ -60,6 +61,7 @@ pub(super) fn compute_state(
         "research-ledger/corpus-state/v1",
         INDEX_FORMAT,
         TOKENIZER_VERSION,
+        SEARCH_ANALYZER_VERSION,
         tantivy::version_string(),
     ] {
         hasher.update(&(part.len() as u64).to_le_bytes());

@@ -306,6 +306,8 @@ impl Corpus {
             doc.add_u64(f.citation_count, count);
         }
         doc.add_text(f.content, &document.content);
+        doc.add_text(f.title_search, &document.title);
+        doc.add_text(f.content_search, &document.content);
         doc.add_text(f.content_hash, document.content_hash.to_hex());
         doc.add_text(f.fingerprint, fingerprint);
         writer

@@ -7,6 +7,7 @@ mod contracts;
 mod ingest;
 mod search;
 mod summary;
+mod upgrade;
 
 use std::path::{Path, PathBuf};
 

@@ -465,3 +465,46 @@ fn an_empty_corpus_answers_with_no_hits() {
     assert_eq!(result.question_terms.len(), 3);
     assert_eq!(corpus.document("nope").unwrap(), None);
 }
+
+#[test]
+fn stems_titles_and_content_terms_rank_what_a_query_is_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = write(
+        dir.path(),
+        "docs.jsonl",
+        &[
+            r#"{"id": "a-stem", "title": "Mountains", "source": "s", "source_type": "other", "content": "The glaciers were retreating quickly."}"#,
+            r#"{"id": "b-title", "title": "Arctic sea ice", "source": "s", "source_type": "other", "content": "It shrank to a record low in 2012."}"#,
+            r#"{"id": "c-functions", "title": "Notes", "source": "s", "source_type": "other", "content": "What is it that was in the one that is on the list of the things?"}"#,
+            r#"{"id": "d-other", "title": "Oceans", "source": "s", "source_type": "other", "content": "Record heat in the ocean in 2023."}"#,
+        ]
+        .join("\n"),
+    );
+    let defaults = Defaults {
+        publish_date: Some(sample_default_date()),
+        ..Defaults::default()
+    };
+    let (corpus, _) = ingest_into(&dir.path().join("corpus"), &[docs], &defaults);
+    // `glacier retreat` finds `glaciers were retreating` only through their stems.
+    let stemmed = corpus.search("glacier retreat", 4, &[]).unwrap();
+    assert_eq!(ids(&stemmed), ["a-stem"]);
+    // The passage that never names its subject is found by its document's title.
+    let titled = corpus.search("arctic ice record", 4, &[]).unwrap();
+    assert_eq!(ids(&titled)[0], "b-title");
+    assert!(ids(&titled).contains(&"d-other"));
+    // A query's function words do not match: the passage made of them is not a hit.
+    let worded = corpus
+        .search("what is the record of the ocean", 4, &[])
+        .unwrap();
+    assert!(!ids(&worded).contains(&"c-functions"), "{:?}", ids(&worded));
+    assert_eq!(ids(&worded)[0], "d-other");
+    // A query of function words only still finds what holds them.
+    let only = corpus.search("what is it that was", 4, &[]).unwrap();
+    assert_eq!(ids(&only)[0], "c-functions");
+    // A title matches content terms only: `the` in a title would not count, and relevance is
+    // still that of the unstemmed text, `glacier` being absent from it (`glaciers` → `glacier`
+    // by the plural rule is present).
+    let question = tokenize("glacier retreat");
+    let with_terms = corpus.search("glacier retreat", 4, &question).unwrap();
+    assert_eq!(with_terms.hits[0].terms_found, [true, false]);
+}

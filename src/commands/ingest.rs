@@ -136,8 +136,10 @@ fn ingest_shared(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, 
     ))
 }
 
-pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
-    let (report, corpus_name, listed_max) = match args.remote.remote()? {
+/// Ingests where the run says: through a server, into the storage database, or into the
+/// data directory's corpus; the report, where it went, and how many problems it lists.
+fn ingest_where(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, String, u64)> {
+    Ok(match args.remote.remote()? {
         Some(remote) => {
             let limits = crate::config::limits().corpus.clone();
             let report = ingest_remote(&remote, args, &limits)?;
@@ -160,7 +162,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             let listed_max = corpus.limits().ingest_problems_listed_max;
             (report, dir.display().to_string(), listed_max)
         }
-    };
+    })
+}
+
+pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
+    let (report, corpus_name, listed_max) = ingest_where(data_dir, args)?;
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }

@@ -72,7 +72,7 @@ struct Source {
     bundle: Bundle,
     key: SigningKey,
     parts: SharedParts,
-    tags: Vec<(String, String)>,
+    tags: Texts,
     documents: Vec<sources::Document>,
     index_state: String,
     root: ledger::Digest,
@@ -114,8 +114,11 @@ fn root_of(ledger: &Ledger) -> anyhow::Result<ledger::Digest> {
         .map_err(|e| anyhow::anyhow!("cannot compute the Merkle root: {e}"))
 }
 
+/// Files by name and their text.
+type Texts = Vec<(String, String)>;
+
 /// The contracts, tags and fallbacks of a data directory's `contracts/` folder.
-fn dir_contracts(dir: &Path) -> anyhow::Result<(BTreeMap<String, String>, Vec<(String, String)>)> {
+fn dir_contracts(dir: &Path) -> anyhow::Result<(BTreeMap<String, String>, Texts)> {
     let root = dir.join("contracts");
     let mut tools = BTreeMap::new();
     let mut kept = Vec::new();
@@ -145,7 +148,7 @@ fn dir_contracts(dir: &Path) -> anyhow::Result<(BTreeMap<String, String>, Vec<(S
 }
 
 /// The tokens, contracts and jobs of a data directory, as the database would keep them.
-fn dir_parts(dir: &Path) -> anyhow::Result<(SharedParts, Vec<(String, String)>)> {
+fn dir_parts(dir: &Path) -> anyhow::Result<(SharedParts, Texts)> {
     let tokens = match std::fs::read_to_string(dir.join("tokens.json")) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -101,60 +101,9 @@ impl JobsDb {
             file.idempotency.as_ref().map(|k| k.key.clone()),
         );
         let kept = i64::try_from(kept_max).unwrap_or(i64::MAX);
-        let started = self.db.run(async move {
-            let mut client = pool.alone().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin a start", &e))?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&START_LOCK])
-                .await
-                .map_err(|e| db_error("lock the starts", &e))?;
-            if let Some(key) = &key
-                && let Some(row) = tx
-                    .query_opt(
-                        "SELECT body FROM pipeline_jobs WHERE idempotency_key = $1",
-                        &[key],
-                    )
-                    .await
-                    .map_err(|e| db_error("read a job", &e))?
-            {
-                return Ok(Err((true, row.get::<_, String>(0))));
-            }
-            let running = tx
-                .query_opt(
-                    "SELECT body FROM pipeline_jobs WHERE task_id = $1 AND status = 'running'",
-                    &[&task],
-                )
-                .await
-                .map_err(|e| db_error("read a job", &e))?;
-            if let Some(row) = running {
-                let found: String = row.get(0);
-                let other = parse(&found)?;
-                if !interrupt_if_orphaned(&tx, &other).await? {
-                    return Ok(Err((false, found)));
-                }
-            }
-            tx.execute(
-                "DELETE FROM pipeline_jobs WHERE job_id IN (SELECT job_id FROM pipeline_jobs \
-                 WHERE status <> 'running' ORDER BY updated_at, job_id \
-                 LIMIT greatest(0, (SELECT count(*) FROM pipeline_jobs) - $1 + 1))",
-                &[&kept],
-            )
-            .await
-            .map_err(|e| db_error("forget old jobs", &e))?;
-            tx.execute(
-                "INSERT INTO pipeline_jobs (job_id, task_id, status, idempotency_key, updated_at, body) \
-                 VALUES ($1, $2, 'running', $3, now(), $4)",
-                &[&id, &task, &key, &body],
-            )
-            .await
-            .map_err(|e| db_error("store a job", &e))?;
-            tx.commit()
-                .await
-                .map_err(|e| db_error("commit a start", &e))?;
-            Ok(Ok(()))
-        });
+        let started = self
+            .db
+            .run(async move { start_in(&pool, &id, &task, key.as_ref(), kept, &body).await });
         let outcome = match started {
             Ok(Ok(())) => return Ok(Started::New),
             Ok(Err((true, body))) => Started::Keyed(parse(&body)?),
@@ -239,6 +188,70 @@ impl JobsDb {
             Ok(Some(file))
         })
     }
+}
+
+/// A start's transaction: `Ok(Ok(()))` when the job was stored, `Ok(Err((keyed, body)))` when
+/// a job its key started (`keyed`) or a live one on its task answers instead.
+async fn start_in(
+    pool: &Pool,
+    id: &str,
+    task: &str,
+    key: Option<&String>,
+    kept: i64,
+    body: &str,
+) -> Result<Result<(), (bool, String)>, DatabaseError> {
+    let mut client = pool.alone().await?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin a start", &e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&START_LOCK])
+        .await
+        .map_err(|e| db_error("lock the starts", &e))?;
+    if let Some(key) = &key
+        && let Some(row) = tx
+            .query_opt(
+                "SELECT body FROM pipeline_jobs WHERE idempotency_key = $1",
+                &[key],
+            )
+            .await
+            .map_err(|e| db_error("read a job", &e))?
+    {
+        return Ok(Err((true, row.get::<_, String>(0))));
+    }
+    let running = tx
+        .query_opt(
+            "SELECT body FROM pipeline_jobs WHERE task_id = $1 AND status = 'running'",
+            &[&task],
+        )
+        .await
+        .map_err(|e| db_error("read a job", &e))?;
+    if let Some(row) = running {
+        let found: String = row.get(0);
+        let other = parse(&found)?;
+        if !interrupt_if_orphaned(&tx, &other).await? {
+            return Ok(Err((false, found)));
+        }
+    }
+    tx.execute(
+        "DELETE FROM pipeline_jobs WHERE job_id IN (SELECT job_id FROM pipeline_jobs \
+             WHERE status <> 'running' ORDER BY updated_at, job_id \
+             LIMIT greatest(0, (SELECT count(*) FROM pipeline_jobs) - $1 + 1))",
+        &[&kept],
+    )
+    .await
+    .map_err(|e| db_error("forget old jobs", &e))?;
+    tx.execute(
+        "INSERT INTO pipeline_jobs (job_id, task_id, status, idempotency_key, updated_at, body) \
+             VALUES ($1, $2, 'running', $3, now(), $4)",
+        &[&id, &task, &key, &body],
+    )
+    .await
+    .map_err(|e| db_error("store a job", &e))?;
+    tx.commit()
+        .await
+        .map_err(|e| db_error("commit a start", &e))?;
+    Ok(Ok(()))
 }
 
 /// The job as it reads once its node is known to be gone.

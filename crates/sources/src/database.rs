@@ -190,6 +190,32 @@ pub async fn schema_version(client: &Client, component: &str) -> Result<i32, Dat
     Ok(row.get(0))
 }
 
+/// Creates `shared_schema` when it is missing, under the migrations' lock.
+async fn create_schema_table(client: &mut Client) -> Result<(), DatabaseError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin a migration", &e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(|e| db_error("lock the schema", &e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS shared_schema (
+             component   text        NOT NULL,
+             version     int         NOT NULL,
+             description text        NOT NULL,
+             applied_at  timestamptz NOT NULL DEFAULT now(),
+             PRIMARY KEY (component, version)
+         )",
+    )
+    .await
+    .map_err(|e| db_error("create the schema table", &e))?;
+    tx.commit()
+        .await
+        .map_err(|e| db_error("create the schema table", &e))?;
+    Ok(())
+}
+
 /// Applies every migration of `component` the database lacks, in order; refuses a component
 /// whose schema is newer than `migrations` know.
 pub async fn migrate(
@@ -197,29 +223,7 @@ pub async fn migrate(
     component: &str,
     migrations: &[Migration],
 ) -> Result<(), DatabaseError> {
-    {
-        let tx = client
-            .transaction()
-            .await
-            .map_err(|e| db_error("begin a migration", &e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(|e| db_error("lock the schema", &e))?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS shared_schema (
-                 component   text        NOT NULL,
-                 version     int         NOT NULL,
-                 description text        NOT NULL,
-                 applied_at  timestamptz NOT NULL DEFAULT now(),
-                 PRIMARY KEY (component, version)
-             )",
-        )
-        .await
-        .map_err(|e| db_error("create the schema table", &e))?;
-        tx.commit()
-            .await
-            .map_err(|e| db_error("create the schema table", &e))?;
-    }
+    create_schema_table(client).await?;
     for migration in migrations {
         let tx = client
             .transaction()

@@ -30,6 +30,7 @@ use crate::subscribe::Subscription;
 use crate::verify::Verified;
 
 mod append;
+mod follow;
 mod recovery;
 mod signing;
 mod writer;
@@ -301,6 +302,8 @@ enum Job {
     },
     /// A checkpoint if the tree grew since the last one (the periodic timer).
     Tick,
+    /// Read what other ledgers appended to a shared store (the follow timer).
+    Follow,
 }
 
 /// One queued append.
@@ -360,6 +363,7 @@ impl std::fmt::Debug for Job {
             Job::SignManifest { .. } => f.write_str("SignManifest"),
             Job::Cosign { .. } => f.write_str("Cosign"),
             Job::Tick => f.write_str("Tick"),
+            Job::Follow => f.write_str("Follow"),
         }
     }
 }

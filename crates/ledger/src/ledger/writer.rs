@@ -261,6 +261,9 @@ impl Writer {
         }
         match job {
             Job::Append { .. } | Job::Follow => {}
+            Job::Sync { reply } => {
+                let _ = reply.send(self.head);
+            }
             Job::Checkpoint { reply } => {
                 let _ = reply.send(self.write_checkpoint());
             }

@@ -177,7 +177,7 @@ fn parse() -> Result<Cli, clap::Error> {
 fn embedded_only(command: &Command) -> Option<&'static str> {
     match command {
         Command::Repair(_) => Some("repair"),
-        Command::Bench(_) => Some("bench"),
+        Command::Bench(args) if !args.takes_storage_url() => Some("bench"),
         _ => None,
     }
 }

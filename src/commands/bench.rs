@@ -46,6 +46,13 @@ enum Target {
     Service(service::Args),
 }
 
+impl Args {
+    /// Whether the target runs on `--storage-url` (only `bench ledger` does).
+    pub(crate) fn takes_storage_url(&self) -> bool {
+        matches!(self.target, Target::Ledger(_))
+    }
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     match &args.target {
         Target::Ledger(args) => ledger::run(args),

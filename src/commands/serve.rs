@@ -365,6 +365,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .await
             .context("cannot open the data directory")?
             .with_context(|| format!("cannot open the data directory {}", data_dir.display()))?;
+        refuse_a_foreign_key(service.ledger())?;
         // The one line on stdout a supervisor or a test waits for.
         println!("listening on {scheme}://{bound}");
         let access = access(tokens, auth.store().tokens_required().unwrap_or(true));
@@ -377,4 +378,20 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         crate::witness_client::while_serving(ledger, witnesses, served).await
     })?;
     Ok(Outcome::Passed)
+}
+
+/// Several nodes on one database sign its checkpoints with one key: a node that takes writes
+/// but whose key is not the one the checkpoint log names is refused, rather than serving a log
+/// it cannot sign.
+fn refuse_a_foreign_key(ledger: &ledger::Ledger) -> anyhow::Result<()> {
+    if crate::config::storage_url().is_none() || ledger.poisoned().is_some() {
+        return Ok(());
+    }
+    if let Err(reason) = ledger.public_key() {
+        bail!(
+            "refusing to serve the shared database: {reason}; every node on one database must be \
+             given the same signing key (DATA_DIR/ledger/keys/)"
+        );
+    }
+    Ok(())
 }

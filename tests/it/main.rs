@@ -15,6 +15,7 @@ mod ingest;
 mod integrity;
 mod mcp;
 mod network;
+mod nodes;
 mod operations;
 mod proofs;
 mod remote;

@@ -30,6 +30,7 @@ use crate::subscribe::Subscription;
 use crate::verify::Verified;
 
 mod append;
+mod follow;
 mod recovery;
 mod signing;
 mod writer;
@@ -301,6 +302,10 @@ enum Job {
     },
     /// A checkpoint if the tree grew since the last one (the periodic timer).
     Tick,
+    /// Read what other ledgers appended to a shared store (the follow timer).
+    Follow,
+    /// Read what other ledgers appended to a shared store, then answer.
+    Sync { reply: oneshot::Sender<ChainHead> },
 }
 
 /// One queued append.
@@ -360,6 +365,8 @@ impl std::fmt::Debug for Job {
             Job::SignManifest { .. } => f.write_str("SignManifest"),
             Job::Cosign { .. } => f.write_str("Cosign"),
             Job::Tick => f.write_str("Tick"),
+            Job::Follow => f.write_str("Follow"),
+            Job::Sync { .. } => f.write_str("Sync"),
         }
     }
 }
@@ -600,6 +607,26 @@ impl Ledger {
             .blocking_send(Job::Rotate { reply })
             .map_err(|_| SigningError::Closed)?;
         rx.blocking_recv().map_err(|_| SigningError::Closed)?
+    }
+
+    /// True when other ledgers may append to the same store (several nodes on one database).
+    pub fn is_shared(&self) -> bool {
+        self.core().storage.is_shared()
+    }
+
+    /// On a shared store, reads what other ledgers committed until now, and hands it to
+    /// subscribers (the read models among them), before returning the head: a read after this
+    /// sees every append acknowledged anywhere before the call. On a store of its own, the
+    /// head. Blocking; not for use inside an async task.
+    pub fn sync(&self) -> Result<ChainHead, AppendError> {
+        if !self.is_shared() {
+            return Ok(self.head());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.sender()?
+            .blocking_send(Job::Sync { reply })
+            .map_err(|_| AppendError::Closed)?;
+        rx.blocking_recv().map_err(|_| AppendError::Closed)
     }
 
     /// The head of the chain.

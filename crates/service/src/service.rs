@@ -650,12 +650,17 @@ impl Service {
         let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
         let mut attempts = 0;
+        let mut synced = false;
         loop {
             attempts += 1;
             let state = match target {
                 Target::New(_) => Arc::new(TaskState::new()),
                 Target::Existing(id) => match self.state(id) {
                     Ok(state) => state,
+                    Err(ServiceError::NotFound { .. }) if !synced && self.sync_shared()? => {
+                        synced = true;
+                        continue;
+                    }
                     Err(e) => return refused(e),
                 },
             };
@@ -663,6 +668,10 @@ impl Service {
             if let Some(expected) = guard.expected_version
                 && expected != current
             {
+                if !synced && self.sync_shared()? {
+                    synced = true;
+                    continue;
+                }
                 return refused(ServiceError::SessionConflict {
                     task_id,
                     expected_version: expected,
@@ -707,6 +716,24 @@ impl Service {
                 Err(e) => return Err(append_refused(e)),
             }
         }
+    }
+
+    /// On a ledger other nodes also write, reads what they committed into the read models, so
+    /// that a command decided here sees a task another node opened or moved; false (nothing to
+    /// do) on a ledger of its own.
+    fn sync_shared(&self) -> Result<bool, ServiceError> {
+        let ledger = &self.inner.ledger;
+        if !ledger.is_shared() {
+            return Ok(false);
+        }
+        let head = ledger.sync().map_err(ServiceError::unavailable)?;
+        if head.size > 0 {
+            self.inner
+                .projector
+                .catch_up_to(head.size - 1)
+                .map_err(ServiceError::unavailable)?;
+        }
+        Ok(true)
     }
 
     /// The lock that serialises writes to one task (one of a fixed set of shards).

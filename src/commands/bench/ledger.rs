@@ -15,6 +15,7 @@
 mod appends;
 mod baseline;
 mod frames;
+mod postgres;
 mod reads;
 mod report;
 mod workload;
@@ -113,6 +114,9 @@ pub(crate) struct Args {
 }
 
 pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
+    if let Some(url) = crate::config::storage_url() {
+        return postgres::run(url, args.json, args.events, usize::from(args.writers));
+    }
     let scratch = Scratch::new(args.dir.as_deref())?;
     let root = scratch.path();
     let ledger_dir = root.join("ledger");

@@ -8,6 +8,9 @@ use chrono::{DateTime, Utc};
 use ledger_proof::{Frontier, Sha256};
 
 use super::{AppendJob, AppendRequest, Causation, ExpectedVersion, Receipt, ReceiptEvent, Writer};
+
+/// Where an append's answer goes.
+pub(super) type Reply = tokio::sync::oneshot::Sender<Result<Receipt, AppendError>>;
 use crate::clock::idempotent_event_id;
 use crate::envelope::{Digest, Envelope, RecordedEvent};
 use crate::error::{AppendError, ReadError};
@@ -26,16 +29,24 @@ pub(super) enum Plan {
 /// The commits of one group commit, and what they change if the write succeeds.
 #[derive(Default)]
 pub(super) struct Group {
-    commits: Vec<Commit>,
+    pub(super) commits: Vec<Commit>,
     recorded: Vec<Vec<RecordedEvent>>,
     versions: HashMap<String, u64>,
     keys: HashMap<String, (Digest, usize)>,
     hashes: HashMap<Digest, ()>,
-    head: ChainHead,
+    pub(super) head: ChainHead,
     events: usize,
 }
 
 impl Group {
+    /// An empty group, to be written on `head`.
+    pub(super) fn on(head: ChainHead) -> Group {
+        Group {
+            head,
+            ..Group::default()
+        }
+    }
+
     /// Adds a planned commit of `request`'s sealed events on a stream at version `current`;
     /// returns its index in the group.
     fn add(
@@ -81,6 +92,9 @@ impl Group {
 
 impl Writer {
     pub(super) fn process(&mut self, jobs: Vec<AppendJob>) {
+        if self.shared {
+            return self.process_shared(jobs);
+        }
         if let Some(reason) = self.core.poisoned() {
             for job in jobs {
                 let _ = job.reply.send(Err(AppendError::Poisoned(reason.clone())));
@@ -110,35 +124,7 @@ impl Writer {
         // replaces the frontier only once the write succeeded.
         let mut frontier = self.frontier.clone();
         match self.write_group(&group, &mut frontier) {
-            Ok(()) => {
-                self.head = group.head;
-                self.frontier = frontier;
-                self.versions.extend(group.versions.drain());
-                let receipts = receipts(&group.commits);
-                for event in group.recorded.into_iter().flatten() {
-                    // No subscriber is not an error.
-                    let _ = self.core.events.send(Arc::new(event));
-                }
-                for (reply, plan) in waiting {
-                    let result = match plan {
-                        Plan::Done(result) => result,
-                        Plan::Commit { index, replayed } => receipts.get(index).cloned().map_or(
-                            Err(AppendError::Closed),
-                            |mut r| {
-                                r.replayed = replayed;
-                                Ok(r)
-                            },
-                        ),
-                    };
-                    let _ = reply.send(result);
-                }
-                if let Some(every) = self.checkpoint_every_events
-                    && self.frontier.size() - self.last_signed.map_or(0, |(size, _)| size) >= every
-                    && let Err(e) = self.write_checkpoint()
-                {
-                    tracing::warn!(error = %e, "the periodic checkpoint was not written");
-                }
-            }
+            Ok(()) => self.written(group, frontier, waiting),
             Err((reason, e)) => {
                 let e = Arc::new(e);
                 self.core.poison(reason);
@@ -153,10 +139,50 @@ impl Writer {
         }
     }
 
+    /// Takes a group that was written as the new head, hands its events to subscribers and
+    /// answers its appends; then writes the checkpoint that is due, if this ledger leads them.
+    pub(super) fn written(
+        &mut self,
+        mut group: Group,
+        frontier: Frontier,
+        waiting: Vec<(Reply, Plan)>,
+    ) {
+        self.head = group.head;
+        self.frontier = frontier;
+        self.versions.extend(group.versions.drain());
+        let receipts = receipts(&group.commits);
+        for event in group.recorded.into_iter().flatten() {
+            // No subscriber is not an error.
+            let _ = self.core.events.send(Arc::new(event));
+        }
+        for (reply, plan) in waiting {
+            let result = match plan {
+                Plan::Done(result) => result,
+                Plan::Commit { index, replayed } => {
+                    receipts
+                        .get(index)
+                        .cloned()
+                        .map_or(Err(AppendError::Closed), |mut r| {
+                            r.replayed = replayed;
+                            Ok(r)
+                        })
+                }
+            };
+            let _ = reply.send(result);
+        }
+        if let Some(every) = self.checkpoint_every_events
+            && self.frontier.size() - self.last_signed.map_or(0, |(size, _)| size) >= every
+            && self.leads
+            && let Err(e) = self.write_checkpoint()
+        {
+            tracing::warn!(error = %e, "the periodic checkpoint was not written");
+        }
+    }
+
     /// Grows `frontier` by the group's events and writes the group with the nodes they
     /// complete. Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the
     /// log could never again be checked against a signed root.
-    fn write_group(
+    pub(super) fn write_group(
         &self,
         group: &Group,
         frontier: &mut Frontier,

@@ -65,6 +65,13 @@ impl Writer {
             None if self.core.storage.is_read_only() => Err(
                 "the checkpoint log names no signing key, and the ledger may not write one".into(),
             ),
+            None if self.shared => {
+                // Nodes starting together on a new database: the key one of them introduced
+                // first is the log's, and a node given another key finds out here.
+                let copy = SigningKey::from_secret_bytes(&key.to_secret_bytes());
+                self.introduce_first_key(key)?;
+                self.adopt_key(copy)
+            }
             None => self.introduce_first_key(key),
             Some(current) if current == key.public_key() => {
                 // A key staged by a rotation that never happened; left alone by an open that

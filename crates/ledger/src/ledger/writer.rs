@@ -62,10 +62,11 @@ impl Core {
     }
 }
 
-/// The periodic checkpointer: a tick to the writer every `every`, until the returned sender is
-/// dropped.
-fn checkpoint_timer(
-    every: Duration,
+/// The writer's timer: a checkpoint tick every `checkpoint` and, on a shared store, a follow
+/// tick every `follow`, until the returned sender is dropped.
+fn writer_timer(
+    checkpoint: Option<Duration>,
+    follow: Option<Duration>,
     ticks: mpsc::Sender<Job>,
 ) -> (
     std::sync::mpsc::Sender<()>,
@@ -73,12 +74,36 @@ fn checkpoint_timer(
 ) {
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     let timer = std::thread::Builder::new()
-        .name("ledger-checkpoint-timer".into())
+        .name("ledger-timer".into())
         .spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every)
-            {
+            let start = std::time::Instant::now();
+            let mut next_checkpoint = checkpoint.map(|every| start + every);
+            let mut next_follow = follow.map(|every| start + every);
+            loop {
+                let Some(due) = next_checkpoint.into_iter().chain(next_follow).min() else {
+                    return;
+                };
+                let wait = due.saturating_duration_since(std::time::Instant::now());
+                if !matches!(
+                    stop_rx.recv_timeout(wait),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                ) {
+                    return;
+                }
+                let now = std::time::Instant::now();
                 // A full queue means the writer is busy; the next tick will do.
-                let _ = ticks.try_send(Job::Tick);
+                if let (Some(at), Some(every)) = (next_follow, follow)
+                    && at <= now
+                {
+                    let _ = ticks.try_send(Job::Follow);
+                    next_follow = Some(now + every);
+                }
+                if let (Some(at), Some(every)) = (next_checkpoint, checkpoint)
+                    && at <= now
+                {
+                    let _ = ticks.try_send(Job::Tick);
+                    next_checkpoint = Some(now + every);
+                }
             }
         })
         .ok();
@@ -114,6 +139,8 @@ impl Ledger {
             unadopted: None,
             origin: String::new(),
             configured_origin: options.origin.clone(),
+            shared: storage.is_shared(),
+            leads: storage.checkpoint_leader(),
         };
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
@@ -132,12 +159,16 @@ impl Ledger {
                 None
             }
         };
-        let (timer_stop, timer) = match options.checkpoint_interval {
-            Some(every) if !every.is_zero() && !storage.is_read_only() => {
-                let (stop, timer) = checkpoint_timer(every, tx.clone());
-                (Some(stop), timer)
-            }
-            _ => (None, None),
+        let writes = !storage.is_read_only();
+        let checkpoint = options
+            .checkpoint_interval
+            .filter(|every| !every.is_zero() && writes);
+        let follow = Some(super::follow::FOLLOW_EVERY).filter(|_| storage.is_shared() && writes);
+        let (timer_stop, timer) = if checkpoint.is_some() || follow.is_some() {
+            let (stop, timer) = writer_timer(checkpoint, follow, tx.clone());
+            (Some(stop), timer)
+        } else {
+            (None, None)
         };
         let ledger = Ledger {
             handle: Arc::new(Handle {
@@ -176,6 +207,10 @@ pub(super) struct Writer {
     pub(super) origin: String,
     /// The origin the operator configured, used when the first key is introduced.
     pub(super) configured_origin: Option<String>,
+    /// Other ledgers may append to the same store: follow them, retry on a moved head.
+    pub(super) shared: bool,
+    /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
+    pub(super) leads: bool,
 }
 
 impl Writer {
@@ -206,6 +241,8 @@ impl Writer {
                         bytes += request_bytes(&request);
                         jobs.push(AppendJob { request, reply });
                     }
+                    // The next write learns what others appended anyway.
+                    Ok(Job::Follow) => {}
                     Ok(other) => {
                         next = Some(other);
                         break;
@@ -218,8 +255,15 @@ impl Writer {
     }
 
     pub(super) fn run_other(&mut self, job: Job) {
+        // A checkpoint or rotation on a shared store covers what every node committed so far.
+        if self.shared && !matches!(job, Job::Append { .. } | Job::Cosign { .. }) {
+            self.follow_quietly();
+        }
         match job {
-            Job::Append { .. } => {}
+            Job::Append { .. } | Job::Follow => {}
+            Job::Sync { reply } => {
+                let _ = reply.send(self.head);
+            }
             Job::Checkpoint { reply } => {
                 let _ = reply.send(self.write_checkpoint());
             }
@@ -239,9 +283,13 @@ impl Writer {
                 let _ = reply.send(self.keep_cosignature(*cosignature));
             }
             Job::Tick => {
-                if self
-                    .last_signed
-                    .is_none_or(|(size, _)| self.frontier.size() > size)
+                if self.shared {
+                    self.leads = self.core.storage.checkpoint_leader();
+                }
+                if self.leads
+                    && self
+                        .last_signed
+                        .is_none_or(|(size, _)| self.frontier.size() > size)
                     && let Err(e) = self.write_checkpoint()
                 {
                     tracing::warn!(error = %e, "the periodic checkpoint was not written");

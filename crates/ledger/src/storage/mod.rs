@@ -467,4 +467,24 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Every entry of the checkpoint log, in order.
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError>;
+
+    /// True when other ledgers may append to the same store (a shared database): the writer
+    /// then follows what they commit, retries a group that found the head moved after
+    /// catching up, and keeps writing after a failed write (whose outcome the next append
+    /// learns, since the head it expects is checked under a lock).
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// Tells the backend that the writer has read and checked the log up to `head`, appended by
+    /// others: [`Storage::head`] says so from then on.
+    fn followed(&self, head: ChainHead) {
+        let _ = head;
+    }
+
+    /// True when this ledger is the one that writes the periodic checkpoints of a shared
+    /// store (one at a time holds the lead); always true for a store of its own.
+    fn checkpoint_leader(&self) -> bool {
+        true
+    }
 }

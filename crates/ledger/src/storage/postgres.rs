@@ -283,6 +283,66 @@ struct Pool {
     writer: Link,
     readers: Vec<Link>,
     next: AtomicUsize,
+    /// The session that holds (or tries for) the checkpoint lead.
+    lead: Lead,
+}
+
+/// The advisory lock whose holder writes the periodic checkpoints ("rl-lead" in ASCII).
+const LEAD_LOCK: i64 = 0x726c_2d6c_6561_64;
+
+/// A session of its own that holds the checkpoint lead's session-level advisory lock while it
+/// lives: a node that dies, or whose connection breaks, lets it go with the session, and the
+/// next node to ask takes it.
+#[derive(Debug)]
+struct Lead {
+    config: Arc<Config>,
+    /// The session, and whether it holds the lock.
+    slot: tokio::sync::Mutex<Option<(Client, bool)>>,
+}
+
+impl Lead {
+    /// Whether this backend holds the lead now, taking it if it is free.
+    async fn hold(&self) -> Result<bool, StorageError> {
+        let mut slot = self.slot.lock().await;
+        if let Some((client, held)) = &*slot {
+            if client.is_closed() {
+                *slot = None;
+            } else if *held {
+                // The lock lives as long as the session: a session that still answers holds it.
+                if client.simple_query("SELECT 1").await.is_ok() {
+                    return Ok(true);
+                }
+                *slot = None;
+            }
+        }
+        if slot.is_none() {
+            let (client, connection) = self
+                .config
+                .connect(NoTls)
+                .await
+                .map_err(|e| db_error("connect for the checkpoint lead", &e))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            *slot = Some((client, false));
+        }
+        let Some((client, held)) = slot.as_mut() else {
+            return Ok(false);
+        };
+        let row = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&LEAD_LOCK])
+            .await;
+        match row {
+            Ok(row) => {
+                *held = row.get(0);
+                Ok(*held)
+            }
+            Err(e) => {
+                *slot = None;
+                Err(db_error("take the checkpoint lead", &e))
+            }
+        }
+    }
 }
 
 impl Pool {
@@ -302,7 +362,6 @@ pub struct PostgresStorage {
     claimed: u64,
     problems: Vec<StorageProblem>,
     read_only: bool,
-    failed: Mutex<Option<String>>,
 }
 
 impl PostgresStorage {
@@ -325,6 +384,10 @@ impl PostgresStorage {
                 .map(|_| Link::new(Arc::clone(&config)))
                 .collect(),
             next: AtomicUsize::new(0),
+            lead: Lead {
+                config: Arc::clone(&config),
+                slot: tokio::sync::Mutex::new(None),
+            },
         });
         let driver = Driver::new()?;
         let read_only = options.read_only;
@@ -340,7 +403,6 @@ impl PostgresStorage {
             claimed,
             read_only: read_only || !problems.is_empty(),
             problems,
-            failed: Mutex::new(None),
         };
         // The prepared sessions, now that the schema exists.
         let pool = Arc::clone(&storage.pool);
@@ -354,9 +416,6 @@ impl PostgresStorage {
     }
 
     fn refuse_writes(&self) -> Result<(), StorageError> {
-        if let Some(reason) = &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Err(StorageError::Failed(reason.clone()));
-        }
         if self.read_only {
             return Err(StorageError::Failed(
                 "the ledger's database was opened read-only or holds a problem".into(),
@@ -742,13 +801,10 @@ impl Storage for PostgresStorage {
                 *self.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
                 Ok(())
             }
-            Err(StorageError::HeadMoved) => Err(StorageError::HeadMoved),
-            Err(e) => {
-                // A failed commit leaves the outcome unknown; the ledger stops and a reopen
-                // reads what the database holds.
-                *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                Err(e)
-            }
+            // A failed commit leaves the outcome unknown. Nothing here is stale: the next
+            // append checks the head under its lock, and the ledger's writer reads what the
+            // database holds past its head before it writes again.
+            Err(e) => Err(e),
         }
     }
 
@@ -874,13 +930,6 @@ impl Storage for PostgresStorage {
         self.problems.clone()
     }
 
-    fn failure(&self) -> Option<String> {
-        self.failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
     fn is_read_only(&self) -> bool {
         self.read_only
     }
@@ -976,17 +1025,46 @@ impl Storage for PostgresStorage {
             .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
         // Under the head's lock, so that the checkpoint log's order is the order its entries
         // were committed in, on every node.
+        // The first key is introduced only into an empty log: of nodes starting together on a
+        // new database, the first to commit introduces its key and the others find it there.
+        let first_key = matches!(entry, CheckpointEntry::KeyIntroduced { .. });
         self.write(move |s, _| async move {
             s.client
                 .execute(
                     "INSERT INTO ledger_checkpoints (n, entry) \
-                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints",
-                    &[&line],
+                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints \
+                     HAVING NOT $2 OR count(*) = 0",
+                    &[&line, &first_key],
                 )
                 .await
                 .map_err(|e| db_error("append to the checkpoint log", &e))?;
             Ok(())
         })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn followed(&self, head: ChainHead) {
+        let mut ours = self.head.lock().unwrap_or_else(|p| p.into_inner());
+        if head.size > ours.size {
+            *ours = head;
+        }
+    }
+
+    fn checkpoint_leader(&self) -> bool {
+        if self.refuse_writes().is_err() {
+            return false;
+        }
+        let pool = Arc::clone(&self.pool);
+        match self.driver.run(async move { pool.lead.hold().await }) {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not learn whether this node leads the checkpoints");
+                false
+            }
+        }
     }
 
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {

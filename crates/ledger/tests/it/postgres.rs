@@ -1,7 +1,7 @@
 //! The ledger on the PostgreSQL backend, against throwaway clusters: reads every way after a
 //! reopen, group commit in one transaction per group committed in seq order, gap-free tailing
 //! by a second reader, tampering through SQL caught at its seq, recovery that refuses to write
-//! over a loss, a second writer refused cleanly, and no acknowledged append lost when the
+//! over a loss, two writers following each other, and no acknowledged append lost when the
 //! server crashes under load.
 //!
 //! Without PostgreSQL installed these tests say so and pass, unless
@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use ledger::storage::Storage;
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
-use ledger::storage::{Storage, StorageError};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip};
 
@@ -413,34 +413,154 @@ fn events_missing_behind_the_head_row_are_a_problem_at_open() {
     assert_eq!(ledger.head().size, 28);
 }
 
+/// Appends `n` keyed events on `ledger` from one thread, and `n` more that each read the
+/// counter stream's version and append at exactly that version, retrying on a conflict.
+fn load(ledger: &Ledger, name: &str, n: usize) -> std::thread::JoinHandle<Vec<(String, u64)>> {
+    let ledger = ledger.clone();
+    let name = name.to_owned();
+    std::thread::spawn(move || {
+        let mut acknowledged = Vec::new();
+        for i in 0..n {
+            let key = format!("{name}-{i}");
+            let receipt = ledger
+                .append(keyed(
+                    request(
+                        &format!("s{}", i % 3),
+                        ExpectedVersion::Any,
+                        &[key.as_bytes()],
+                    ),
+                    &key,
+                ))
+                .expect("an append on a shared database is retried, not refused");
+            acknowledged.push((key, receipt.events[0].seq));
+            loop {
+                let at = ledger.stream_version("counter").unwrap();
+                let payload = format!("{name}-counter-{i}");
+                match ledger.append(request(
+                    "counter",
+                    ExpectedVersion::Exact(at),
+                    &[payload.as_bytes()],
+                )) {
+                    Ok(receipt) => {
+                        acknowledged.push((payload, receipt.events[0].seq));
+                        break;
+                    }
+                    Err(AppendError::VersionConflict { current, .. }) => assert!(current > at),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        acknowledged
+    })
+}
+
 #[test]
-fn a_second_writer_on_the_database_is_refused_cleanly_and_writes_nothing() {
-    let Some((cluster, url)) = database("a_second_writer") else {
+fn two_writers_on_one_database_follow_each_other_and_their_subscribers_miss_nothing() {
+    let Some((cluster, url)) = database("two_writers") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
     let first = open(&url, keys.path(), 9);
     let second = open(&url, keys.path(), 10);
-    append_any(&first, "a", b"first").unwrap();
-    let err = append_any(&second, "b", b"second").unwrap_err();
-    assert!(
-        matches!(&err, AppendError::Storage(e) if matches!(**e, StorageError::HeadMoved)),
-        "{err:?}"
-    );
-    let reason = second.poisoned().expect("the stale writer stops");
-    assert!(reason.contains("another writer"), "{reason}");
+    let mut subscriptions = [first.subscribe(0), second.subscribe(0)];
+    let threads: Vec<_> = (0..3)
+        .flat_map(|t| {
+            [
+                load(&first, &format!("a{t}"), 40),
+                load(&second, &format!("b{t}"), 40),
+            ]
+        })
+        .collect();
+    // One key sent to both at once: written once, the same receipt from both.
+    let racing: Vec<_> = [&first, &second]
+        .into_iter()
+        .map(|ledger| {
+            let ledger = ledger.clone();
+            std::thread::spawn(move || {
+                (0..20)
+                    .map(|i| {
+                        let key = format!("both-{i}");
+                        let r = ledger
+                            .append(keyed(
+                                request("both", ExpectedVersion::Any, &[key.as_bytes()]),
+                                &key,
+                            ))
+                            .unwrap();
+                        r.events[0].seq
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut acknowledged: Vec<(String, u64)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let raced: Vec<Vec<u64>> = racing.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(
-        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
-        "1"
+        raced[0], raced[1],
+        "both ledgers answer a key with its one commit"
     );
-    // The first goes on; a reopened second writes after it.
-    append_any(&first, "a", b"again").unwrap();
-    drop(second);
-    drop(first);
-    let second = open(&url, keys.path(), 11);
-    let receipt = append_any(&second, "b", b"second").unwrap();
-    assert_eq!(receipt.events[0].seq, 2);
-    assert!(second.verify_from_scratch(&mut |_, _| {}).failure.is_none());
+    let total: u64 = sql(cluster, &url, "SELECT count(*) FROM ledger_events")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        total as usize,
+        acknowledged.len() + 20,
+        "every append written once"
+    );
+    assert_eq!(first.stream_version("counter").unwrap(), 240);
+    acknowledged.sort_by_key(|(_, seq)| *seq);
+    for (payload, seq) in &acknowledged {
+        assert_eq!(
+            first.get(*seq).unwrap().unwrap().payload,
+            payload.as_bytes()
+        );
+    }
+    for (ledger, subscription) in [&first, &second].into_iter().zip(&mut subscriptions) {
+        for seq in 0..total {
+            let event = subscription.next_blocking().unwrap();
+            assert_eq!(event.seq, seq, "in seq order, without a gap");
+            assert_eq!(*event, ledger.get(seq).unwrap().unwrap());
+        }
+        assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+        assert_eq!(ledger.head().size, total);
+        let report = ledger.verify_from_scratch(&mut |_, _| {});
+        assert!(report.failure.is_none(), "{report:?}");
+    }
+    // Each writes on after the other's last append, and a checkpoint covers everything.
+    let receipt = append_any(&second, "b", b"after").unwrap();
+    assert_eq!(receipt.events[0].seq, total);
+    assert_eq!(first.checkpoint().unwrap().tree_size, total + 1);
+}
+
+#[test]
+fn a_writer_with_another_key_cannot_sign_the_shared_log() {
+    let Some((_, url)) = database("another_key") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let first = open(&url, keys.path(), 11);
+    append_any(&first, "a", b"x").unwrap();
+    let second = open(&url, other.path(), 12);
+    let reason = second.public_key().unwrap_err();
+    assert!(
+        reason.contains("not the key the checkpoint log names"),
+        "{reason}"
+    );
+    assert!(second.checkpoint().is_err());
+    // Given the same key, a node signs exactly what the first signs.
+    let third = open(&url, keys.path(), 13);
+    assert_eq!(third.public_key().unwrap(), first.public_key().unwrap());
+    let a = first.checkpoint().unwrap();
+    let b = third.checkpoint().unwrap();
+    assert_eq!((a.tree_size, a.root), (b.tree_size, b.root));
+    b.verify(&first.public_key().unwrap()).unwrap();
+    if a.time == b.time {
+        // Ed25519 signs deterministically: the same statement, the same signature.
+        assert_eq!(a.signature, b.signature);
+    }
 }
 
 #[test]

@@ -1,0 +1,189 @@
+//! Several ledgers on one shared store: the writer follows what the others commit, checking
+//! each event's hash and its link to the chain as it folds it into its head, its streams'
+//! versions and its Merkle tree, and hands it to subscribers in seq order, as it hands out its
+//! own; a group that finds the head moved is planned again on the caught-up head and retried.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::append::{Group, Plan, Reply};
+use super::{AppendJob, AppendRequest, Writer};
+use crate::error::AppendError;
+use crate::storage::{ChainHead, StorageError};
+use ledger_proof::Sha256;
+
+/// How often a ledger on a shared store reads what other ledgers committed. An event committed
+/// by another node reaches this node's subscribers and read models within about this, plus
+/// one read and fold, or after the group this writer is busy with.
+pub(crate) const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+
+/// How many events one read of the follower takes.
+const FOLLOW_BATCH_EVENTS: usize = 1024;
+
+/// How many times a group is planned again after finding the head moved before its appends are
+/// refused (each time, another node committed in between: the store as a whole progresses).
+const GROUP_ATTEMPTS_MAX: usize = 64;
+
+impl Writer {
+    /// Reads, checks and folds every event other ledgers appended past this writer's head, and
+    /// hands each to subscribers. Returns how many there were. Damage (an event whose hash is
+    /// not the hash of its bytes, or that does not link to the chain) stops every later write.
+    pub(super) fn follow(&mut self) -> Result<u64, StorageError> {
+        let mut folded = 0u64;
+        loop {
+            let raw = self
+                .core
+                .storage
+                .read_range(self.head.size, FOLLOW_BATCH_EVENTS)?;
+            let mut events = Vec::with_capacity(raw.len());
+            for stored in &raw {
+                let event = self
+                    .core
+                    .decode(stored)
+                    .map_err(|e| StorageError::Corrupt {
+                        seq: Some(stored.seq),
+                        detail: e.to_string(),
+                    })?;
+                if event.seq != self.head.size || event.prev_hash != self.head.last_hash {
+                    return Err(self.damaged(
+                        stored.seq,
+                        "it does not link to the head of the chain before it",
+                    ));
+                }
+                if let Some(known) = self.versions.get(&event.stream)
+                    && event.stream_version != known + 1
+                {
+                    return Err(self.damaged(
+                        stored.seq,
+                        &format!(
+                            "it is version {} of {}, which was at {known}",
+                            event.stream_version, event.stream
+                        ),
+                    ));
+                }
+                self.frontier
+                    .push(&Sha256, event.hash.as_bytes())
+                    .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
+                self.versions
+                    .insert(event.stream.clone(), event.stream_version);
+                self.head = ChainHead {
+                    size: event.seq + 1,
+                    last_hash: event.hash,
+                };
+                if self.last_time.is_none_or(|t| t < event.recorded_at) {
+                    self.last_time = Some(event.recorded_at);
+                }
+                events.push(Arc::new(event));
+            }
+            folded += events.len() as u64;
+            // Readers learn the head first, so that none waits on the live feed for an event
+            // it can already read.
+            self.core.storage.followed(self.head);
+            for event in events {
+                // No subscriber is not an error.
+                let _ = self.core.events.send(event);
+            }
+            if raw.len() < FOLLOW_BATCH_EVENTS {
+                return Ok(folded);
+            }
+        }
+    }
+
+    fn damaged(&self, seq: u64, detail: &str) -> StorageError {
+        let reason = format!("the event another writer committed at seq {seq} is wrong: {detail}");
+        self.core.poison(reason.clone());
+        StorageError::Corrupt {
+            seq: Some(seq),
+            detail: reason,
+        }
+    }
+
+    /// [`Writer::follow`] as the periodic follower runs it: a failure is logged (damage has
+    /// already stopped writes) and the next round tries again.
+    pub(super) fn follow_quietly(&mut self) {
+        if let Err(e) = self.follow() {
+            tracing::warn!(error = %e, "could not read what other nodes appended");
+        }
+    }
+
+    /// One group on a shared store: planned on this writer's head; planned again after
+    /// following the store when a stream's version refused an append (it may be this node that
+    /// is behind) or when the write found the head moved. A write that failed otherwise
+    /// refuses the group's appends without stopping the ledger: the next write checks the head
+    /// under the store's lock, so a group whose commit did land is followed, not rewritten, and
+    /// a retry with the same idempotency key gets its receipt.
+    pub(super) fn process_shared(&mut self, jobs: Vec<AppendJob>) {
+        if let Some(reason) = self.core.poisoned() {
+            for job in jobs {
+                let _ = job.reply.send(Err(AppendError::Poisoned(reason.clone())));
+            }
+            return;
+        }
+        let (requests, replies): (Vec<AppendRequest>, Vec<Reply>) =
+            jobs.into_iter().map(|j| (j.request, j.reply)).unzip();
+        let mut followed = false;
+        for _ in 0..GROUP_ATTEMPTS_MAX {
+            let now = self.tick();
+            let mut group = Group::on(self.head);
+            let plans: Vec<Plan> = requests
+                .iter()
+                .map(|r| self.plan(r.clone(), now, &mut group))
+                .collect();
+            let conflicted = plans
+                .iter()
+                .any(|p| matches!(p, Plan::Done(Err(AppendError::VersionConflict { .. }))));
+            if conflicted && !followed {
+                followed = true;
+                match self.follow() {
+                    Ok(0) => {}
+                    Ok(_) => continue,
+                    Err(e) => return refuse_all(replies, plans, &e),
+                }
+            }
+            if group.commits.is_empty() {
+                return answer_unwritten(replies.into_iter().zip(plans).collect());
+            }
+            let mut frontier = self.frontier.clone();
+            match self.write_group(&group, &mut frontier) {
+                Ok(()) => {
+                    return self.written(group, frontier, replies.into_iter().zip(plans).collect());
+                }
+                Err((_, StorageError::HeadMoved)) => {
+                    followed = true;
+                    if let Err(e) = self.follow() {
+                        return refuse_all(replies, Vec::new(), &e);
+                    }
+                }
+                Err((_, e)) => {
+                    tracing::warn!(error = %e, "a group commit failed; the next write learns its outcome");
+                    return refuse_all(replies, plans, &e);
+                }
+            }
+        }
+        refuse_all(replies, Vec::new(), &StorageError::HeadMoved);
+    }
+}
+
+/// Answers a group none of whose appends is written: each its refusal or its replayed receipt.
+fn answer_unwritten(waiting: Vec<(Reply, Plan)>) {
+    for (reply, plan) in waiting {
+        if let Plan::Done(result) = plan {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Refuses every append still to be written with `e`; those already answered get their answer.
+fn refuse_all(replies: Vec<Reply>, plans: Vec<Plan>, e: &StorageError) {
+    let e = Arc::new(match e {
+        StorageError::HeadMoved => StorageError::HeadMoved,
+        other => StorageError::Failed(other.to_string()),
+    });
+    let mut plans = plans.into_iter();
+    for reply in replies {
+        let _ = reply.send(match plans.next() {
+            Some(Plan::Done(result)) => result,
+            _ => Err(AppendError::Storage(Arc::clone(&e))),
+        });
+    }
+}

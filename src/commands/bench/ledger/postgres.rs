@@ -119,7 +119,12 @@ async fn raw_inserts(url: &str, clients: usize, count: u64) -> anyhow::Result<Du
 
 /// `count` appends on `ledgers` from `writers` threads at once (spread over the ledgers), each
 /// thread its own stream.
-fn ledger_appends(ledgers: &[Ledger], writers: usize, count: u64, tag: &str) -> anyhow::Result<Duration> {
+fn ledger_appends(
+    ledgers: &[Ledger],
+    writers: usize,
+    count: u64,
+    tag: &str,
+) -> anyhow::Result<Duration> {
     let per = count.div_ceil(writers as u64);
     let barrier = Arc::new(std::sync::Barrier::new(writers + 1));
     let threads: Vec<_> = (0..writers)
@@ -185,7 +190,9 @@ pub(super) fn run(url: &str, json: bool, events: u64, writers: usize) -> anyhow:
     let scratch = with_database(url, &db)?;
     rt.block_on(async {
         let admin = client(url).await?;
-        admin.batch_execute(&format!("CREATE DATABASE {db}")).await?;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .await?;
         client(&scratch)
             .await?
             .batch_execute(
@@ -255,11 +262,13 @@ fn measure(
         ),
         (
             format!("durable_appends_concurrent / raw_conditional_insert_{writers}_clients"),
-            figures.durable_appends_concurrent_per_s / figures.raw_conditional_insert_n_clients_per_s,
+            figures.durable_appends_concurrent_per_s
+                / figures.raw_conditional_insert_n_clients_per_s,
         ),
         (
             format!("durable_appends_two_nodes / raw_conditional_insert_{writers}_clients"),
-            figures.durable_appends_two_nodes_per_s / figures.raw_conditional_insert_n_clients_per_s,
+            figures.durable_appends_two_nodes_per_s
+                / figures.raw_conditional_insert_n_clients_per_s,
         ),
     ];
     Ok(Report {
@@ -305,11 +314,23 @@ fn text(report: &Report) -> String {
         report.sequential_appends, report.concurrent_appends
     );
     for (name, value) in [
-        ("raw conditional insert, 1 client", f.raw_conditional_insert_1_client_per_s),
-        (&format!("raw conditional insert, {w} clients") as &str, f.raw_conditional_insert_n_clients_per_s),
+        (
+            "raw conditional insert, 1 client",
+            f.raw_conditional_insert_1_client_per_s,
+        ),
+        (
+            &format!("raw conditional insert, {w} clients") as &str,
+            f.raw_conditional_insert_n_clients_per_s,
+        ),
         ("ledger, 1 writer", f.durable_appends_1_writer_per_s),
-        (&format!("ledger, {w} writers") as &str, f.durable_appends_concurrent_per_s),
-        (&format!("ledger, {w} writers on two ledgers") as &str, f.durable_appends_two_nodes_per_s),
+        (
+            &format!("ledger, {w} writers") as &str,
+            f.durable_appends_concurrent_per_s,
+        ),
+        (
+            &format!("ledger, {w} writers on two ledgers") as &str,
+            f.durable_appends_two_nodes_per_s,
+        ),
     ] {
         out.push_str(&format!("  {name:<44} {value:>10.0} appends/s\n"));
     }

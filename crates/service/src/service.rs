@@ -922,27 +922,6 @@ fn write_canonical(value: &Value, top: bool, out: &mut String) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_fingerprint_ignores_key_order_and_the_guard_arguments() {
-        let a = json!({"task_id": "t", "query": "q", "limit": 3, "expected_version": 4, "idempotency_key": "k"});
-        let b = json!({"limit": 3, "query": "q", "task_id": "t"});
-        assert_eq!(fingerprint("x", &a, "alice"), fingerprint("x", &b, "alice"));
-        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("x", &a, "bob"));
-        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("y", &a, "alice"));
-        let c = json!({"limit": 4, "query": "q", "task_id": "t"});
-        assert_ne!(fingerprint("x", &b, "alice"), fingerprint("x", &c, "alice"));
-        // Nested keys named like the guards are arguments like any other.
-        let d = json!({"rules": {"expected_version": 1}});
-        let e = json!({"rules": {}});
-        assert_ne!(fingerprint("x", &d, "a"), fingerprint("x", &e, "a"));
-    }
-}
-
 /// On a ledger other nodes also write, folds what they commit into the read models as the
 /// ledger's writer follows it, so that a read on this node sees another node's write within
 /// the follow bound even when this node writes nothing. The thread ends with the ledger's
@@ -962,5 +941,26 @@ fn follow_other_nodes(ledger: &Ledger, projector: &Projector) {
         });
     if let Err(e) = started {
         tracing::warn!(error = %e, "the read models do not follow other nodes");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fingerprint_ignores_key_order_and_the_guard_arguments() {
+        let a = json!({"task_id": "t", "query": "q", "limit": 3, "expected_version": 4, "idempotency_key": "k"});
+        let b = json!({"limit": 3, "query": "q", "task_id": "t"});
+        assert_eq!(fingerprint("x", &a, "alice"), fingerprint("x", &b, "alice"));
+        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("x", &a, "bob"));
+        assert_ne!(fingerprint("x", &a, "alice"), fingerprint("y", &a, "alice"));
+        let c = json!({"limit": 4, "query": "q", "task_id": "t"});
+        assert_ne!(fingerprint("x", &b, "alice"), fingerprint("x", &c, "alice"));
+        // Nested keys named like the guards are arguments like any other.
+        let d = json!({"rules": {"expected_version": 1}});
+        let e = json!({"rules": {}});
+        assert_ne!(fingerprint("x", &d, "a"), fingerprint("x", &e, "a"));
     }
 }

@@ -430,6 +430,9 @@ impl Service {
             },
         )?;
         let projections_opened = started.elapsed();
+        if ledger.is_shared() {
+            follow_other_nodes(&ledger, &projector);
+        }
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
@@ -1013,6 +1016,28 @@ fn write_canonical(value: &Value, top: bool, out: &mut String) {
             out.push(']');
         }
         other => out.push_str(&other.to_string()),
+    }
+}
+
+/// On a ledger other nodes also write, folds what they commit into the read models as the
+/// ledger's writer follows it, so that a read on this node sees another node's write within
+/// the follow bound even when this node writes nothing. The thread ends with the ledger's
+/// subscriptions, or when a fold fails (reads then catch up at the next write).
+fn follow_other_nodes(ledger: &Ledger, projector: &Projector) {
+    let mut subscription = ledger.subscribe(projector.next_seq());
+    let projector = projector.clone();
+    let started = std::thread::Builder::new()
+        .name("projection-follower".into())
+        .spawn(move || {
+            while let Ok(event) = subscription.next_blocking() {
+                if let Err(e) = projector.catch_up_to(event.seq) {
+                    tracing::warn!(error = %e, "the read models stopped following other nodes");
+                    return;
+                }
+            }
+        });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "the read models do not follow other nodes");
     }
 }
 

@@ -288,7 +288,7 @@ struct Pool {
 }
 
 /// The advisory lock whose holder writes the periodic checkpoints ("rl-lead" in ASCII).
-const LEAD_LOCK: i64 = 0x726c_2d6c_6561_64;
+const LEAD_LOCK: i64 = 0x0072_6c2d_6c65_6164;
 
 /// A session of its own that holds the checkpoint lead's session-level advisory lock while it
 /// lives: a node that dies, or whose connection breaks, lets it go with the session, and the

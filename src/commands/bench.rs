@@ -55,7 +55,10 @@ impl Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     match &args.target {
-        Target::Ledger(args) => ledger::run(args),
+        Target::Ledger(args) => match crate::config::storage_url() {
+            Some(url) => ledger::run_postgres(url, args),
+            None => ledger::run(args),
+        },
         Target::Search(args) => search::run(args),
         Target::Decisions(args) => decisions::run(args),
         Target::Service(args) => service::run(args),

@@ -134,7 +134,7 @@ fn a_changed_text_in_the_database_is_never_exported_and_repair_refuses_the_url()
     );
     assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
 
-    for command in [&["repair"][..], &["bench", "ledger"][..]] {
+    for command in [&["repair"][..], &["bench", "search"][..]] {
         let out = with_url(data.path(), &url, command);
         assert_eq!(out.status.code(), Some(2), "{command:?}");
         assert!(stderr(&out).contains("--storage-url"), "{}", stderr(&out));

@@ -430,9 +430,7 @@ impl Service {
             },
         )?;
         let projections_opened = started.elapsed();
-        if ledger.is_shared() {
-            follow_other_nodes(&ledger, &projector);
-        }
+        follow_other_nodes(&ledger, &projector);
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
@@ -656,25 +654,15 @@ impl Service {
         let mut synced = false;
         loop {
             attempts += 1;
-            let state = match target {
-                Target::New(_) => Arc::new(TaskState::new()),
-                Target::Existing(id) => match self.state(id) {
-                    Ok(state) => state,
-                    Err(ServiceError::NotFound { .. }) if !synced && self.sync_shared()? => {
-                        synced = true;
-                        continue;
-                    }
-                    Err(e) => return refused(e),
-                },
+            let state = match self.write_state(target, guard.expected_version, &mut synced) {
+                Ok(Some(state)) => state,
+                Ok(None) => continue,
+                Err(e) => return refused(e),
             };
             let current = state.version();
             if let Some(expected) = guard.expected_version
                 && expected != current
             {
-                if !synced && self.sync_shared()? {
-                    synced = true;
-                    continue;
-                }
                 return refused(ServiceError::SessionConflict {
                     task_id,
                     expected_version: expected,
@@ -719,6 +707,33 @@ impl Service {
                 Err(e) => return Err(append_refused(e)),
             }
         }
+    }
+
+    /// The task's state a write decides on; `None` when a ledger other nodes also write was
+    /// just followed because the task was unknown here or not at the expected version, and the
+    /// state is to be read again.
+    fn write_state(
+        &self,
+        target: Target<'_>,
+        expected: Option<u64>,
+        synced: &mut bool,
+    ) -> Result<Option<Arc<TaskState>>, ServiceError> {
+        let state = match target {
+            Target::New(_) => Arc::new(TaskState::new()),
+            Target::Existing(id) => match self.state(id) {
+                Ok(state) => state,
+                Err(ServiceError::NotFound { .. }) if !*synced && self.sync_shared()? => {
+                    *synced = true;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        if expected.is_some_and(|v| v != state.version()) && !*synced && self.sync_shared()? {
+            *synced = true;
+            return Ok(None);
+        }
+        Ok(Some(state))
     }
 
     /// On a ledger other nodes also write, reads what they committed into the read models, so
@@ -1024,6 +1039,9 @@ fn write_canonical(value: &Value, top: bool, out: &mut String) {
 /// the follow bound even when this node writes nothing. The thread ends with the ledger's
 /// subscriptions, or when a fold fails (reads then catch up at the next write).
 fn follow_other_nodes(ledger: &Ledger, projector: &Projector) {
+    if !ledger.is_shared() {
+        return;
+    }
     let mut subscription = ledger.subscribe(projector.next_seq());
     let projector = projector.clone();
     let started = std::thread::Builder::new()

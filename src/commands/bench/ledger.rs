@@ -113,10 +113,12 @@ pub(crate) struct Args {
     dir: Option<PathBuf>,
 }
 
+/// `bench ledger --storage-url`: see [`postgres`].
+pub(super) fn run_postgres(url: &str, args: &Args) -> anyhow::Result<Outcome> {
+    postgres::run(url, args.json, args.events, usize::from(args.writers))
+}
+
 pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if let Some(url) = crate::config::storage_url() {
-        return postgres::run(url, args.json, args.events, usize::from(args.writers));
-    }
     let scratch = Scratch::new(args.dir.as_deref())?;
     let root = scratch.path();
     let ledger_dir = root.join("ledger");

@@ -289,7 +289,10 @@ fn registration_is_allow_listed_persistent_and_hot_reloaded() {
         register_body(&text).as_bytes(),
     );
     assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
-    assert!(dir.join("tools/kb_search.yaml").exists());
+    assert!(super::server::registered_contract_kept(
+        data.path(),
+        "kb_search"
+    ));
     let outside = kb_contract("kb_far", "https://api.example.com/search", 3000);
     let (status, body) = request(
         server.addr,
@@ -328,6 +331,10 @@ fn registration_is_allow_listed_persistent_and_hot_reloaded() {
     let (status, _) = request(server.addr, "DELETE", "/v1/tools/kb_search", &[], b"");
     assert_eq!(status, 200);
     assert!(!dir.join("kb_search.yaml").exists());
+    assert!(!super::server::registered_contract_kept(
+        data.path(),
+        "kb_search"
+    ));
     let (status, _) = request(server.addr, "DELETE", "/v1/tools/kb_search", &[], b"");
     assert_eq!(status, 404);
 }

@@ -780,7 +780,7 @@ fn a_tool_named_like_the_servers_own_files_can_be_registered_and_removed() {
             register_body(&contract).as_bytes(),
         );
         assert_eq!(reply.status, 201, "{name}: {}", reply.text());
-        assert!(contracts.join(format!("tools/{name}.yaml")).exists());
+        assert!(super::server::registered_contract_kept(data.path(), name));
     }
     assert_eq!(
         std::fs::read_to_string(contracts.join("fallbacks.yaml")).unwrap(),
@@ -790,7 +790,7 @@ fn a_tool_named_like_the_servers_own_files_can_be_registered_and_removed() {
     for name in ["fallbacks", "semantic-tags"] {
         let reply = send(addr, "DELETE", &format!("/v1/tools/{name}"), &[], b"");
         assert_eq!(reply.status, 200, "{name}: {}", reply.text());
-        assert!(!contracts.join(format!("tools/{name}.yaml")).exists());
+        assert!(!super::server::registered_contract_kept(data.path(), name));
     }
     assert_eq!(
         std::fs::read_to_string(contracts.join("fallbacks.yaml")).unwrap(),

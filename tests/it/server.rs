@@ -94,6 +94,21 @@ pub(crate) fn tokens_text(data: &Path) -> Option<String> {
     (!body.is_empty()).then_some(body)
 }
 
+/// Whether the contract of tool `name` registered through the server of `data` is kept where
+/// registration keeps it: the data directory's `contracts/tools/NAME.yaml`, or the shared
+/// document `contracts` of its database when the suite runs on PostgreSQL.
+pub(crate) fn registered_contract_kept(data: &Path, name: &str) -> bool {
+    let Some(url) = storage_url(data) else {
+        return data.join(format!("contracts/tools/{name}.yaml")).exists();
+    };
+    let body = psql(
+        &url,
+        "SELECT coalesce(body, '{}') FROM shared_documents WHERE name = 'contracts'",
+    );
+    let document: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    document["tools"].get(name).is_some()
+}
+
 /// Runs `sql` with `psql` on the database at `url`; returns what it printed (tuples only,
 /// unaligned).
 pub(crate) fn psql(url: &str, sql: &str) -> String {

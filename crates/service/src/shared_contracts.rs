@@ -2,7 +2,8 @@
 //! (`{"tools": {NAME: CONTRACT TEXT}}`), changed under its row lock like the tokens, so a
 //! registration through any node lands and every node reads the same tools. A node compares
 //! the document's version on every refresh of its tools (each second in `serve`) and reloads
-//! them when it moved. The tag dictionary and the fallback map stay in each data directory.
+//! them when it moved. The tag dictionary, the fallback map and contract files placed by hand
+//! stay in each data directory, per node.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};

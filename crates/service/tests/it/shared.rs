@@ -189,6 +189,28 @@ fn a_job_runs_on_one_node_only_and_a_job_whose_node_died_is_recovered() {
     }
     let running = call(&b, "research_job_status", json!({"job_id": job_id})).unwrap();
     assert_eq!(running["status"], "running", "{running}");
+    // A node following a job another node runs sees it move.
+    let followed = a.watch_job(&job_id).unwrap();
+    assert_eq!(followed.borrow().status, service::JobStatus::Running);
+    sql(
+        cluster,
+        &url,
+        &format!(
+            "UPDATE pipeline_jobs SET status = 'waiting', \
+             body = jsonb_set(body::jsonb, '{{job,status}}', '\"waiting\"')::text \
+             WHERE job_id = '{job_id}'"
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while followed.borrow().status == service::JobStatus::Running {
+        assert!(
+            Instant::now() < deadline,
+            "the follower never saw the job move"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(followed.borrow().status, service::JobStatus::Waiting);
+    set_running(cluster, &url, &job_id);
     let second = call(&b, "research_run_pipeline", json!({"task_id": task})).unwrap();
     assert_eq!(second["job_id"], job_id.as_str(), "{second}");
     assert_eq!(rows(cluster), "1");

@@ -129,8 +129,9 @@ pub struct Registry {
     limits: ContractLimits,
     reserved: Vec<String>,
     stamp: Vec<(PathBuf, u64, u128)>,
-    /// The tools' contracts as texts by name, when they are kept elsewhere than the directory
-    /// (in the storage database); the directory's tool files are then not read.
+    /// The contracts of registered tools as texts by name, when registration keeps them
+    /// elsewhere than the directory (in the storage database); they stand beside the
+    /// directory's own files, and win over a file that defines the same tool.
     texts: Option<BTreeMap<String, String>>,
 }
 
@@ -281,9 +282,9 @@ impl Registry {
                 Err(p) => self.problems.push(p),
             }
         }
-        match self.texts.clone() {
-            Some(texts) => self.read_texts(&texts),
-            None => self.read_files(),
+        self.read_files();
+        if let Some(texts) = self.texts.clone() {
+            self.read_texts(&texts);
         }
         let fallbacks = dir.join(FALLBACKS_FILE);
         if let Ok(text) = fs::read_to_string(&fallbacks) {
@@ -343,6 +344,7 @@ impl Registry {
         for (name, text) in texts {
             match self.validate(text, None) {
                 Ok(contract) if contract.name == *name => {
+                    // A registered contract wins over a file of the same tool.
                     self.tools.insert(contract.name.clone(), contract);
                 }
                 Ok(contract) => self.problems.push(ContractProblem {
@@ -358,8 +360,8 @@ impl Registry {
         }
     }
 
-    /// Takes the tools' contracts from `texts` (by name) rather than from the directory's
-    /// files, from now on; the directory's tag dictionary and fallback map still apply.
+    /// Takes the registered tools' contracts from `texts` (by name) from now on, beside the
+    /// directory's files; the directory's tag dictionary and fallback map apply to both.
     pub fn use_texts(&mut self, texts: BTreeMap<String, String>) {
         self.texts = Some(texts);
         self.reload();

@@ -270,6 +270,7 @@ fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies()
     std::fs::create_dir_all(d1.join("contracts/tools")).unwrap();
     let contract = crate::external::kb_contract("kb_search", "http://127.0.0.1:9/s", 1000);
     std::fs::write(d1.join("contracts/tools/kb_search.yaml"), &contract).unwrap();
+    let job = run_one_job(d1);
     let shown = bare(d1, None, &["key", "show"]);
     assert!(shown.status.success(), "{}", stderr(&shown));
     let key = super::first_line(&stdout(&shown));
@@ -329,6 +330,10 @@ fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies()
         .psql_url(&url, "SELECT count(*) FROM corpus_documents")
         .unwrap();
     assert_eq!(docs, "47");
+    let jobs = cluster
+        .psql_url(&url, "SELECT job_id FROM pipeline_jobs")
+        .unwrap();
+    assert_eq!(jobs, job);
 
     // And back into a new data directory, which then stands alone.
     let second = tempfile::tempdir().unwrap();
@@ -359,6 +364,7 @@ fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies()
     );
     let tokens = json_of(&bare(&d2, None, &["token", "list", "--json"]));
     assert_eq!(tokens["tokens"][0]["name"], "alice");
+    assert!(d2.join(format!("jobs/{job}.json")).exists());
     // A data directory that holds anything is refused as a destination.
     let refused = bare(
         d1,
@@ -371,6 +377,39 @@ fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies()
         "{}",
         stderr(&refused)
     );
+}
+
+/// Runs one pipeline job to its stop on the data directory's own storage; its id.
+fn run_one_job(data: &Path) -> String {
+    let mut options = service::ServiceOptions::new(data);
+    options.ledger.checkpoint_interval = None;
+    let service = service::Service::open(options).unwrap();
+    let caller = service::Caller::new("alice");
+    let call = |name: &str, arguments: Value| {
+        service
+            .call_tool(&caller, name, &arguments)
+            .unwrap()
+            .structured
+    };
+    let opened = call(
+        "research_open_task",
+        serde_json::json!({"question": "Did the lake blooms grow?", "research_date": "2025-06-30"}),
+    );
+    let started = call(
+        "research_run_pipeline",
+        serde_json::json!({"task_id": opened["task_id"]}),
+    );
+    let job = started["job_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while call("research_job_status", serde_json::json!({"job_id": job}))["status"] == "running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    service.shutdown();
+    job
 }
 
 fn write_documents(dir: &Path) {

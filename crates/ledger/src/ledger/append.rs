@@ -15,7 +15,9 @@ use crate::clock::idempotent_event_id;
 use crate::envelope::{Digest, Envelope, RecordedEvent};
 use crate::error::{AppendError, ReadError};
 use crate::limits::Limits;
-use crate::storage::{ChainHead, Commit, IdempotencyRecord, SealedEvent, StorageError, TreeGrowth};
+use crate::storage::{
+    ChainHead, Commit, HeldHead, IdempotencyRecord, SealedEvent, StorageError, TreeGrowth,
+};
 
 /// What becomes of one queued append within a group.
 pub(super) enum Plan {
@@ -123,7 +125,7 @@ impl Writer {
         // frontier, so that storage indexes them with the events in one write; the copy
         // replaces the frontier only once the write succeeded.
         let mut frontier = self.frontier.clone();
-        match self.write_group(&group, &mut frontier) {
+        match self.write_group(&group, &mut frontier, None) {
             Ok(()) => self.written(group, frontier, waiting),
             Err((reason, e)) => {
                 let e = Arc::new(e);
@@ -182,10 +184,13 @@ impl Writer {
     /// Grows `frontier` by the group's events and writes the group with the nodes they
     /// complete. Nothing is written when the tree cannot grow (it holds u64::MAX leaves): the
     /// log could never again be checked against a signed root.
+    /// On a shared store the group is written through `held`, the append lock it was planned
+    /// under.
     pub(super) fn write_group(
         &self,
         group: &Group,
         frontier: &mut Frontier,
+        held: Option<Box<dyn HeldHead + '_>>,
     ) -> Result<(), (String, StorageError)> {
         let mut nodes = Vec::with_capacity(group.events * 2);
         let grown = group
@@ -197,26 +202,24 @@ impl Writer {
             let reason = format!("the Merkle tree cannot take more events: {e}");
             return Err((reason.clone(), StorageError::Failed(reason)));
         }
-        self.core
-            .storage
-            .append(
-                &group.commits,
-                &TreeGrowth {
-                    nodes,
-                    size: frontier.size(),
-                },
-            )
-            .map_err(|e| {
-                let reason = match e {
-                    // Nothing was written, but this writer's head is no longer the chain's.
-                    StorageError::HeadMoved => "another writer appended to the shared store \
-                        first, so nothing of this group was written and this ledger's head is \
-                        stale: reopen it to write on"
-                        .to_owned(),
-                    _ => format!("a write to storage failed, so its outcome is unknown: {e}"),
-                };
-                (reason, e)
-            })
+        let tree = TreeGrowth {
+            nodes,
+            size: frontier.size(),
+        };
+        match held {
+            Some(held) => held.append(&group.commits, &tree),
+            None => self.core.storage.append(&group.commits, &tree),
+        }
+        .map_err(|e| {
+            let reason = match e {
+                // Nothing was written, but this writer's view is not the store's.
+                StorageError::HeadMoved => "the store's head or a stream's version was not \
+                        the one this group was planned on, so nothing of it was written"
+                    .to_owned(),
+                _ => format!("a write to storage failed, so its outcome is unknown: {e}"),
+            };
+            (reason, e)
+        })
     }
 
     pub(super) fn current_version(

@@ -1,7 +1,8 @@
 //! Several ledgers on one shared store: the writer follows what the others commit, checking
 //! each event's hash and its link to the chain as it folds it into its head, its streams'
 //! versions and its Merkle tree, and hands it to subscribers in seq order, as it hands out its
-//! own; a group that finds the head moved is planned again on the caught-up head and retried.
+//! own. Each group is planned and written while the writer holds the store's append lock, on
+//! the head it has caught up to under that lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,10 +20,6 @@ pub(crate) const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 
 /// How many events one read of the follower takes.
 const FOLLOW_BATCH_EVENTS: usize = 1024;
-
-/// How many times a group is planned again after finding the head moved before its appends are
-/// refused (each time, another node committed in between: the store as a whole progresses).
-const GROUP_ATTEMPTS_MAX: usize = 64;
 
 impl Writer {
     /// Reads, checks and folds every event other ledgers appended past this writer's head, and
@@ -106,12 +103,14 @@ impl Writer {
         }
     }
 
-    /// One group on a shared store: planned on this writer's head; planned again after
-    /// following the store when a stream's version refused an append (it may be this node that
-    /// is behind) or when the write found the head moved. A write that failed otherwise
-    /// refuses the group's appends without stopping the ledger: the next write checks the head
-    /// under the store's lock, so a group whose commit did land is followed, not rewritten, and
-    /// a retry with the same idempotency key gets its receipt.
+    /// One group on a shared store, planned and written under the store's append lock: the
+    /// writer first reads and folds what other ledgers committed up to the locked head, so the
+    /// group is planned on the chain's true head and every stream's true version, and its
+    /// write cannot find the head moved. A group that gets the lock is written; a version
+    /// conflict it finds is one the caller must hear. A write that failed otherwise refuses
+    /// the group's appends without stopping the ledger: the next group follows the store under
+    /// the lock, so a group whose commit did land is followed, not rewritten, and a retry with
+    /// the same idempotency key gets its receipt.
     pub(super) fn process_shared(&mut self, jobs: Vec<AppendJob>) {
         if let Some(reason) = self.core.poisoned() {
             for job in jobs {
@@ -121,46 +120,54 @@ impl Writer {
         }
         let (requests, replies): (Vec<AppendRequest>, Vec<Reply>) =
             jobs.into_iter().map(|j| (j.request, j.reply)).unzip();
-        let mut followed = false;
-        for _ in 0..GROUP_ATTEMPTS_MAX {
-            let now = self.tick();
-            let mut group = Group::on(self.head);
-            let plans: Vec<Plan> = requests
-                .iter()
-                .map(|r| self.plan(r.clone(), now, &mut group))
-                .collect();
-            let conflicted = plans
-                .iter()
-                .any(|p| matches!(p, Plan::Done(Err(AppendError::VersionConflict { .. }))));
-            if conflicted && !followed {
-                followed = true;
-                match self.follow() {
-                    Ok(0) => {}
-                    Ok(_) => continue,
-                    Err(e) => return refuse_all(replies, plans, &e),
-                }
+        let storage = Arc::clone(&self.core.storage);
+        let held = match storage.hold_head() {
+            Ok(Some(held)) => held,
+            Ok(None) => {
+                let e = StorageError::Failed(
+                    "the shared store cannot lock the head of its log for an append".into(),
+                );
+                return refuse_all(replies, Vec::new(), &e);
             }
-            if group.commits.is_empty() {
-                return answer_unwritten(replies.into_iter().zip(plans).collect());
+            Err(e) => {
+                tracing::warn!(error = %e, "could not lock the head of the shared log");
+                return refuse_all(replies, Vec::new(), &e);
             }
-            let mut frontier = self.frontier.clone();
-            match self.write_group(&group, &mut frontier) {
-                Ok(()) => {
-                    return self.written(group, frontier, replies.into_iter().zip(plans).collect());
-                }
-                Err((_, StorageError::HeadMoved)) => {
-                    followed = true;
-                    if let Err(e) = self.follow() {
-                        return refuse_all(replies, Vec::new(), &e);
-                    }
-                }
-                Err((_, e)) => {
-                    tracing::warn!(error = %e, "a group commit failed; the next write learns its outcome");
-                    return refuse_all(replies, plans, &e);
-                }
+        };
+        let locked = held.head();
+        if locked != self.head {
+            // Nobody appends while the lock is held, and every commit is visible before its
+            // lock is released: reading on from this writer's head reaches the locked head.
+            if let Err(e) = self.follow() {
+                return refuse_all(replies, Vec::new(), &e);
+            }
+            if locked != self.head {
+                let e = StorageError::Failed(format!(
+                    "the shared log's head row says {} events, but {} could be read",
+                    locked.size, self.head.size
+                ));
+                return refuse_all(replies, Vec::new(), &e);
             }
         }
-        refuse_all(replies, Vec::new(), &StorageError::HeadMoved);
+        let now = self.tick();
+        let mut group = Group::on(self.head);
+        let plans: Vec<Plan> = requests
+            .into_iter()
+            .map(|r| self.plan(r, now, &mut group))
+            .collect();
+        if group.commits.is_empty() {
+            // Dropping the hold releases the lock, having written nothing.
+            drop(held);
+            return answer_unwritten(replies.into_iter().zip(plans).collect());
+        }
+        let mut frontier = self.frontier.clone();
+        match self.write_group(&group, &mut frontier, Some(held)) {
+            Ok(()) => self.written(group, frontier, replies.into_iter().zip(plans).collect()),
+            Err((_, e)) => {
+                tracing::warn!(error = %e, "a group commit failed; the next write learns its outcome");
+                refuse_all(replies, plans, &e);
+            }
+        }
     }
 }
 

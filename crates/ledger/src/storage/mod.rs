@@ -9,8 +9,10 @@
 //!   and hashes were computed against [`Storage::head`]. A backend shared between processes
 //!   makes the append conditional on that head and on each stream's version (in SQL: one
 //!   transaction, unique `(seq)` and `(stream, version)`), and answers
-//!   [`StorageError::HeadMoved`] when another writer got there first; the ledger then reloads
-//!   the head and tries again.
+//!   [`StorageError::HeadMoved`] when another writer got there first. Such a backend also
+//!   lets the writer hold the head ([`Storage::hold_head`]): under that lock no other writer
+//!   appends, so the writer reads what the others committed, plans its group on the true head
+//!   and writes it through the hold — every group that gets the lock is written.
 //! - With the commits come the Merkle nodes they complete ([`TreeGrowth`]), computed by the
 //!   ledger before the write: a SQL backend stores them in the same transaction, the embedded
 //!   one in the same index batch.
@@ -321,6 +323,17 @@ impl StorageError {
     }
 }
 
+/// The append lock of a shared store, held ([`Storage::hold_head`]).
+pub trait HeldHead {
+    /// The chain's head under the lock.
+    fn head(&self) -> ChainHead;
+
+    /// [`Storage::append`] under the lock, which the commit releases. Commits computed against
+    /// another head than [`HeldHead::head`] are refused with [`StorageError::HeadMoved`],
+    /// having written nothing.
+    fn append(self: Box<Self>, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError>;
+}
+
 /// Where events are kept. All methods may be called from many threads; `append` is called by
 /// one writer at a time.
 pub trait Storage: Send + Sync + fmt::Debug {
@@ -469,11 +482,20 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError>;
 
     /// True when other ledgers may append to the same store (a shared database): the writer
-    /// then follows what they commit, retries a group that found the head moved after
-    /// catching up, and keeps writing after a failed write (whose outcome the next append
-    /// learns, since the head it expects is checked under a lock).
+    /// then follows what they commit, plans each group under [`Storage::hold_head`], and keeps
+    /// writing after a failed write (whose outcome the next append learns, since it follows the
+    /// store under the lock before it plans).
     fn is_shared(&self) -> bool {
         false
+    }
+
+    /// Shared stores: takes the lock that serialises appends of every writer and answers the
+    /// chain's head under it. While the hold lives no other writer appends, and every event up
+    /// to its head is readable ([`Storage::read_range`]). [`HeldHead::append`] writes commits
+    /// computed against that head and releases the lock with its commit; a hold dropped
+    /// unused releases it having written nothing. A store with one writer answers `None`.
+    fn hold_head(&self) -> Result<Option<Box<dyn HeldHead + '_>>, StorageError> {
+        Ok(None)
     }
 
     /// Tells the backend that the writer has read and checked the log up to `head`, appended by

@@ -36,8 +36,8 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 use uuid::Uuid;
 
 use super::{
-    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
-    StorageProblem, TreeGrowth,
+    ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, Storage,
+    StorageError, StorageProblem, TreeGrowth,
 };
 use crate::envelope::Digest;
 
@@ -96,6 +96,11 @@ fn digest(bytes: &[u8], what: &'static str) -> Result<Digest, StorageError> {
             detail: format!("{what} is {} bytes, not 32", bytes.len()),
         })
 }
+
+/// How long a session may sit idle inside a transaction before the server ends it. The writer
+/// holds its transaction open only while it reads what other nodes committed and plans its
+/// group, which takes milliseconds.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
 
 /// The statements a session prepares once.
 #[derive(Debug)]
@@ -219,10 +224,16 @@ async fn connect(config: &Config) -> Result<Session, StorageError> {
     });
     // Acknowledgement waits for the commit to be flushed (and, with a synchronous standby, for
     // the standby), whatever the server's default says.
+    // A node that stops answering while it holds the head row (paused, its network cut) loses
+    // the lock, and its open transaction, after `IDLE_IN_TRANSACTION`, instead of stopping every
+    // other node's writes until its connection is found dead.
     client
-        .batch_execute("SET synchronous_commit TO on")
+        .batch_execute(&format!(
+            "SET synchronous_commit TO on; SET idle_in_transaction_session_timeout TO {}",
+            IDLE_IN_TRANSACTION.as_millis()
+        ))
         .await
-        .map_err(|e| db_error("set synchronous_commit", &e))?;
+        .map_err(|e| db_error("set the session's settings", &e))?;
     let st = Statements::prepare(&client)
         .await
         .map_err(|e| db_error("prepare statements", &e))?;
@@ -449,38 +460,157 @@ impl PostgresStorage {
         let pool = Arc::clone(&self.pool);
         self.driver.run(async move {
             let session = pool.writer.session().await?;
-            let (begun, locked) = tokio::join!(
-                session.client.batch_execute("BEGIN"),
-                session.client.query_one(&session.st.lock_head, &[]),
-            );
-            let done = async {
-                begun.map_err(|e| db_error("begin", &e))?;
-                let row = locked.map_err(|e| db_error("lock the head", &e))?;
-                let head = ChainHead {
-                    size: to_u64(row.get(0), "the head's size")?,
-                    last_hash: digest(row.get(1), "the head's hash")?,
-                };
-                work(Arc::clone(&session), head).await
-            }
-            .await;
-            match done {
-                Ok(value) => {
-                    session
-                        .client
-                        .batch_execute("COMMIT")
-                        .await
-                        .map_err(|e| db_error("commit", &e))?;
-                    Ok(value)
-                }
-                Err(e) => {
-                    if session.client.batch_execute("ROLLBACK").await.is_err() {
-                        pool.writer.forget().await;
-                    }
-                    Err(e)
-                }
-            }
+            let done = match lock_head(&session).await {
+                Ok(head) => work(Arc::clone(&session), head).await,
+                Err(e) => Err(e),
+            };
+            finish(&pool, &session, done).await
         })
     }
+
+    /// Begins a transaction on the writer's session and locks the head row in it.
+    fn hold(&self) -> Result<Held<'_>, StorageError> {
+        self.refuse_writes()?;
+        let pool = Arc::clone(&self.pool);
+        let (session, head) = self.driver.run(async move {
+            let session = pool.writer.session().await?;
+            match lock_head(&session).await {
+                Ok(head) => Ok((session, head)),
+                Err(e) => finish(&pool, &session, Err(e)).await,
+            }
+        })?;
+        Ok(Held {
+            storage: self,
+            session: Some(session),
+            head,
+        })
+    }
+}
+
+/// Begins a transaction and locks the head row, answering the head.
+async fn lock_head(session: &Session) -> Result<ChainHead, StorageError> {
+    let (begun, locked) = tokio::join!(
+        session.client.batch_execute("BEGIN"),
+        session.client.query_one(&session.st.lock_head, &[]),
+    );
+    begun.map_err(|e| db_error("begin", &e))?;
+    let row = locked.map_err(|e| db_error("lock the head", &e))?;
+    Ok(ChainHead {
+        size: to_u64(row.get(0), "the head's size")?,
+        last_hash: digest(row.get(1), "the head's hash")?,
+    })
+}
+
+/// Commits the writer's transaction when `done` succeeded, and rolls it back otherwise (a
+/// session whose rollback fails is forgotten, so the next use opens another).
+async fn finish<T>(
+    pool: &Pool,
+    session: &Session,
+    done: Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    match done {
+        Ok(value) => {
+            session
+                .client
+                .batch_execute("COMMIT")
+                .await
+                .map_err(|e| db_error("commit", &e))?;
+            Ok(value)
+        }
+        Err(e) => {
+            if session.client.batch_execute("ROLLBACK").await.is_err() {
+                pool.writer.forget().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The head row locked in an open transaction of the writer's session.
+struct Held<'a> {
+    storage: &'a PostgresStorage,
+    /// Taken by the append; a hold dropped with it still here rolls back.
+    session: Option<Arc<Session>>,
+    head: ChainHead,
+}
+
+impl HeldHead for Held<'_> {
+    fn head(&self) -> ChainHead {
+        self.head
+    }
+
+    fn append(
+        mut self: Box<Self>,
+        commits: &[Commit],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError> {
+        let Some(session) = self.session.take() else {
+            return Err(StorageError::Failed(
+                "the head's hold was used already".into(),
+            ));
+        };
+        let pool = Arc::clone(&self.storage.pool);
+        let head = self.head;
+        let planned = plan_group(head, commits, tree);
+        let driver = &self.storage.driver;
+        let next = driver.run(async move {
+            let done = match planned {
+                Ok(Some((next, rows, new_size, merkle_size))) => {
+                    write_group(&session, &rows, new_size, &next.last_hash, merkle_size)
+                        .await
+                        .map(|()| next)
+                }
+                Ok(None) => Ok(head),
+                Err(e) => Err(e),
+            };
+            finish(&pool, &session, done).await
+        })?;
+        *self.storage.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        Ok(())
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let pool = Arc::clone(&self.storage.pool);
+            // Nothing was written; a rollback that fails forgets the session.
+            let _ = self.storage.driver.run(async move {
+                finish::<()>(&pool, &session, Err(StorageError::HeadMoved)).await
+            });
+        }
+    }
+}
+
+/// The head after a group computed against `head`, its rows and its new sizes (`None` for a
+/// group of no events); commits computed against another head are
+/// [`StorageError::HeadMoved`].
+fn plan_group(
+    head: ChainHead,
+    commits: &[Commit],
+    tree: &TreeGrowth,
+) -> Result<Option<(ChainHead, Rows, i64, i64)>, StorageError> {
+    let (Some(first), Some(last)) = (
+        commits.iter().find_map(|c| c.events.first()),
+        commits.iter().rev().find_map(|c| c.events.last()),
+    ) else {
+        return Ok(None);
+    };
+    let expected = ChainHead {
+        size: first.seq,
+        last_hash: first.prev_hash,
+    };
+    if head != expected {
+        return Err(StorageError::HeadMoved);
+    }
+    let next = ChainHead {
+        size: last.seq + 1,
+        last_hash: last.hash,
+    };
+    let rows = Rows::of(commits, tree)?;
+    let new_size = to_i64(next.size, "a size")?;
+    let merkle_size = to_i64(tree.size, "a tree size")?;
+    Ok(Some((next, rows, new_size, merkle_size)))
 }
 
 /// The ledger schema version the database at `url` holds: 0 when it holds no ledger.
@@ -772,40 +902,17 @@ impl Storage for PostgresStorage {
     }
 
     fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
-        self.refuse_writes()?;
-        let Some(first) = commits.first().and_then(|c| c.events.first()) else {
-            return Ok(());
-        };
-        let expected = ChainHead {
-            size: first.seq,
-            last_hash: first.prev_hash,
-        };
-        let Some(last) = commits.last().and_then(|c| c.events.last()) else {
-            return Ok(());
-        };
-        let next = ChainHead {
-            size: last.seq + 1,
-            last_hash: last.hash,
-        };
-        let rows = Rows::of(commits, tree)?;
-        let new_size = to_i64(next.size, "a size")?;
-        let merkle_size = to_i64(tree.size, "a tree size")?;
-        let result = self.write(move |session, head| async move {
-            if head != expected {
-                return Err(StorageError::HeadMoved);
-            }
-            write_group(&session, &rows, new_size, &next.last_hash, merkle_size).await
-        });
-        match result {
-            Ok(()) => {
-                *self.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
-                Ok(())
-            }
-            // A failed commit leaves the outcome unknown. Nothing here is stale: the next
-            // append checks the head under its lock, and the ledger's writer reads what the
-            // database holds past its head before it writes again.
-            Err(e) => Err(e),
+        if commits.iter().all(|c| c.events.is_empty()) {
+            return self.refuse_writes();
         }
+        // A failed commit leaves the outcome unknown. Nothing here is stale: the next append
+        // checks the head under its lock, and the ledger's writer reads what the database
+        // holds past its head before it writes again.
+        Box::new(self.hold()?).append(commits, tree)
+    }
+
+    fn hold_head(&self) -> Result<Option<Box<dyn HeldHead + '_>>, StorageError> {
+        Ok(Some(Box::new(self.hold()?)))
     }
 
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {

@@ -535,6 +535,48 @@ fn two_writers_on_one_database_follow_each_other_and_their_subscribers_miss_noth
 }
 
 #[test]
+fn a_held_head_stops_every_other_writer_until_it_is_let_go_and_then_they_write() {
+    let Some((_, url)) = database("held_head") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = open(&url, keys.path(), 11);
+    append_any(&ledger, "s", b"before").unwrap();
+    let other = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let held = other
+        .hold_head()
+        .unwrap()
+        .expect("a shared store holds its head");
+    assert_eq!(held.head().size, 1);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let writer = {
+        let ledger = ledger.clone();
+        std::thread::spawn(move || {
+            let receipt = append_any(&ledger, "s", b"waited");
+            done_tx.send(()).unwrap();
+            receipt
+        })
+    };
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(700)).is_err(),
+        "an append went through while another writer held the head"
+    );
+    // Let go unused: nothing was written by the hold, and the waiting append is written.
+    drop(held);
+    let receipt = writer
+        .join()
+        .unwrap()
+        .expect("the waiting append is written");
+    assert_eq!(receipt.events[0].seq, 1);
+    assert_eq!(other.read_range(0, 10).unwrap().len(), 2);
+    // The next hold sees the head the waiting append moved.
+    let held = other.hold_head().unwrap().unwrap();
+    assert_eq!(held.head(), ledger.head());
+    drop(held);
+    assert!(ledger.poisoned().is_none());
+}
+
+#[test]
 fn a_writer_with_another_key_cannot_sign_the_shared_log() {
     let Some((_, url)) = database("another_key") else {
         return;

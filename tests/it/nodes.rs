@@ -49,7 +49,9 @@ impl Nodes {
     }
 }
 
-fn copy_key(from: &Path, to: &Path) {
+/// Gives the node in `to` the signing key of the node in `from`: every node on one database
+/// signs with the key its checkpoint log names.
+pub(crate) fn copy_key(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.join("ledger/keys")).unwrap();
     std::fs::copy(
         from.join("ledger/keys/signing.key"),

@@ -444,6 +444,7 @@ fn two_servers_on_one_database_serve_the_same_contracts_and_corpus() {
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let env = [("RESEARCH_LEDGER_STORAGE_URL", url.as_str())];
     let a = crate::server::Server::start_with(a_dir.path(), &[], &env);
+    crate::nodes::copy_key(a_dir.path(), b_dir.path());
     let b = crate::server::Server::start_with(b_dir.path(), &[], &env);
 
     // A contract registered through one server is listed by the other.

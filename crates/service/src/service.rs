@@ -677,21 +677,15 @@ impl Service {
             // cached state in place only when no one else holds it, and would copy it whole
             // otherwise.
             drop(state);
-            let request = AppendRequest {
-                stream: task_id.clone(),
-                expected: ExpectedVersion::Exact(current),
-                actor: caller.actor.clone(),
-                events: new_events(&decided),
-                idempotency: idempotency.clone(),
-            };
+            let request = append_request(caller, &task_id, current, &decided, &idempotency);
             let started = std::time::Instant::now();
             match inner.ledger.append(request) {
                 Ok(receipt) => return self.written(task_id, receipt, decided, started),
                 Err(AppendError::VersionConflict { current: now, .. }) => {
-                    if guard.expected_version.is_some()
-                        || attempts >= inner.options.write_attempts_max
-                        || matches!(target, Target::New(_))
-                    {
+                    let retry = guard.expected_version.is_none()
+                        && attempts < inner.options.write_attempts_max
+                        && !matches!(target, Target::New(_));
+                    if !retry {
                         return Err(ServiceError::SessionConflict {
                             task_id,
                             expected_version: current,
@@ -955,6 +949,24 @@ fn append_refused(error: AppendError) -> ServiceError {
             actual,
         },
         e => ServiceError::from(e),
+    }
+}
+
+/// The append of a decided command: the task's new events, conditional on the version they were
+/// decided on.
+fn append_request(
+    caller: &Caller,
+    task_id: &str,
+    version: u64,
+    decided: &[research::NewEvent],
+    idempotency: &Option<Idempotency>,
+) -> AppendRequest {
+    AppendRequest {
+        stream: task_id.to_owned(),
+        expected: ExpectedVersion::Exact(version),
+        actor: caller.actor.clone(),
+        events: new_events(decided),
+        idempotency: idempotency.clone(),
     }
 }
 

@@ -233,6 +233,8 @@ pub(crate) struct Inner {
     pub(crate) jobs: Jobs,
     /// Why the embedded corpus cannot serve the searches the ledger records, when it cannot.
     pub(crate) corpus_missing: Option<String>,
+    /// Folds what other nodes commit into the read models, on a shared ledger.
+    pub(crate) follower: std::sync::Mutex<Option<Follower>>,
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -430,7 +432,7 @@ impl Service {
             },
         )?;
         let projections_opened = started.elapsed();
-        follow_other_nodes(&ledger, &projector);
+        let follower = Follower::start(&ledger, &projector);
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
@@ -476,6 +478,7 @@ impl Service {
                 metrics: crate::metrics::Metrics::default(),
                 jobs,
                 corpus_missing,
+                follower: std::sync::Mutex::new(follower),
             }),
         })
     }
@@ -590,6 +593,15 @@ impl Service {
     /// but the next open has less to do.
     pub fn shutdown(&self) {
         self.inner.jobs.stop_all();
+        if let Some(mut follower) = self
+            .inner
+            .follower
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            follower.stop();
+        }
         if !self.inner.options.ledger.read_only
             && let Err(e) = self.inner.projector.snapshot()
         {
@@ -1046,28 +1058,70 @@ fn write_canonical(value: &Value, top: bool, out: &mut String) {
     }
 }
 
-/// On a ledger other nodes also write, folds what they commit into the read models as the
-/// ledger's writer follows it, so that a read on this node sees another node's write within
-/// the follow bound even when this node writes nothing. The thread ends with the ledger's
-/// subscriptions, or when a fold fails (reads then catch up at the next write).
-fn follow_other_nodes(ledger: &Ledger, projector: &Projector) {
-    if !ledger.is_shared() {
-        return;
-    }
-    let mut subscription = ledger.subscribe(projector.next_seq());
-    let projector = projector.clone();
-    let started = std::thread::Builder::new()
-        .name("projection-follower".into())
-        .spawn(move || {
-            while let Ok(event) = subscription.next_blocking() {
-                if let Err(e) = projector.catch_up_to(event.seq) {
-                    tracing::warn!(error = %e, "the read models stopped following other nodes");
-                    return;
-                }
-            }
+/// On a ledger other nodes also write, the thread that folds what they commit into the read
+/// models as the ledger's writer follows it, so that a read on this node sees another node's
+/// write within the follow bound even when this node writes nothing. It ends when the service
+/// shuts down or goes away (its subscription holds the ledger, so the ledger's end alone would
+/// never come), or when a fold fails (reads then catch up at the next write).
+#[derive(Debug)]
+pub(crate) struct Follower {
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Follower {
+    fn start(ledger: &Ledger, projector: &Projector) -> Option<Follower> {
+        if !ledger.is_shared() {
+            return None;
+        }
+        let mut subscription = ledger.subscribe(projector.next_seq());
+        let projector = projector.clone();
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let runtime = tokio::runtime::Builder::new_current_thread().build();
+        let started = runtime.map_err(|e| e.to_string()).and_then(|runtime| {
+            std::thread::Builder::new()
+                .name("projection-follower".into())
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        loop {
+                            let event = tokio::select! {
+                                _ = stopped.changed() => return,
+                                event = subscription.next() => event,
+                            };
+                            let Ok(event) = event else { return };
+                            if let Err(e) = projector.catch_up_to(event.seq) {
+                                tracing::warn!(error = %e, "the read models stopped following other nodes");
+                                return;
+                            }
+                        }
+                    });
+                })
+                .map_err(|e| e.to_string())
         });
-    if let Err(e) = started {
-        tracing::warn!(error = %e, "the read models do not follow other nodes");
+        match started {
+            Ok(thread) => Some(Follower {
+                stop,
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "the read models do not follow other nodes");
+                None
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it: a fold in progress finishes first.
+    fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

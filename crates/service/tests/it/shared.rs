@@ -411,3 +411,19 @@ fn a_newer_shared_schema_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_node_on_a_shared_database_lets_go_of_its_data_directory_when_it_goes_away() {
+    let Some(cluster) = cluster_or_skip("a_node_lets_go_of_its_data_directory") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Dropped without a shutdown, and shut down then dropped: either way the next open of the
+    // same directory finds nothing of the old node holding it (its read models' store).
+    drop(node(dir.path(), &url));
+    let again = node(dir.path(), &url);
+    again.shutdown();
+    drop(again);
+    drop(node(dir.path(), &url));
+}

@@ -10,19 +10,20 @@
 //! damaged or altered blob is reported, never returned.
 //!
 //! **Durability is grouped.** A put appends the blob to the store's journal
-//! (`DIR/.journal/<generation>.log`: records `"RLBJ" | length u32 LE | blake3 hash | bytes`),
-//! writes the blob's file (to `DIR/.tmp/`, renamed into place, not synced), and returns once a
-//! `fdatasync` of the journal covers its record. Concurrent puts share that sync: whichever
-//! finds none running syncs the journal to its end and wakes every put it covered (group
-//! commit), so the cost of making content durable is one sync per group, not two per blob (the
-//! file and its folder, as it would be without the journal). When the journal passes
-//! `journal_bytes_max` it is synced and set aside, a new one started, and a background thread
-//! syncs the blob files it covers and their folders, then removes it. An open replays every
-//! journal left (a crash, or a power loss before the files reached the disk): each intact
-//! record whose file is missing or damaged is written again, the files are synced, and the
-//! journals removed. A record cut short by a crash is one whose put never returned, and is
-//! ignored. The journal holds a blob only until its file is synced, so content removed from
-//! the store (a redaction) does not linger there.
+//! (`DIR/.journal/<generation>.log`: records `"RLBJ" | length u32 LE | blake3 hash | bytes`) and
+//! returns once a `fdatasync` of the journal covers its record. Concurrent puts share that
+//! sync: whichever finds none running syncs the journal to its end and wakes every put it
+//! covered (group commit), so making content durable costs one sync per group, and a put
+//! creates no file. When the journal passes `journal_bytes_max` it is synced and set aside, a
+//! new one started, and a background thread writes the file of each blob it holds (to
+//! `DIR/.tmp/`, renamed into place), syncs the files and their folders, then removes it. Until
+//! then reads find the blob in its journal, and so does a read-only open, which reads the
+//! journals it finds. An open replays every journal left (a crash, or a power loss before the
+//! files reached the disk): the file of each intact record that is missing or damaged is
+//! written, the files are synced, and the journals removed; a clean shutdown does the same
+//! ([`BlobStore::checkpoint`]). A record cut short by a crash is one whose put never returned,
+//! and is ignored. The journal holds a blob only until its file is synced, so content removed
+//! from the store (a redaction) does not linger there.
 //!
 //! [`ContentStore`] is what the service holds: [`BlobStore`] is its embedded implementation,
 //! [`PostgresBlobStore`] keeps the blobs in a table of a shared database instead, durable once
@@ -173,12 +174,22 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> BlobError + '_ {
 /// A content-addressed store of evidence texts in one folder.
 #[derive(Debug)]
 pub struct BlobStore {
-    dir: PathBuf,
-    temp_dir: PathBuf,
+    layout: Arc<Layout>,
     options: BlobOptions,
     read_only: bool,
     /// None when read-only.
     journal: Option<Arc<Journal>>,
+    /// Read-only: the intact records of the journals found at open, whose files may not be
+    /// written yet.
+    found: Vec<Arc<JournalRecords>>,
+}
+
+/// Where a store keeps its files.
+#[derive(Debug)]
+struct Layout {
+    dir: PathBuf,
+    temp_dir: PathBuf,
+    content_bytes_max: u64,
 }
 
 /// The bytes at the start of every journal record.
@@ -186,14 +197,51 @@ const RECORD_MAGIC: &[u8; 4] = b"RLBJ";
 /// A record's header: magic, length, hash.
 const RECORD_HEADER_LEN: usize = 4 + 4 + 32;
 
-/// The journal that makes puts durable, one group sync at a time.
+/// Where a blob's bytes lie in its journal.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    /// Where the bytes start (past the record's header).
+    offset: u64,
+    len: u64,
+}
+
+impl Record {
+    /// Where the record ends.
+    fn end(self) -> u64 {
+        self.offset + self.len
+    }
+}
+
+/// A journal's file and the records it holds.
+#[derive(Debug)]
+struct JournalRecords {
+    path: PathBuf,
+    file: Arc<File>,
+    records: HashMap<ContentHash, Record>,
+}
+
+/// A blob found in a journal: the file to read it from, where, and, when its record is in the
+/// journal in use, the generation and end a put waits for.
+struct Journaled {
+    file: Arc<File>,
+    path: PathBuf,
+    record: Record,
+    current: Option<u64>,
+}
+
+/// The journal that makes puts durable, one group sync at a time, and holds each blob until
+/// its file is written.
 #[derive(Debug)]
 struct Journal {
     dir: PathBuf,
+    layout: Arc<Layout>,
     state: Mutex<JournalState>,
     synced: Condvar,
     /// `fdatasync`s of the journal so far.
     syncs: AtomicU64,
+    /// Journals set aside whose blobs' files are not yet written and synced: reads find those
+    /// blobs here meanwhile.
+    aside: Arc<Mutex<Vec<Arc<JournalRecords>>>>,
     /// Background checkpoints of journals set aside, joined before the store checkpoints or
     /// goes away, so that none outlives it.
     checkpoints: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -210,15 +258,13 @@ struct JournalState {
     synced: u64,
     /// Whether a sync is running.
     syncing: bool,
-    /// Blobs whose records are in this journal, by hash: where their record ends.
-    pending: HashMap<ContentHash, u64>,
-    /// Files written for this journal's records, not synced.
-    dirty: Vec<PathBuf>,
+    /// The blobs whose records are in this journal.
+    records: HashMap<ContentHash, Record>,
     /// Why the journal refuses writes, if it does.
     failed: Option<String>,
 }
 
-fn lock(m: &Mutex<JournalState>) -> MutexGuard<'_, JournalState> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -226,30 +272,90 @@ fn journal_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("{generation:020}.log"))
 }
 
+/// The journals in `dir`, oldest first.
+fn journals_in(dir: &Path) -> Result<Vec<(u64, PathBuf)>, BlobError> {
+    let mut found: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_at(dir))? {
+        let entry = entry.map_err(io_at(dir))?;
+        let path = entry.path();
+        let generation = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".log"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(generation) = generation {
+            found.push((generation, path));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The intact records of a journal's bytes, in order. A record cut short, or whose bytes do
+/// not hash to its name, ends them: it, and anything after it, belongs to a put that never
+/// returned.
+fn intact_records(bytes: &[u8]) -> Vec<(ContentHash, Record)> {
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at + RECORD_HEADER_LEN) {
+        if &header[..4] != RECORD_MAGIC {
+            break;
+        }
+        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&header[8..40]);
+        let hash = Hash32(hash);
+        let start = at + RECORD_HEADER_LEN;
+        let Some(content) = bytes.get(start..start + len) else {
+            break;
+        };
+        if content_hash(content) != hash {
+            break;
+        }
+        records.push((
+            hash,
+            Record {
+                offset: start as u64,
+                len: len as u64,
+            },
+        ));
+        at = start + len;
+    }
+    records
+}
+
+impl JournalRecords {
+    /// Reads a journal left by a run, to read its blobs without changing it.
+    fn read(path: PathBuf) -> Result<JournalRecords, BlobError> {
+        let bytes = fs::read(&path).map_err(io_at(&path))?;
+        let file = File::open(&path).map_err(io_at(&path))?;
+        Ok(JournalRecords {
+            file: Arc::new(file),
+            records: intact_records(&bytes).into_iter().collect(),
+            path,
+        })
+    }
+}
+
 impl Journal {
-    /// Opens the journal folder: replays what earlier runs left, then starts a new journal.
-    fn open(store: &BlobStore) -> Result<Journal, BlobError> {
-        let dir = store.dir.join(".journal");
+    /// Opens the journal folder: writes the files of every blob the journals earlier runs left
+    /// hold, syncs them and removes those journals, then starts a new journal.
+    fn open(layout: &Arc<Layout>) -> Result<Journal, BlobError> {
+        let dir = layout.dir.join(".journal");
         create_dir_durably(&dir)?;
-        let mut left: Vec<(u64, PathBuf)> = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_at(&dir))? {
-            let entry = entry.map_err(io_at(&dir))?;
-            let path = entry.path();
-            let generation = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok());
-            if let Some(generation) = generation {
-                left.push((generation, path));
-            }
-        }
-        left.sort();
-        let mut written = Vec::new();
+        let left = journals_in(&dir)?;
         for (_, path) in &left {
-            store.replay(path, &mut written)?;
+            let journal = match JournalRecords::read(path.clone()) {
+                Ok(journal) => journal,
+                // Removed meanwhile by the checkpoint that covered it: nothing left to replay.
+                Err(BlobError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let written = layout.write_out(&journal)?;
+            sync_files(&written)?;
         }
-        sync_files(&written)?;
         for (_, path) in &left {
             match fs::remove_file(path) {
                 Ok(()) => {}
@@ -261,6 +367,7 @@ impl Journal {
         let (file, path) = create_journal(&dir, generation)?;
         Ok(Journal {
             dir,
+            layout: Arc::clone(layout),
             state: Mutex::new(JournalState {
                 generation,
                 file: Arc::new(file),
@@ -268,29 +375,24 @@ impl Journal {
                 end: 0,
                 synced: 0,
                 syncing: false,
-                pending: HashMap::new(),
-                dirty: Vec::new(),
+                records: HashMap::new(),
                 failed: None,
             }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
+            aside: Arc::new(Mutex::new(Vec::new())),
             checkpoints: Mutex::new(Vec::new()),
         })
     }
 
     /// Appends a blob's record; returns the journal generation and where the record ends.
-    fn append(
-        &self,
-        hash: &ContentHash,
-        bytes: &[u8],
-        path: &Path,
-    ) -> Result<(u64, u64), BlobError> {
+    fn append(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(u64, u64), BlobError> {
         let mut state = lock(&self.state);
         if let Some(reason) = &state.failed {
             return Err(BlobError::Failed(reason.clone()));
         }
-        if let Some(end) = state.pending.get(hash) {
-            return Ok((state.generation, *end));
+        if let Some(record) = state.records.get(hash) {
+            return Ok((state.generation, record.end()));
         }
         let mut record = Vec::with_capacity(RECORD_HEADER_LEN + bytes.len());
         record.extend_from_slice(RECORD_MAGIC);
@@ -308,16 +410,32 @@ impl Journal {
             return Err(BlobError::Failed(reason));
         }
         state.end = at + record.len() as u64;
-        let end = state.end;
-        state.pending.insert(*hash, end);
-        state.dirty.push(path.to_path_buf());
-        Ok((state.generation, end))
+        let placed = Record {
+            offset: at + RECORD_HEADER_LEN as u64,
+            len: bytes.len() as u64,
+        };
+        state.records.insert(*hash, placed);
+        Ok((state.generation, placed.end()))
     }
 
-    /// The generation and record end of a blob whose record is not yet known durable.
-    fn pending(&self, hash: &ContentHash) -> Option<(u64, u64)> {
-        let state = lock(&self.state);
-        state.pending.get(hash).map(|end| (state.generation, *end))
+    /// The blob `hash` if a journal holds it: the one in use, or one set aside whose files are
+    /// not yet all written.
+    fn find(&self, hash: &ContentHash) -> Option<Journaled> {
+        {
+            let state = lock(&self.state);
+            if let Some(record) = state.records.get(hash) {
+                return Some(Journaled {
+                    file: Arc::clone(&state.file),
+                    path: state.path.clone(),
+                    record: *record,
+                    current: Some(state.generation),
+                });
+            }
+        }
+        // A journal set aside is put on this list before it leaves the one in use, and taken
+        // off only once its files are durable: a blob that left the first is found here or in
+        // its file.
+        find_in(&lock(&self.aside), hash)
     }
 
     /// Returns once the journal is durable up to `end` of `generation`: syncing it if no sync
@@ -362,7 +480,7 @@ impl Journal {
     }
 
     /// Sets the journal aside when it has grown past `max`: synced whole, replaced by a new
-    /// one; the files it covers are then synced in the background and it is removed.
+    /// one; its blobs' files are then written and synced in the background and it is removed.
     fn rotate_if_full(&self, max: u64) {
         let mut state = lock(&self.state);
         if state.end < max || state.failed.is_some() {
@@ -386,53 +504,71 @@ impl Journal {
                 return;
             }
         };
-        let old = std::mem::replace(&mut state.path, path);
-        let dirty = std::mem::take(&mut state.dirty);
-        state.file = Arc::new(file);
+        let old = Arc::new(JournalRecords {
+            path: std::mem::replace(&mut state.path, path),
+            file: std::mem::replace(&mut state.file, Arc::new(file)),
+            records: std::mem::take(&mut state.records),
+        });
+        lock(&self.aside).push(Arc::clone(&old));
         state.generation = generation;
         state.end = 0;
         state.synced = 0;
-        state.pending.clear();
         self.synced.notify_all();
         drop(state);
+        let (layout, aside) = (Arc::clone(&self.layout), Arc::clone(&self.aside));
         let spawned = std::thread::Builder::new()
             .name("blob-journal-checkpoint".into())
-            .spawn(move || checkpoint(&old, &dirty));
+            .spawn(move || {
+                if let Err(e) = retire(&layout, &old, &aside) {
+                    tracing::warn!(error = %e, journal = %old.path.display(), "blob files were not written; the next checkpoint or open does it from their journal");
+                }
+            });
         match spawned {
             Ok(handle) => {
-                let mut running = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+                let mut running = lock(&self.checkpoints);
                 running.retain(|h| !h.is_finished());
                 running.push(handle);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the content journal's checkpoint did not start; the next open replays it");
+                tracing::warn!(error = %e, "the content journal's checkpoint did not start; the next checkpoint or open does it");
             }
         }
     }
 
     /// Waits for the background checkpoints started so far.
     fn join_checkpoints(&self) {
-        let running: Vec<_> =
-            std::mem::take(&mut *self.checkpoints.lock().unwrap_or_else(|p| p.into_inner()));
+        let running: Vec<_> = std::mem::take(&mut *lock(&self.checkpoints));
         for handle in running {
             let _ = handle.join();
         }
     }
 
-    /// Makes every blob file durable and removes the journal that covered them.
+    /// Writes and syncs every blob's file, removes the journals set aside and empties the one
+    /// in use.
     fn checkpoint_now(&self) -> Result<(), BlobError> {
         self.join_checkpoints();
+        let left: Vec<_> = lock(&self.aside).clone();
+        for journal in &left {
+            retire(&self.layout, journal, &self.aside)?;
+        }
         let mut state = lock(&self.state);
         if state.failed.is_some() || state.end == 0 {
             return Ok(());
         }
-        sync_files(&state.dirty)?;
-        state.dirty.clear();
+        let current = JournalRecords {
+            path: state.path.clone(),
+            file: Arc::clone(&state.file),
+            records: std::mem::take(&mut state.records),
+        };
+        let written = self.layout.write_out(&current);
+        if let Err(e) = written.and_then(|paths| sync_files(&paths)) {
+            state.records = current.records;
+            return Err(e);
+        }
         state.file.set_len(0).map_err(io_at(&state.path))?;
         state.file.sync_all().map_err(io_at(&state.path))?;
         state.end = 0;
         state.synced = 0;
-        state.pending.clear();
         self.synced.notify_all();
         Ok(())
     }
@@ -444,18 +580,33 @@ impl Drop for Journal {
     }
 }
 
-/// Syncs the blob files of a journal set aside, then removes it.
-fn checkpoint(journal: &Path, dirty: &[PathBuf]) {
-    match sync_files(dirty) {
-        Ok(()) => {
-            if let Err(e) = fs::remove_file(journal) {
-                tracing::warn!(error = %e, journal = %journal.display(), "a content journal was not removed; the next open replays it");
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, journal = %journal.display(), "blob files were not synced; the next open replays their journal");
-        }
+/// The blob `hash` in one of `journals`.
+fn find_in(journals: &[Arc<JournalRecords>], hash: &ContentHash) -> Option<Journaled> {
+    journals.iter().find_map(|journal| {
+        journal.records.get(hash).map(|record| Journaled {
+            file: Arc::clone(&journal.file),
+            path: journal.path.clone(),
+            record: *record,
+            current: None,
+        })
+    })
+}
+
+/// Writes and syncs the files of a journal set aside, removes it, and takes it off `aside`.
+fn retire(
+    layout: &Layout,
+    journal: &Arc<JournalRecords>,
+    aside: &Mutex<Vec<Arc<JournalRecords>>>,
+) -> Result<(), BlobError> {
+    let written = layout.write_out(journal)?;
+    sync_files(&written)?;
+    match fs::remove_file(&journal.path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_at(&journal.path)(e)),
     }
+    lock(aside).retain(|j| !Arc::ptr_eq(j, journal));
+    Ok(())
 }
 
 /// Syncs files and, once each, the folders that hold them.
@@ -480,7 +631,9 @@ fn sync_files(paths: &[PathBuf]) -> Result<(), BlobError> {
 /// A new, empty journal of `generation`, its name durable.
 fn create_journal(dir: &Path, generation: u64) -> Result<(File, PathBuf), BlobError> {
     let path = journal_path(dir, generation);
+    // Read too: blobs are read from the journal until their files are written.
     let file = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .truncate(false)
@@ -494,163 +647,38 @@ fn create_journal(dir: &Path, generation: u64) -> Result<(File, PathBuf), BlobEr
 /// Distinguishes temporary files of concurrent writes within one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-impl BlobStore {
-    /// Opens the store in `dir`, creating it when absent, and removes temporary files that
-    /// interrupted writes left more than `stale_temp_secs_max` ago.
-    pub fn open(dir: impl Into<PathBuf>, options: BlobOptions) -> Result<Self, BlobError> {
-        let dir = dir.into();
-        create_dir_durably(&dir)?;
-        let temp_dir = dir.join(".tmp");
-        create_dir_durably(&temp_dir)?;
-        let mut store = Self {
-            dir,
-            temp_dir,
-            options,
-            read_only: false,
-            journal: None,
-        };
-        store.remove_stale_temp_files()?;
-        store.journal = Some(Arc::new(Journal::open(&store)?));
-        Ok(store)
+impl Layout {
+    fn path_of(&self, hash: &ContentHash) -> PathBuf {
+        let hex = hash.to_hex();
+        self.dir.join(&hex[..2]).join(&hex[2..])
     }
 
-    /// Rewrites the blobs of a journal left by an earlier run whose files are missing or
-    /// damaged, adding every file it names to `written`. A record cut short ends the replay of
-    /// that journal: it, and anything after it, belongs to a put that never returned.
-    fn replay(&self, journal: &Path, written: &mut Vec<PathBuf>) -> Result<(), BlobError> {
-        let bytes = match fs::read(journal) {
-            Ok(bytes) => bytes,
-            // Removed meanwhile by the checkpoint that covered it: nothing left to replay.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_at(journal)(e)),
-        };
-        let mut at = 0usize;
-        while let Some(header) = bytes.get(at..at + RECORD_HEADER_LEN) {
-            if &header[..4] != RECORD_MAGIC {
-                break;
-            }
-            let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&header[8..40]);
-            let hash = Hash32(hash);
-            let Some(content) = bytes.get(at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + len)
-            else {
-                break;
-            };
-            if content_hash(content) != hash {
-                break;
-            }
-            at += RECORD_HEADER_LEN + len;
-            let path = self.path_of(&hash);
-            match self.read_verified(&hash, &path) {
+    /// Writes the file of every blob `journal` holds whose file is missing or damaged, and
+    /// answers the files of all its blobs, none yet synced.
+    fn write_out(&self, journal: &JournalRecords) -> Result<Vec<PathBuf>, BlobError> {
+        let mut records: Vec<(&ContentHash, &Record)> = journal.records.iter().collect();
+        records.sort_by_key(|(_, r)| r.offset);
+        let mut written = Vec::with_capacity(records.len());
+        for (hash, record) in records {
+            let path = self.path_of(hash);
+            match self.read_verified(hash, &path) {
                 Ok(_) => {}
                 Err(
                     BlobError::NotFound(_) | BlobError::Damaged { .. } | BlobError::TooLarge { .. },
                 ) => {
-                    create_dir_durably(self.shard_of(&path)?)?;
-                    self.write_file(&hash, content, &path)?;
+                    let bytes = read_record(&journal.file, &journal.path, hash, *record, u64::MAX)?;
+                    create_dir_durably(shard_of(&path)?)?;
+                    self.write_file(hash, &bytes, &path)?;
                 }
                 Err(other) => return Err(other),
             }
             written.push(path);
         }
-        Ok(())
-    }
-
-    /// Opens the store in `dir` to read it, changing nothing there (a missing folder reads as
-    /// an empty store): what an audit of a read-only copy needs.
-    pub fn open_read_only(dir: impl Into<PathBuf>, options: BlobOptions) -> Self {
-        let dir = dir.into();
-        Self {
-            temp_dir: dir.join(".tmp"),
-            dir,
-            options,
-            read_only: true,
-            journal: None,
-        }
-    }
-
-    /// Why the store refuses puts, if it does: a write or sync of its journal failed, so what
-    /// it holds is unknown until the next open replays it.
-    pub fn failure(&self) -> Option<String> {
-        self.journal
-            .as_ref()
-            .and_then(|j| lock(&j.state).failed.clone())
-    }
-
-    /// How many times the journal was synced: what group commit shares among puts.
-    pub fn journal_syncs(&self) -> u64 {
-        self.journal
-            .as_ref()
-            .map_or(0, |j| j.syncs.load(Ordering::Relaxed))
-    }
-
-    /// Makes every blob's file durable and empties the journal, so that the next open has
-    /// nothing to replay: what a clean shutdown does.
-    pub fn checkpoint(&self) -> Result<(), BlobError> {
-        match &self.journal {
-            Some(journal) => journal.checkpoint_now(),
-            None => Ok(()),
-        }
-    }
-
-    /// The folder of the store.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The bounds in force.
-    pub fn options(&self) -> &BlobOptions {
-        &self.options
-    }
-
-    /// Where the blob of `hash` lives.
-    pub fn path_of(&self, hash: &ContentHash) -> PathBuf {
-        let hex = hash.to_hex();
-        self.dir.join(&hex[..2]).join(&hex[2..])
-    }
-
-    /// Stores `bytes` and returns their hash once they are on stable storage: their record in
-    /// the journal synced (a sync shared with every put running at the same time) and their
-    /// file in place. A blob already stored with intact bytes is not rewritten; a damaged one
-    /// is replaced by the good bytes.
-    pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, BlobError> {
-        let Some(journal) = self.journal.as_ref().filter(|_| !self.read_only) else {
-            return Err(BlobError::ReadOnly);
-        };
-        let size = bytes.len() as u64;
-        if size > self.options.content_bytes_max {
-            return Err(BlobError::TooLarge {
-                bytes: size,
-                limit: self.options.content_bytes_max,
-            });
-        }
-        let hash = content_hash(bytes);
-        let path = self.path_of(&hash);
-        let shard = self.shard_of(&path)?;
-        match self.read_verified(&hash, &path) {
-            Ok(_) => {
-                // Written, but perhaps by a put whose record is not yet durable: wait for it.
-                if let Some((generation, end)) = journal.pending(&hash) {
-                    journal.wait_durable(generation, end)?;
-                }
-                return Ok(hash);
-            }
-            Err(
-                BlobError::NotFound(_) | BlobError::Damaged { .. } | BlobError::TooLarge { .. },
-            ) => {}
-            Err(other) => return Err(other),
-        }
-        create_dir_durably(shard)?;
-        let (generation, end) = journal.append(&hash, bytes, &path)?;
-        self.write_file(&hash, bytes, &path)?;
-        journal.wait_durable(generation, end)?;
-        journal.rotate_if_full(self.options.journal_bytes_max);
-        Ok(hash)
+        Ok(written)
     }
 
     /// Writes a blob's file: to a temporary file, renamed into place, so that a reader finds
-    /// the whole blob under its name or none. Not synced: the journal made it durable.
+    /// the whole blob under its name or none. Not synced here.
     fn write_file(&self, hash: &ContentHash, bytes: &[u8], path: &Path) -> Result<(), BlobError> {
         let temp = self.temp_dir.join(format!(
             "{}.{}.{}",
@@ -667,28 +695,6 @@ impl BlobStore {
         written
     }
 
-    /// The bytes of the blob `hash`, checked against the hash.
-    pub fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, BlobError> {
-        self.read_verified(hash, &self.path_of(hash))
-    }
-
-    /// Whether a blob named `hash` exists. The bytes are not checked; [`BlobStore::get`] does.
-    pub fn contains(&self, hash: &ContentHash) -> Result<bool, BlobError> {
-        let path = self.path_of(hash);
-        match fs::metadata(&path) {
-            Ok(meta) => Ok(meta.is_file()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(BlobError::Io { path, source: e }),
-        }
-    }
-
-    fn shard_of<'p>(&self, path: &'p Path) -> Result<&'p Path, BlobError> {
-        path.parent().ok_or_else(|| BlobError::Io {
-            path: path.to_path_buf(),
-            source: io::Error::other("a blob path has no folder"),
-        })
-    }
-
     fn read_verified(&self, hash: &ContentHash, path: &Path) -> Result<Vec<u8>, BlobError> {
         let file = match File::open(path) {
             Ok(file) => file,
@@ -697,7 +703,7 @@ impl BlobStore {
             }
             Err(e) => return Err(io_at(path)(e)),
         };
-        let limit = self.options.content_bytes_max;
+        let limit = self.content_bytes_max;
         let mut bytes = Vec::new();
         // One byte past the limit tells an oversized file from one exactly at the limit without
         // reading an arbitrarily large file into memory.
@@ -717,13 +723,245 @@ impl BlobStore {
         }
         Ok(bytes)
     }
+}
+
+/// A blob's bytes from its journal record, checked against its hash.
+fn read_record(
+    file: &File,
+    path: &Path,
+    hash: &ContentHash,
+    record: Record,
+    limit: u64,
+) -> Result<Vec<u8>, BlobError> {
+    if record.len > limit {
+        return Err(BlobError::TooLarge {
+            bytes: record.len,
+            limit,
+        });
+    }
+    let len = usize::try_from(record.len)
+        .map_err(|_| BlobError::Failed("a record too large to read".into()))?;
+    let mut bytes = vec![0u8; len];
+    read_exact_at(file, &mut bytes, record.offset).map_err(io_at(path))?;
+    let actual = content_hash(&bytes);
+    if actual != *hash {
+        return Err(BlobError::Damaged {
+            expected: *hash,
+            actual,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn shard_of(path: &Path) -> Result<&Path, BlobError> {
+    path.parent().ok_or_else(|| BlobError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::other("a blob path has no folder"),
+    })
+}
+
+impl BlobStore {
+    /// Opens the store in `dir`, creating it when absent, writes the files of the blobs the
+    /// journals of earlier runs hold, and removes temporary files that interrupted writes left
+    /// more than `stale_temp_secs_max` ago.
+    pub fn open(dir: impl Into<PathBuf>, options: BlobOptions) -> Result<Self, BlobError> {
+        let dir = dir.into();
+        create_dir_durably(&dir)?;
+        let temp_dir = dir.join(".tmp");
+        create_dir_durably(&temp_dir)?;
+        let layout = Arc::new(Layout {
+            dir,
+            temp_dir,
+            content_bytes_max: options.content_bytes_max,
+        });
+        let mut store = Self {
+            layout,
+            options,
+            read_only: false,
+            journal: None,
+            found: Vec::new(),
+        };
+        store.remove_stale_temp_files()?;
+        store.journal = Some(Arc::new(Journal::open(&store.layout)?));
+        Ok(store)
+    }
+
+    /// Opens the store in `dir` to read it, changing nothing there (a missing folder reads as
+    /// an empty store): what an audit of a read-only copy needs. Blobs whose files are not
+    /// written yet are read from the journals found, as they are when the store opens.
+    pub fn open_read_only(dir: impl Into<PathBuf>, options: BlobOptions) -> Self {
+        let dir = dir.into();
+        let journals = dir.join(".journal");
+        let mut found = Vec::new();
+        match journals_in(&journals) {
+            Ok(left) => {
+                for (_, path) in left {
+                    match JournalRecords::read(path) {
+                        Ok(journal) => found.push(Arc::new(journal)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "a content journal could not be read; blobs only it holds will not be found");
+                        }
+                    }
+                }
+            }
+            Err(BlobError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the content journals could not be listed; blobs only they hold will not be found");
+            }
+        }
+        Self {
+            layout: Arc::new(Layout {
+                temp_dir: dir.join(".tmp"),
+                dir,
+                content_bytes_max: options.content_bytes_max,
+            }),
+            options,
+            read_only: true,
+            journal: None,
+            found,
+        }
+    }
+
+    /// Why the store refuses puts, if it does: a write or sync of its journal failed, so what
+    /// it holds is unknown until the next open replays it.
+    pub fn failure(&self) -> Option<String> {
+        self.journal
+            .as_ref()
+            .and_then(|j| lock(&j.state).failed.clone())
+    }
+
+    /// How many times the journal was synced: what group commit shares among puts.
+    pub fn journal_syncs(&self) -> u64 {
+        self.journal
+            .as_ref()
+            .map_or(0, |j| j.syncs.load(Ordering::Relaxed))
+    }
+
+    /// Writes and syncs every blob's file and empties the journal, so that the next open has
+    /// nothing to replay: what a clean shutdown does.
+    pub fn checkpoint(&self) -> Result<(), BlobError> {
+        match &self.journal {
+            Some(journal) => journal.checkpoint_now(),
+            None => Ok(()),
+        }
+    }
+
+    /// The folder of the store.
+    pub fn dir(&self) -> &Path {
+        &self.layout.dir
+    }
+
+    /// The bounds in force.
+    pub fn options(&self) -> &BlobOptions {
+        &self.options
+    }
+
+    /// Where the blob of `hash` lives once its file is written.
+    pub fn path_of(&self, hash: &ContentHash) -> PathBuf {
+        self.layout.path_of(hash)
+    }
+
+    /// The blob `hash` if a journal holds it.
+    fn journaled(&self, hash: &ContentHash) -> Option<Journaled> {
+        match &self.journal {
+            Some(journal) => journal.find(hash),
+            None => find_in(&self.found, hash),
+        }
+    }
+
+    /// Stores `bytes` and returns their hash once they are on stable storage: their record in
+    /// the journal synced, a sync shared with every put running at the same time. The blob's
+    /// file is written later, from the journal, when the journal is set aside or checkpointed
+    /// (or at the next open after a crash); reads find the blob in the journal meanwhile. A blob
+    /// already stored with intact bytes is not rewritten; a damaged one is replaced by the good
+    /// bytes.
+    pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, BlobError> {
+        let Some(journal) = self.journal.as_ref().filter(|_| !self.read_only) else {
+            return Err(BlobError::ReadOnly);
+        };
+        let size = bytes.len() as u64;
+        if size > self.options.content_bytes_max {
+            return Err(BlobError::TooLarge {
+                bytes: size,
+                limit: self.options.content_bytes_max,
+            });
+        }
+        let hash = content_hash(bytes);
+        if let Some(found) = journal.find(&hash) {
+            // Recorded, but perhaps by a put whose record is not yet durable: wait for it.
+            if let Some(generation) = found.current {
+                journal.wait_durable(generation, found.record.end())?;
+            }
+            return Ok(hash);
+        }
+        match self.layout.read_verified(&hash, &self.path_of(&hash)) {
+            Ok(_) => return Ok(hash),
+            Err(
+                BlobError::NotFound(_) | BlobError::Damaged { .. } | BlobError::TooLarge { .. },
+            ) => {}
+            Err(other) => return Err(other),
+        }
+        let (generation, end) = journal.append(&hash, bytes)?;
+        journal.wait_durable(generation, end)?;
+        journal.rotate_if_full(self.options.journal_bytes_max);
+        Ok(hash)
+    }
+
+    /// The bytes of the blob `hash`, checked against the hash: from the journal that holds it
+    /// when its file is not written yet, else from its file.
+    pub fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, BlobError> {
+        if let Some(found) = self.journaled(hash) {
+            // The journal in use or one set aside, whose path may be gone: the file is open.
+            return read_record(
+                &found.file,
+                &found.path,
+                hash,
+                found.record,
+                self.options.content_bytes_max,
+            );
+        }
+        self.layout.read_verified(hash, &self.path_of(hash))
+    }
+
+    /// Whether a blob named `hash` exists. The bytes are not checked; [`BlobStore::get`] does.
+    pub fn contains(&self, hash: &ContentHash) -> Result<bool, BlobError> {
+        if self.journaled(hash).is_some() {
+            return Ok(true);
+        }
+        let path = self.path_of(hash);
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(meta.is_file()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(BlobError::Io { path, source: e }),
+        }
+    }
 
     fn remove_stale_temp_files(&self) -> Result<(), BlobError> {
         let max_age = Duration::from_secs(self.options.stale_temp_secs_max);
         let now = SystemTime::now();
-        let entries = fs::read_dir(&self.temp_dir).map_err(io_at(&self.temp_dir))?;
+        let temp_dir = &self.layout.temp_dir;
+        let entries = fs::read_dir(temp_dir).map_err(io_at(temp_dir))?;
         for entry in entries {
-            let entry = entry.map_err(io_at(&self.temp_dir))?;
+            let entry = entry.map_err(io_at(temp_dir))?;
             let modified = entry.metadata().and_then(|m| m.modified());
             let stale = match modified {
                 Ok(at) => now.duration_since(at).is_ok_and(|age| age > max_age),

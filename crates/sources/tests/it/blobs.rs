@@ -30,6 +30,11 @@ fn put_names_a_blob_by_its_blake3_hash_and_get_returns_it() {
     let hex = hash.to_hex();
     let path = store.dir().join(&hex[..2]).join(&hex[2..]);
     assert_eq!(store.path_of(&hash), path);
+    // Durable in the journal; a put creates no file, and reads find the blob there.
+    assert!(!path.exists(), "a put wrote the blob's file");
+    assert_eq!(store.get(&hash).unwrap(), text);
+    assert!(store.contains(&hash).unwrap());
+    store.checkpoint().unwrap();
     assert_eq!(fs::read(&path).unwrap(), text);
     assert_eq!(store.get(&hash).unwrap(), text);
     assert!(store.contains(&hash).unwrap());
@@ -49,10 +54,17 @@ fn an_intact_blob_is_not_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     let hash = store.put(b"the same text").unwrap();
+    store.checkpoint().unwrap();
     let path = store.path_of(&hash);
     let before = fs::metadata(&path).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(store.put(b"the same text").unwrap(), hash);
+    assert_eq!(
+        journals(&store)[0].1,
+        0,
+        "an intact blob was journalled again"
+    );
+    store.checkpoint().unwrap();
     let after = fs::metadata(&path).unwrap();
     // A rewrite renames a new file into place: a new inode, a new modification time.
     assert_eq!(before.ino(), after.ino());
@@ -65,6 +77,7 @@ fn a_damaged_blob_is_reported_never_returned_and_a_put_repairs_it() {
     let store = store(dir.path());
     let text = b"Phosphorus loads rose 41 per cent.";
     let hash = store.put(text).unwrap();
+    store.checkpoint().unwrap();
     let path = store.path_of(&hash);
 
     let mut flipped = text.to_vec();
@@ -88,6 +101,9 @@ fn a_damaged_blob_is_reported_never_returned_and_a_put_repairs_it() {
 
     let damaged_inode = fs::metadata(&path).unwrap().ino();
     assert_eq!(store.put(text).unwrap(), hash);
+    // Read from the journal until the file is replaced.
+    assert_eq!(store.get(&hash).unwrap(), text);
+    store.checkpoint().unwrap();
     assert_ne!(
         fs::metadata(&path).unwrap().ino(),
         damaged_inode,
@@ -131,6 +147,7 @@ fn the_size_limit_holds_both_ways() {
     // A blob written under a larger limit is refused on read, not loaded whole.
     let roomy = BlobStore::open(dir.path().join("blobs"), BlobOptions::default()).unwrap();
     let hash = roomy.put(&too_big).unwrap();
+    roomy.checkpoint().unwrap();
     assert!(matches!(
         store.get(&hash),
         Err(BlobError::TooLarge {
@@ -160,6 +177,7 @@ fn concurrent_puts_of_one_text_leave_one_intact_blob() {
     let hashes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert!(hashes.iter().all(|h| *h == hashes[0]));
     assert_eq!(store.get(&hashes[0]).unwrap(), *text);
+    store.checkpoint().unwrap();
     let shard = store.path_of(&hashes[0]).parent().unwrap().to_path_buf();
     assert_eq!(fs::read_dir(shard).unwrap().count(), 1);
     assert!(temp_files(&store).is_empty());
@@ -254,20 +272,44 @@ fn an_open_after_a_crash_restores_blobs_from_the_journal_and_ignores_a_torn_reco
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     let kept = store.put(b"acknowledged before the crash").unwrap();
+    store.checkpoint().unwrap();
     let lost = store.put(b"its file never reached the disk").unwrap();
-    // What a power loss can leave: a blob's journal record synced, its file not; and a
-    // record of a put that never returned, cut short.
-    fs::remove_file(store.path_of(&lost)).unwrap();
+    // What a crash leaves: a blob's journal record synced, its file not written; and a record
+    // of a put that never returned, cut short.
+    assert!(!store.path_of(&lost).exists());
     let journal = store.dir().join(".journal").join(&journals(&store)[0].0);
     let mut torn = fs::OpenOptions::new().append(true).open(&journal).unwrap();
     std::io::Write::write_all(&mut torn, b"RLBJ\x40\x00\x00\x00half a hea").unwrap();
     drop(torn);
     drop(store);
 
+    // An audit of the folder as it is reads the blob from the journal and changes nothing.
+    let audit = BlobStore::open_read_only(dir.path().join("blobs"), BlobOptions::default());
+    assert_eq!(
+        audit.get(&lost).unwrap(),
+        b"its file never reached the disk"
+    );
+    assert!(audit.contains(&lost).unwrap());
+    assert!(audit.put(b"anything").is_err());
+    drop(audit);
+    assert!(journal.exists());
+    assert!(
+        !dir.path()
+            .join("blobs")
+            .join(&lost.to_hex()[..2])
+            .join(&lost.to_hex()[2..])
+            .exists()
+    );
+
     let reopened = BlobStore::open(dir.path().join("blobs"), BlobOptions::default()).unwrap();
     assert_eq!(
         reopened.get(&lost).unwrap(),
         b"its file never reached the disk"
+    );
+    assert_eq!(
+        fs::read(reopened.path_of(&lost)).unwrap(),
+        b"its file never reached the disk",
+        "the open wrote the file from the journal"
     );
     assert_eq!(
         reopened.get(&kept).unwrap(),
@@ -318,5 +360,69 @@ fn a_checkpoint_empties_the_journal_and_a_full_one_is_set_aside() {
             small.get(hash).unwrap(),
             format!("a text long enough to fill the journal, {i}").into_bytes()
         );
+    }
+}
+
+#[test]
+fn every_acknowledged_blob_reads_back_while_journals_are_set_aside_and_written_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        BlobStore::open(
+            dir.path().join("blobs"),
+            BlobOptions {
+                journal_bytes_max: 300,
+                ..BlobOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (store, acknowledged) = (Arc::clone(&store), Arc::clone(&acknowledged));
+            std::thread::spawn(move || {
+                for i in 0..60 {
+                    let text = format!("writer {w}, text {i}: sea ice 海冰 extent").into_bytes();
+                    let hash = store.put(&text).unwrap();
+                    acknowledged.lock().unwrap().push((hash, text));
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, acknowledged, done) = (
+                Arc::clone(&store),
+                Arc::clone(&acknowledged),
+                Arc::clone(&done),
+            );
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let known: Vec<_> = acknowledged.lock().unwrap().clone();
+                    for (hash, text) in known.iter().rev().take(40) {
+                        assert_eq!(&store.get(hash).unwrap(), text, "an acknowledged blob");
+                        assert!(store.contains(hash).unwrap());
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 0);
+    store.checkpoint().unwrap();
+    // After a checkpoint every blob is in its own file and no journal holds anything.
+    let journals = journals(&store);
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    assert_eq!(journals[0].1, 0);
+    for (hash, text) in acknowledged.lock().unwrap().iter() {
+        assert_eq!(&fs::read(store.path_of(hash)).unwrap(), text);
     }
 }

@@ -285,7 +285,8 @@ pub struct RuleSet {
     /// Adjudication and verdict thresholds.
     pub thresholds: Thresholds,
     /// What `v2` adds; none for `v1`. Left out of the JSON view when none, so a `v1` task reads
-    /// as it always did; the stored form writes it only in schema version 2 ([`crate::codec`]).
+    /// as it always did; the stored form writes it only in schema version 2 or later
+    /// ([`crate::codec`]).
     #[serde(default)]
     pub v2: Option<V2Parameters>,
 }
@@ -397,6 +398,9 @@ impl RuleSet {
                 let r = &overrides.relevance;
                 p.query_weight = r.query_weight.unwrap_or(p.query_weight);
                 p.coverage_full = r.coverage_full.unwrap_or(p.coverage_full);
+                if r.query_cap.is_some() {
+                    p.query_cap = r.query_cap;
+                }
                 if overrides.undated_recency.is_some() {
                     p.undated_recency = overrides.undated_recency;
                 }
@@ -421,6 +425,10 @@ impl RuleSet {
                     (
                         "rules.relevance.coverage_full",
                         overrides.relevance.coverage_full.is_some(),
+                    ),
+                    (
+                        "rules.relevance.query_cap",
+                        overrides.relevance.query_cap.is_some(),
                     ),
                     ("rules.undated_recency", overrides.undated_recency.is_some()),
                     (
@@ -558,6 +566,14 @@ fn validate_v2(p: &V2Parameters) -> Result<(), Refusal> {
             ),
         ));
     }
+    if let Some(cap) = p.query_cap
+        && (!cap.is_finite() || !(0.0..=1_000.0).contains(&cap))
+    {
+        return Err(Refusal::invalid(
+            "rules.relevance.query_cap",
+            format!("must be a finite number in [0, 1000], got {cap}"),
+        ));
+    }
     if let Some(value) = p.undated_recency {
         unit("rules.undated_recency", value)?;
     }
@@ -613,6 +629,8 @@ pub struct RelevanceOverride {
     pub query_weight: Option<f64>,
     /// See [`V2Parameters::coverage_full`].
     pub coverage_full: Option<f64>,
+    /// See [`V2Parameters::query_cap`].
+    pub query_cap: Option<f64>,
 }
 
 /// Thresholds a task may override; absent ones keep `v1`.

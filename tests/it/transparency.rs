@@ -217,6 +217,20 @@ fn the_checkpoint_tiles_and_proofs_are_what_go_s_tlog_reads() {
         &["export", "--all", "--out", bundle.path().to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    // The demo opens its tasks on v2's defaults, which record the query cap: their openings
+    // are schema version 4, and Go checks their records like any other.
+    let exported: Value = serde_json::from_slice(&std::fs::read(bundle.path()).unwrap()).unwrap();
+    let capped = exported["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["decoded"]["kind"] == "task_opened")
+        .map(|e| &e["decoded"]["payload"]["rules"]["v2"]["query_cap"])
+        .collect::<Vec<_>>();
+    assert!(
+        !capped.is_empty() && capped.iter().all(|c| **c == 2.0),
+        "{capped:?}"
+    );
     let checked = go_check(&["-vkey", &vkey, "-bundle", bundle.path().to_str().unwrap()]);
     if go_checker().is_some() {
         assert!(checked.contains("note.Open verified"), "{checked}");

@@ -132,6 +132,8 @@ pub(crate) struct RelevanceInput {
     query_weight: Option<f64>,
     /// Coverage giving full relevance (0.15).
     coverage_full: Option<f64>,
+    /// Most the query's coverage counts, as a multiple of the question's (2).
+    query_cap: Option<f64>,
 }
 
 /// The rule set and overrides of its parameters, validated and recorded with the task.
@@ -300,7 +302,8 @@ fn rules_json(rules: RulesInput) -> Value {
     if let Some(r) = rules.relevance {
         let fields = Arguments::default()
             .maybe("query_weight", r.query_weight)
-            .maybe("coverage_full", r.coverage_full);
+            .maybe("coverage_full", r.coverage_full)
+            .maybe("query_cap", r.query_cap);
         out.insert("relevance".into(), fields.into_value());
     }
     if let Some(value) = rules.undated_recency {

@@ -14,6 +14,15 @@
 //! version 3, with its `v2` part as an option, present or not; one that does not keeps its
 //! version 1 or 2 bytes.
 //!
+//! Version 4 added the cap on the query's part of `v2` relevance
+//! ([`crate::rules::V2Parameters::query_cap`]), the last field of the `v2` parameters, which
+//! `task_opened` and `conclusion_issued` carry in their rule set. An event whose rule set records
+//! a cap is written as version 4: every payload in its current shape (`task_opened` with who may
+//! decide as an option, present or not; `conclusion_issued` with its `v2` part present). One
+//! whose rule set records none (every task opened before version 4) keeps its version 1, 2 or 3
+//! bytes, in which the `v2` parameters end before the cap, and is scored without a cap. Version
+//! 4 bytes without a cap, or that an older version could have held, are not canonical.
+//!
 //! The ledger keeps the kind beside the bytes, so the bytes hold only the payload and adding an
 //! event kind never shifts the encoding of the others. postcard's wire format is specified and
 //! stable; the leading version lets a later schema read what an earlier one wrote, by decoding
@@ -31,9 +40,10 @@ use crate::event::{
     SynthesisRecorded, TaskClosed, TaskOpened,
 };
 
-/// The newest schema version `encode` writes (for events with `v2` parts; others are written as
-/// version 1). `decode` reads every version up to this one.
-pub const SCHEMA_VERSION: u16 = 3;
+/// The newest schema version `encode` writes (for events whose rule set records a query cap;
+/// others are written in the oldest version that holds them). `decode` reads every version up to
+/// this one.
+pub const SCHEMA_VERSION: u16 = 4;
 
 /// Why stored bytes could not be read as an event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,8 +80,8 @@ pub enum DecodeError {
         /// How many.
         count: usize,
     },
-    /// A version 2 payload that is not the one encoding of its event (it lacks a `v2` part, or
-    /// could have been written as version 1): the record is not canonical.
+    /// A payload of version 2 or later that is not the one encoding of its event (it lacks a part
+    /// of its version, or could have been written in an older one): the record is not canonical.
     #[error("`{kind}` payload is not in its canonical schema version")]
     NotCanonical {
         /// The kind.
@@ -100,12 +110,32 @@ fn has_v3_parts(event: &Event) -> bool {
     }
 }
 
+/// Whether an event carries a part only schema version 4 can hold: a rule set whose `v2`
+/// parameters record a query cap.
+fn has_v4_parts(event: &Event) -> bool {
+    let capped = |rules: &crate::rules::RuleSet| rules.v2.is_some_and(|p| p.query_cap.is_some());
+    match event {
+        Event::TaskOpened(p) => capped(&p.rules),
+        Event::ConclusionIssued(p) => capped(&p.rules),
+        _ => false,
+    }
+}
+
 /// Encodes an event for storage: the schema version (two bytes, little endian), then the
 /// payload in postcard.
 pub fn encode(event: &Event) -> Vec<u8> {
+    if has_v4_parts(event) {
+        let mut out = 4u16.to_le_bytes().to_vec();
+        encode_current(&mut out, event);
+        return out;
+    }
+    // Below version 4 no rule set records a cap: the `v2` parameters end before it.
     if has_v3_parts(event) {
         let mut out = 3u16.to_le_bytes().to_vec();
-        encode_current(&mut out, event);
+        match event {
+            Event::TaskOpened(p) => append(&mut out, &v3::TaskOpened::from(p)),
+            other => encode_current(&mut out, other),
+        }
         return out;
     }
     if has_v2_parts(event) {
@@ -113,6 +143,7 @@ pub fn encode(event: &Event) -> Vec<u8> {
         match event {
             // Version 2 ends `task_opened` before the part version 3 added.
             Event::TaskOpened(p) => append(&mut out, &v2::TaskOpened::from(p)),
+            Event::ConclusionIssued(p) => append(&mut out, &v2::ConclusionIssued::from(p)),
             other => encode_current(&mut out, other),
         }
         return out;
@@ -178,6 +209,9 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
                 "task_opened" => {
                     Event::TaskOpened(payload::<v2::TaskOpened>("task_opened", body)?.into())
                 }
+                "conclusion_issued" => Event::ConclusionIssued(
+                    payload::<v2::ConclusionIssued>("conclusion_issued", body)?.into(),
+                ),
                 _ => decode_current(kind, body)?,
             };
             // Every `v2` part present, and nothing that version 1 could have held alone.
@@ -197,9 +231,28 @@ pub fn decode(kind: &str, bytes: &[u8]) -> Result<Event, DecodeError> {
             Ok(event)
         }
         3 => {
-            let event = decode_current(kind, body)?;
+            let event = match kind {
+                "task_opened" => {
+                    Event::TaskOpened(payload::<v3::TaskOpened>("task_opened", body)?.into())
+                }
+                _ => decode_current(kind, body)?,
+            };
             // Who decided present: nothing else is written as version 3.
             if !(has_v3_parts(&event) && encode(&event) == bytes) {
+                return Err(DecodeError::NotCanonical { kind: event.kind() });
+            }
+            Ok(event)
+        }
+        4 => {
+            let event = decode_current(kind, body)?;
+            // A cap recorded, and a conclusion's `v2` part with it: nothing else is version 4.
+            let canonical = has_v4_parts(&event)
+                && match &event {
+                    Event::ConclusionIssued(p) => p.v2.is_some(),
+                    _ => true,
+                }
+                && encode(&event) == bytes;
+            if !canonical {
                 return Err(DecodeError::NotCanonical { kind: event.kind() });
             }
             Ok(event)
@@ -302,14 +355,189 @@ fn payload<T: DeserializeOwned>(kind: &'static str, body: &[u8]) -> Result<T, De
     Ok(value)
 }
 
-/// The version 2 shape of `task_opened`, before version 3 added who may decide its conflicts:
-/// read from version 2 bytes and upcast, and written for tasks that do not restrict it.
+/// The shapes before version 4 added the query cap: the `v2` parameters ending before it, in the
+/// rule set of `task_opened` (version 3 shape here, with who may decide) and `conclusion_issued`
+/// (in [`v2`]). Read from version 2 and 3 bytes and upcast with no cap, and written for rule sets
+/// that record none.
+mod v3 {
+    use chrono::NaiveDate;
+    use serde::{Deserialize, Serialize};
+
+    use crate::event::{self, ConflictDecisions};
+    use crate::rules::{self, AuthorityTable, Mode, Thresholds, Weights};
+
+    /// `V2Parameters` before the query cap.
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct V2Parameters {
+        query_weight: f64,
+        coverage_full: f64,
+        sided_items_min: u64,
+        sided_relevance_min: f64,
+        undated_recency: Option<f64>,
+        side_weight_ratio: Option<f64>,
+    }
+
+    /// `RuleSet` whose `v2` parameters end before the query cap.
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct RuleSet {
+        id: String,
+        weights: Weights,
+        half_life_days: f64,
+        authority: AuthorityTable,
+        thresholds: Thresholds,
+        v2: Option<V2Parameters>,
+    }
+
+    impl From<RuleSet> for rules::RuleSet {
+        fn from(r: RuleSet) -> Self {
+            rules::RuleSet {
+                id: r.id,
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+                v2: r.v2.map(|p| rules::V2Parameters {
+                    query_weight: p.query_weight,
+                    coverage_full: p.coverage_full,
+                    sided_items_min: p.sided_items_min,
+                    sided_relevance_min: p.sided_relevance_min,
+                    undated_recency: p.undated_recency,
+                    side_weight_ratio: p.side_weight_ratio,
+                    query_cap: None,
+                }),
+            }
+        }
+    }
+
+    /// Only for a rule set that records no cap (`encode` writes the others as version 4).
+    impl From<&rules::RuleSet> for RuleSet {
+        fn from(r: &rules::RuleSet) -> Self {
+            RuleSet {
+                id: r.id.clone(),
+                weights: r.weights,
+                half_life_days: r.half_life_days,
+                authority: r.authority,
+                thresholds: r.thresholds,
+                v2: r.v2.map(|p| V2Parameters {
+                    query_weight: p.query_weight,
+                    coverage_full: p.coverage_full,
+                    sided_items_min: p.sided_items_min,
+                    sided_relevance_min: p.sided_relevance_min,
+                    undated_recency: p.undated_recency,
+                    side_weight_ratio: p.side_weight_ratio,
+                }),
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct TaskOpened {
+        task_id: String,
+        question: String,
+        constraints: Vec<String>,
+        research_date: NaiveDate,
+        mode: Mode,
+        rules: RuleSet,
+        conflict_decisions: Option<ConflictDecisions>,
+    }
+
+    impl From<TaskOpened> for event::TaskOpened {
+        fn from(t: TaskOpened) -> Self {
+            event::TaskOpened {
+                task_id: t.task_id,
+                question: t.question,
+                constraints: t.constraints,
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: t.rules.into(),
+                conflict_decisions: t.conflict_decisions,
+            }
+        }
+    }
+
+    impl From<&event::TaskOpened> for TaskOpened {
+        fn from(t: &event::TaskOpened) -> Self {
+            TaskOpened {
+                task_id: t.task_id.clone(),
+                question: t.question.clone(),
+                constraints: t.constraints.clone(),
+                research_date: t.research_date,
+                mode: t.mode,
+                rules: (&t.rules).into(),
+                conflict_decisions: t.conflict_decisions,
+            }
+        }
+    }
+}
+
+/// The version 2 shapes: `task_opened` before version 3 added who may decide its conflicts, and
+/// `conclusion_issued`, both with the rule set before version 4 added the query cap. Read from
+/// version 2 bytes and upcast, and written for events of `v2` tasks that record neither.
 mod v2 {
     use chrono::NaiveDate;
     use serde::{Deserialize, Serialize};
 
-    use crate::event;
-    use crate::rules::{Mode, RuleSet};
+    use super::v3::RuleSet;
+    use crate::event::{self, ConclusionV2, StanceCounts, UsedAdjudication, UsedEvidence};
+    use crate::ids::ConclusionId;
+    use crate::rules::{Components, Mode, Verdict, VerdictRule};
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct ConclusionIssued {
+        conclusion_id: ConclusionId,
+        stance: Verdict,
+        rule: VerdictRule,
+        confidence: f64,
+        components: Components,
+        counts: StanceCounts,
+        distinct_sources: u64,
+        evidence: Vec<UsedEvidence>,
+        adjudications: Vec<UsedAdjudication>,
+        rules: RuleSet,
+        client_share: f64,
+        supersedes: Option<ConclusionId>,
+        v2: Option<ConclusionV2>,
+    }
+
+    impl From<ConclusionIssued> for event::ConclusionIssued {
+        fn from(c: ConclusionIssued) -> Self {
+            event::ConclusionIssued {
+                conclusion_id: c.conclusion_id,
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence,
+                adjudications: c.adjudications,
+                rules: c.rules.into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes,
+                v2: c.v2,
+            }
+        }
+    }
+
+    impl From<&event::ConclusionIssued> for ConclusionIssued {
+        fn from(c: &event::ConclusionIssued) -> Self {
+            ConclusionIssued {
+                conclusion_id: c.conclusion_id.clone(),
+                stance: c.stance,
+                rule: c.rule,
+                confidence: c.confidence,
+                components: c.components,
+                counts: c.counts,
+                distinct_sources: c.distinct_sources,
+                evidence: c.evidence.clone(),
+                adjudications: c.adjudications.clone(),
+                rules: (&c.rules).into(),
+                client_share: c.client_share,
+                supersedes: c.supersedes.clone(),
+                v2: c.v2.clone(),
+            }
+        }
+    }
 
     #[derive(Serialize, Deserialize)]
     pub(super) struct TaskOpened {
@@ -329,7 +557,7 @@ mod v2 {
                 constraints: t.constraints,
                 research_date: t.research_date,
                 mode: t.mode,
-                rules: t.rules,
+                rules: t.rules.into(),
                 conflict_decisions: None,
             }
         }
@@ -343,7 +571,7 @@ mod v2 {
                 constraints: t.constraints.clone(),
                 research_date: t.research_date,
                 mode: t.mode,
-                rules: t.rules.clone(),
+                rules: (&t.rules).into(),
             }
         }
     }

@@ -285,7 +285,8 @@ pub struct RuleSet {
     /// Adjudication and verdict thresholds.
     pub thresholds: Thresholds,
     /// What `v2` adds; none for `v1`. Left out of the JSON view when none, so a `v1` task reads
-    /// as it always did; the stored form writes it only in schema version 2 ([`crate::codec`]).
+    /// as it always did; the stored form writes it only in schema version 2 or later
+    /// ([`crate::codec`]).
     #[serde(default)]
     pub v2: Option<V2Parameters>,
 }
@@ -391,53 +392,8 @@ impl RuleSet {
         th.confidence_floor = t.confidence_floor.unwrap_or(th.confidence_floor);
         th.diversity_sources = t.diversity_sources.unwrap_or(th.diversity_sources);
         match &mut rules.v2 {
-            Some(p) => {
-                p.sided_items_min = t.sided_items_min.unwrap_or(p.sided_items_min);
-                p.sided_relevance_min = t.sided_relevance_min.unwrap_or(p.sided_relevance_min);
-                let r = &overrides.relevance;
-                p.query_weight = r.query_weight.unwrap_or(p.query_weight);
-                p.coverage_full = r.coverage_full.unwrap_or(p.coverage_full);
-                if overrides.undated_recency.is_some() {
-                    p.undated_recency = overrides.undated_recency;
-                }
-                if overrides.side_weight_ratio.is_some() {
-                    p.side_weight_ratio = overrides.side_weight_ratio;
-                }
-            }
-            None => {
-                let only_v2 = [
-                    (
-                        "rules.thresholds.sided_items_min",
-                        t.sided_items_min.is_some(),
-                    ),
-                    (
-                        "rules.thresholds.sided_relevance_min",
-                        t.sided_relevance_min.is_some(),
-                    ),
-                    (
-                        "rules.relevance.query_weight",
-                        overrides.relevance.query_weight.is_some(),
-                    ),
-                    (
-                        "rules.relevance.coverage_full",
-                        overrides.relevance.coverage_full.is_some(),
-                    ),
-                    ("rules.undated_recency", overrides.undated_recency.is_some()),
-                    (
-                        "rules.side_weight_ratio",
-                        overrides.side_weight_ratio.is_some(),
-                    ),
-                ];
-                if let Some((field, _)) = only_v2.into_iter().find(|(_, given)| *given) {
-                    return Err(Refusal::invalid(
-                        field,
-                        format!(
-                            "only rule set v2 has this parameter; this task uses {}",
-                            rules.id
-                        ),
-                    ));
-                }
-            }
+            Some(p) => apply_v2_overrides(p, overrides),
+            None => refuse_v2_overrides(overrides, &rules.id)?,
         }
         rules.validate()?;
         Ok(rules)
@@ -522,6 +478,57 @@ impl RuleSet {
     }
 }
 
+/// Applies the overrides of `v2`'s own parameters; absent ones keep what `p` holds.
+fn apply_v2_overrides(p: &mut V2Parameters, overrides: &RulesOverride) {
+    let t = &overrides.thresholds;
+    p.sided_items_min = t.sided_items_min.unwrap_or(p.sided_items_min);
+    p.sided_relevance_min = t.sided_relevance_min.unwrap_or(p.sided_relevance_min);
+    let r = &overrides.relevance;
+    p.query_weight = r.query_weight.unwrap_or(p.query_weight);
+    p.coverage_full = r.coverage_full.unwrap_or(p.coverage_full);
+    if r.query_cap.is_some() {
+        p.query_cap = r.query_cap;
+    }
+    if overrides.undated_recency.is_some() {
+        p.undated_recency = overrides.undated_recency;
+    }
+    if overrides.side_weight_ratio.is_some() {
+        p.side_weight_ratio = overrides.side_weight_ratio;
+    }
+}
+
+/// Refuses, naming the first, a parameter only `v2` has given for the rule set `id`, which has
+/// none of them.
+fn refuse_v2_overrides(overrides: &RulesOverride, id: &str) -> Result<(), Refusal> {
+    let t = &overrides.thresholds;
+    let r = &overrides.relevance;
+    let only_v2 = [
+        (
+            "rules.thresholds.sided_items_min",
+            t.sided_items_min.is_some(),
+        ),
+        (
+            "rules.thresholds.sided_relevance_min",
+            t.sided_relevance_min.is_some(),
+        ),
+        ("rules.relevance.query_weight", r.query_weight.is_some()),
+        ("rules.relevance.coverage_full", r.coverage_full.is_some()),
+        ("rules.relevance.query_cap", r.query_cap.is_some()),
+        ("rules.undated_recency", overrides.undated_recency.is_some()),
+        (
+            "rules.side_weight_ratio",
+            overrides.side_weight_ratio.is_some(),
+        ),
+    ];
+    match only_v2.into_iter().find(|(_, given)| *given) {
+        Some((field, _)) => Err(Refusal::invalid(
+            field,
+            format!("only rule set v2 has this parameter; this task uses {id}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn validate_v2(p: &V2Parameters) -> Result<(), Refusal> {
     let unit = |field: &str, value: f64| -> Result<(), Refusal> {
         if !value.is_finite() || !(0.0..=1.0).contains(&value) {
@@ -556,6 +563,14 @@ fn validate_v2(p: &V2Parameters) -> Result<(), Refusal> {
                 "must be a finite number in [0, 1000], got {}",
                 p.sided_relevance_min
             ),
+        ));
+    }
+    if let Some(cap) = p.query_cap
+        && (!cap.is_finite() || !(0.0..=1_000.0).contains(&cap))
+    {
+        return Err(Refusal::invalid(
+            "rules.relevance.query_cap",
+            format!("must be a finite number in [0, 1000], got {cap}"),
         ));
     }
     if let Some(value) = p.undated_recency {
@@ -613,6 +628,8 @@ pub struct RelevanceOverride {
     pub query_weight: Option<f64>,
     /// See [`V2Parameters::coverage_full`].
     pub coverage_full: Option<f64>,
+    /// See [`V2Parameters::query_cap`].
+    pub query_cap: Option<f64>,
 }
 
 /// Thresholds a task may override; absent ones keep `v1`.

@@ -26,7 +26,7 @@ use crate::rules::{Mode, RuleSet, Stance};
 /// something else; whoever keeps encoded states (snapshots of read models) records this version
 /// beside them and discards any of another. Bump it whenever a field of the state, or of a type
 /// the state holds, is added, removed, reordered or retyped.
-pub const STATE_FORMAT_VERSION: u16 = 5;
+pub const STATE_FORMAT_VERSION: u16 = 6;
 
 /// Who recorded a fact, when, and in which event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,8 @@
 //! task state, which holds these records, decodes field for field. The stored form of events is
 //! the codec's business: it writes events without `v2` parts in their version 1 shape
 //! ([`crate::codec`]). The same holds for the part schema version 3 added, who decided a
-//! conflict ([`crate::event::ConflictResolved::decided_by`]).
+//! conflict ([`crate::event::ConflictResolved::decided_by`]), and for the one version 4 added,
+//! the cap on the query's part of relevance ([`crate::rules::V2Parameters::query_cap`]).
 
 /// Implements `Serialize` for a struct whose last field, `$part`, is a `v2` part: every field in
 /// declaration order, then the part, which a human-readable format leaves out when it is `None`.

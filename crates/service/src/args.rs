@@ -30,8 +30,8 @@ pub struct OpenTaskArgs {
     /// consistency 0.3, recency 0.2, diversity 0.1} (all four, sum 1); half_life_days 365;
     /// authority {SOURCE_TYPE: 0..1}; thresholds {authority_gap 0.15, recency_gap_days 30,
     /// consistency 0.667, confidence_floor 0.5, diversity_sources 3, sided_items_min 1,
-    /// sided_relevance_min 0.3}; v2: relevance {query_weight 0.5, coverage_full 0.15},
-    /// side_weight_ratio, undated_recency.
+    /// sided_relevance_min 0.3}; v2: relevance {query_weight 0.5, coverage_full 0.15,
+    /// query_cap 2}, side_weight_ratio, undated_recency.
     #[serde(default)]
     #[schemars(schema_with = "rules_schema")]
     pub rules: Option<RulesArg>,
@@ -124,6 +124,9 @@ pub struct RelevanceArg {
     /// Coverage giving full relevance (0.15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage_full: Option<f64>,
+    /// Most the query's coverage counts, as a multiple of the question's, in [0, 1000] (2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_cap: Option<f64>,
 }
 
 /// The four weights of the conclusion formula.

@@ -37,7 +37,7 @@ STRUCTS = {
     "V2Parameters": [
         ("query_weight", "f64"), ("coverage_full", "f64"), ("sided_items_min", "u64"),
         ("sided_relevance_min", "f64"), ("undated_recency", ("option", "f64")),
-        ("side_weight_ratio", ("option", "f64")),
+        ("side_weight_ratio", ("option", "f64")), ("query_cap", ("option", "f64")),
     ],
     "RuleSet": [
         ("id", "string"), ("weights", "Weights"), ("half_life_days", "f64"),
@@ -185,6 +185,13 @@ V3_PARTS = {
     "adjudication_appealed": "decided_by",
 }
 
+# The part schema version 4 added, the cap on the query's part of v2 relevance: the last field of
+# the v2 parameters, present only in version 4 bytes (which hold it, `some`, and nothing that an
+# older version could have held).
+V4_PARTS = {
+    "V2Parameters": "query_cap",
+}
+
 
 def _date(text: str) -> str:
     parts = text.split("-")
@@ -207,6 +214,7 @@ class _Decoder:
         self.version = version
         self.parts: list[bool] = []
         self.parts3: list[bool] = []
+        self.parts4: list[bool] = []
 
     def value(self, t):
         r = self.r
@@ -247,7 +255,16 @@ class _Decoder:
         out = {}
         part = V2_PARTS.get(name)
         part3 = V3_PARTS.get(name)
+        part4 = V4_PARTS.get(name)
         for field, t in fields:
+            if field == part4:
+                if self.version < 4:
+                    continue
+                value = self.value(t)
+                self.parts4.append(value is not None)
+                if value is not None:
+                    out[field] = value
+                continue
             if field == part3:
                 if self.version < 3:
                     continue
@@ -276,7 +293,7 @@ def decode(kind: str, payload: bytes) -> dict:
     if len(payload) < 2:
         raise DecodeError("event bytes too short for the schema version")
     version = int.from_bytes(payload[:2], "little")
-    if version not in (1, 2, 3):
+    if version not in (1, 2, 3, 4):
         raise DecodeError(f"unknown event schema version {version}")
     d = _Decoder(payload[2:], version)
     view = d.struct(kind, KINDS[kind])
@@ -287,6 +304,10 @@ def decode(kind: str, payload: bytes) -> dict:
         raise DecodeError(f"`{kind}` payload is not in its canonical schema version")
     # Version 3 holds exactly the decisions that name who decided.
     if version == 3 and (not d.parts3 or not all(d.parts3)):
+        raise DecodeError(f"`{kind}` payload is not in its canonical schema version")
+    # Version 4 holds exactly the events whose rule set records a query cap, with every v2 part
+    # present; who may decide a task's conflicts is an option there, present or not.
+    if version == 4 and (not d.parts4 or not all(d.parts4) or not all(d.parts)):
         raise DecodeError(f"`{kind}` payload is not in its canonical schema version")
     return {"type": kind, **view}
 

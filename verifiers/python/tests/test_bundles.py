@@ -85,6 +85,32 @@ def test_the_demo_bundles_are_valid_for_both(ledger):
         assert python_verdict(ledger[name]) == (0, ""), name
 
 
+def test_tasks_recording_the_query_cap_and_tasks_before_it_verify_for_both(ledger):
+    """The demo opens its tasks on v2's defaults, which record the query cap (schema version 4);
+    the frozen fixture's task was opened before the cap (version 2). Both verifiers accept both,
+    and this package's view of each payload is the one the bundle holds."""
+    import base64
+
+    from research_ledger_verify import envelope, payloads
+
+    def versions(text):
+        seen = {}
+        for e in json.loads(text)["events"]:
+            stored = envelope.decode_stored(base64.b64decode(e["stored"]))
+            if stored.kind in ("task_opened", "conclusion_issued"):
+                version = int.from_bytes(stored.payload[:2], "little")
+                view = payloads.decode(stored.kind, stored.payload)
+                assert view == e["decoded"]["payload"], stored.kind
+                seen.setdefault(stored.kind, set()).add((version, view["rules"]["v2"].get("query_cap")))
+        return seen
+
+    assert versions(ledger["all"]) == {"task_opened": {(4, 2.0)}, "conclusion_issued": {(4, 2.0)}}
+    assert versions(ledger["fixture"]) == {"task_opened": {(2, None)}, "conclusion_issued": {(2, None)}}
+    for name in ("all", "fixture"):
+        assert rust_verdict(ledger[name], ledger["work"]) == (0, ""), name
+        assert python_verdict(ledger[name]) == (0, ""), name
+
+
 def test_an_auditor_holding_any_key_of_the_chain_verifies_a_rotated_ledger(ledger):
     for key in (ledger["old_key"], ledger["new_key"], ledger["vkey"]):
         assert rust_verdict(ledger["all"], ledger["work"], "--public-key", key) == (0, ""), key

@@ -343,10 +343,14 @@ fn rules_line(rules: &crate::rules::RuleSet) -> String {
     if let Some(p) = &rules.v2 {
         line.push_str(&format!(
             "; relevance min(1, ((1 − {q})·coverage of the question's content terms + {q}·coverage \
-             of the query's) / {full}); a directional verdict needs {items} on the winning side \
+             of the query's{cap}) / {full}); a directional verdict needs {items} on the winning side \
              with relevance summing to {rel}; undated evidence takes no part in recency ({undated}); \
              side weighing {weighing}",
             q = p.query_weight,
+            cap = match p.query_cap {
+                Some(cap) => format!(", counted at most {cap} times the question's"),
+                None => String::new(),
+            },
             full = p.coverage_full,
             items = count(p.sided_items_min, "item"),
             rel = p.sided_relevance_min,

@@ -5,7 +5,9 @@
 //!   (stop words out, English and Chinese) of the question and of the query that found the item,
 //!   mixed by [`V2Parameters::query_weight`] and saturated at [`V2Parameters::coverage_full`]:
 //!   a passage seldom holds every term of a long question, and one that holds the weightiest part
-//!   of them is on topic. Everything the formula needs is recorded with the item
+//!   of them is on topic. The query's coverage counts at most [`V2Parameters::query_cap`] times
+//!   the question's, so the choice of query cannot make an item relevant that holds nothing of
+//!   the question. Everything the formula needs is recorded with the item
 //!   ([`RelevanceInputs`]), so a replay re-derives it bit for bit.
 //! - **Defaulted dates take no part in recency.** An ingest default says nothing about when a
 //!   text was written, so such an item is left out of the recency component and of the recency
@@ -32,7 +34,7 @@ use super::{Components, Thresholds, VerdictRule, Weights, idf, reaches};
 pub const RULE_SET_V2: &str = "v2";
 
 /// The parameters `v2` adds to those of `v1`, recorded with the task.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct V2Parameters {
     /// Share of the finding query's coverage in an item's relevance, in [0, 1]; the question's
     /// coverage has the rest. An item no search found has the question's coverage alone.
@@ -50,7 +52,28 @@ pub struct V2Parameters {
     /// When set (≥ 1), a conflict authority and recency left open goes to the side whose weight
     /// reaches this multiple of the other's; none sends it to a person as `v1` does.
     pub side_weight_ratio: Option<f64>,
+    /// When set, in [0, 1000], the finding query's coverage counts at most this multiple of the
+    /// question's: `min(cov(query), query_cap · cov(question))`. None leaves it uncapped, as every
+    /// task opened before the cap existed was scored; such a task records none, and keeps its
+    /// stored bytes (schema version 4 holds the cap, [`crate::codec`]). Left out of the JSON
+    /// view when none.
+    #[serde(default)]
+    pub query_cap: Option<f64>,
 }
+
+crate::v2_part::serialize_with_v2_part!(
+    V2Parameters,
+    "V2Parameters",
+    [
+        query_weight,
+        coverage_full,
+        sided_items_min,
+        sided_relevance_min,
+        undated_recency,
+        side_weight_ratio,
+    ],
+    query_cap
+);
 
 impl V2Parameters {
     /// The defaults of `v2`, chosen on one Climate-FEVER selection and checked on another
@@ -63,6 +86,7 @@ impl V2Parameters {
             sided_relevance_min: 0.3,
             undated_recency: None,
             side_weight_ratio: None,
+            query_cap: Some(2.0),
         }
     }
 }
@@ -113,9 +137,8 @@ pub fn coverage(inputs: &RelevanceInputs, member: impl Fn(&TermInput) -> bool) -
     }
 }
 
-/// `v2` relevance:
-/// `min(1, ((1 − query_weight)·cov(question) + query_weight·cov(query)) / coverage_full)`, or
-/// `min(1, cov(question) / coverage_full)` when no query term is recorded.
+/// `v2` relevance: `min(1, max(0, mixed / coverage_full))`, `mixed` as [`mixed_coverage`] gives
+/// it.
 pub fn topical_relevance(inputs: &RelevanceInputs, params: &V2Parameters) -> f64 {
     let mixed = mixed_coverage(inputs, params);
     if params.coverage_full <= 0.0 {
@@ -125,14 +148,28 @@ pub fn topical_relevance(inputs: &RelevanceInputs, params: &V2Parameters) -> f64
 }
 
 /// The numerator of [`topical_relevance`]: the question's coverage mixed with the query's by
-/// `query_weight`, or the question's alone when no query term is recorded.
+/// `query_weight`, `(1 − query_weight)·cov(question) + query_weight·q`, or the question's alone
+/// when no query term is recorded. `q` is the query's coverage, at most `query_cap` times the
+/// question's when the task records a cap: `min(cov(query), query_cap·cov(question))`. An item
+/// that holds no term of the question thus has 0 whatever the query; with a cap of 0 the query
+/// only takes its share away from the question's.
 pub fn mixed_coverage(inputs: &RelevanceInputs, params: &V2Parameters) -> f64 {
     let (question, _) = coverage(inputs, |t| t.in_question);
     let (query, has_query) = coverage(inputs, |t| t.in_query);
     if has_query {
-        (1.0 - params.query_weight) * question + params.query_weight * query
+        (1.0 - params.query_weight) * question
+            + params.query_weight * query_part(query, question, params)
     } else {
         question
+    }
+}
+
+/// The query's coverage as the mix counts it: capped at `query_cap · question` when a cap is
+/// recorded, as it is otherwise.
+pub fn query_part(query: f64, question: f64, params: &V2Parameters) -> f64 {
+    match params.query_cap {
+        Some(cap) => query.min(cap * question),
+        None => query,
     }
 }
 
@@ -247,11 +284,20 @@ mod tests {
         assert_eq!(topical_relevance(&inputs, &params), 1.0);
         let half = V2Parameters {
             coverage_full: 1.0,
+            query_cap: None,
             ..params
         };
         let ln2 = libm::log(2.0);
-        let expected = 0.5 * (ln2 / (ln2 + ln2 + ln2)) + 0.5 * 1.0;
+        let question = ln2 / (ln2 + ln2 + ln2);
+        let expected = 0.5 * question + 0.5 * 1.0;
         assert_eq!(topical_relevance(&inputs, &half), expected);
+        // Capped at twice the question's coverage, the query counts 2/3, not 1.
+        let capped = V2Parameters {
+            query_cap: Some(2.0),
+            ..half
+        };
+        let expected = 0.5 * question + 0.5 * (2.0 * question);
+        assert_eq!(topical_relevance(&inputs, &capped), expected);
         let no_query = RelevanceInputs {
             corpus_docs: 0,
             terms: vec![

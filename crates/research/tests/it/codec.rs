@@ -182,6 +182,11 @@ fn a_task_requiring_a_person_is_version_3_and_only_then() {
         let Some(Event::TaskOpened(mut opened)) = task.events.first().cloned() else {
             panic!("the task opened")
         };
+        // As a task opened before the query cap: one that records it is version 4
+        // (`a_recorded_query_cap_is_version_4_and_only_then`).
+        if let Some(p) = opened.rules.v2.as_mut() {
+            p.query_cap = None;
+        }
         let plain = encode(&Event::TaskOpened(opened.clone()));
         let plain_version = if opened.rules.v2.is_some() { 2u16 } else { 1 };
         assert_eq!(&plain[..2], &plain_version.to_le_bytes());
@@ -213,5 +218,161 @@ fn a_task_requiring_a_person_is_version_3_and_only_then() {
                 .is_none()
         );
         task.events.clear();
+    }
+}
+
+fn hex_bytes(text: &str) -> Vec<u8> {
+    let text = text.trim();
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Bytes a build before the query cap wrote (`tests/fixtures/payloads-before-v4`): they decode
+/// to the event their JSON view shows, with no cap, and re-encode to themselves.
+#[test]
+fn payloads_written_before_version_4_keep_their_bytes_and_record_no_cap() {
+    let fixtures = [
+        (
+            "task_opened",
+            2u16,
+            include_str!("../fixtures/payloads-before-v4/v2-task_opened.hex"),
+            include_str!("../fixtures/payloads-before-v4/v2-task_opened.json"),
+        ),
+        (
+            "conclusion_issued",
+            2,
+            include_str!("../fixtures/payloads-before-v4/v2-conclusion_issued.hex"),
+            include_str!("../fixtures/payloads-before-v4/v2-conclusion_issued.json"),
+        ),
+        (
+            "task_opened",
+            3,
+            include_str!("../fixtures/payloads-before-v4/v3-task_opened.hex"),
+            include_str!("../fixtures/payloads-before-v4/v3-task_opened.json"),
+        ),
+    ];
+    for (kind, version, hex, view) in fixtures {
+        let bytes = hex_bytes(hex);
+        assert_eq!(&bytes[..2], &version.to_le_bytes(), "{kind}");
+        let event = decode(kind, &bytes).unwrap();
+        let rules = match &event {
+            Event::TaskOpened(p) => &p.rules,
+            Event::ConclusionIssued(p) => &p.rules,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(rules.v2.unwrap().query_cap, None, "{kind} v{version}");
+        assert_eq!(encode(&event), bytes, "{kind} v{version} re-encodes");
+        let expected: serde_json::Value = serde_json::from_str(view).unwrap();
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            expected,
+            "{kind} v{version}"
+        );
+        // The same body under version 4 is not canonical (it ends before the cap, or is read
+        // with a cap that a conclusion's trailing part does not supply).
+        let mut relabelled = 4u16.to_le_bytes().to_vec();
+        relabelled.extend_from_slice(&bytes[2..]);
+        assert!(decode(kind, &relabelled).is_err(), "{kind} v{version} as 4");
+    }
+}
+
+/// A rule set that records the query cap is schema version 4, in `task_opened` (with or without
+/// who may decide) and `conclusion_issued`; the same event without a cap keeps its older
+/// version, and no body is read under another version's prefix.
+#[test]
+fn a_recorded_query_cap_is_version_4_and_only_then() {
+    use research::event::ConflictDecisions;
+    let task = Task::from_commands(vec![
+        open_with(
+            research::rules::Mode::ToolConstrained,
+            Some(research::rules::RulesOverride {
+                rule_set: Some("v2".into()),
+                ..Default::default()
+            }),
+        ),
+        add(vec![item(
+            "a.gov",
+            "government",
+            "2025-01-01",
+            Some(Stance::Supports),
+        )]),
+        screen(vec![adopt("ev-1")]),
+        Command::RunConflictResolution,
+        Command::BuildDecisionMatrix,
+        Command::GenerateConclusion,
+    ]);
+    let opened = match task.events.first() {
+        Some(Event::TaskOpened(p)) => p.clone(),
+        other => panic!("{other:?}"),
+    };
+    let issued = task
+        .events
+        .iter()
+        .find(|e| e.kind() == "conclusion_issued")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        opened.rules.v2.unwrap().query_cap,
+        Some(2.0),
+        "v2 defaults record the cap"
+    );
+    let mut restricted = opened.clone();
+    restricted.conflict_decisions = Some(ConflictDecisions::Person);
+    let uncap = |rules: &mut research::rules::RuleSet| {
+        if let Some(p) = rules.v2.as_mut() {
+            p.query_cap = None;
+        }
+    };
+    let mut cases = vec![
+        (Event::TaskOpened(opened.clone()), 2u16),
+        (Event::TaskOpened(restricted), 3),
+        (issued, 2),
+    ];
+    for (capped, older) in cases.drain(..) {
+        let kind = capped.kind();
+        let new = encode(&capped);
+        assert_eq!(&new[..2], &4u16.to_le_bytes(), "{kind}");
+        assert_eq!(decode(kind, &new).as_ref(), Ok(&capped), "{kind}");
+        let mut uncapped = capped.clone();
+        match &mut uncapped {
+            Event::TaskOpened(p) => uncap(&mut p.rules),
+            Event::ConclusionIssued(p) => uncap(&mut p.rules),
+            _ => unreachable!(),
+        }
+        let old = encode(&uncapped);
+        assert_eq!(&old[..2], &older.to_le_bytes(), "{kind}");
+        assert_eq!(decode(kind, &old).as_ref(), Ok(&uncapped), "{kind}");
+        // Version 4 bytes hold the cap as an option (01 and an f64), and version 2 ends
+        // `task_opened` before who may decide (one byte for none).
+        let decides = usize::from(older == 2 && kind == "task_opened");
+        assert_eq!(new.len(), old.len() + 9 + decides, "{kind}");
+        let mut relabelled = 4u16.to_le_bytes().to_vec();
+        relabelled.extend_from_slice(&old[2..]);
+        assert!(decode(kind, &relabelled).is_err(), "{kind}: old body as 4");
+        let mut downgraded = older.to_le_bytes().to_vec();
+        downgraded.extend_from_slice(&new[2..]);
+        assert!(
+            decode(kind, &downgraded).is_err(),
+            "{kind}: new body as {older}"
+        );
+        // Version 4 with the cap written as absent could have been an older version.
+        let mut absent = new.clone();
+        let at = absent
+            .windows(9)
+            .rposition(|w| w == [[1u8].as_slice(), &2.0f64.to_le_bytes()].concat())
+            .unwrap();
+        absent.splice(at..at + 9, [0u8]);
+        assert_eq!(
+            decode(kind, &absent),
+            Err(DecodeError::NotCanonical { kind }),
+            "{kind}: version 4 without a cap"
+        );
+        // The JSON view shows the cap only when recorded.
+        let view = serde_json::to_value(&capped).unwrap();
+        assert_eq!(view["rules"]["v2"]["query_cap"], 2.0, "{kind}");
+        let view = serde_json::to_value(&uncapped).unwrap();
+        assert!(view["rules"]["v2"].get("query_cap").is_none(), "{kind}");
     }
 }

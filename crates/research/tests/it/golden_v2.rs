@@ -508,7 +508,7 @@ fn overrides_name_the_rule_set_and_v2_parameters_belong_to_v2() {
 }
 
 #[test]
-fn v2_events_are_stored_in_schema_version_2_and_nowhere_else() {
+fn v2_events_are_stored_in_their_schema_version_and_nowhere_else() {
     let mut task = Task::from_commands(three_undated(open_v2(RulesOverride::default()), 0.6));
     conclude(&mut task);
     task.ok(Command::AddEvidence(research::command::AddEvidence {
@@ -520,17 +520,27 @@ fn v2_events_are_stored_in_schema_version_2_and_nowhere_else() {
     for event in &task.events {
         let bytes = encode(event);
         let version = u16::from_le_bytes([bytes[0], bytes[1]]);
-        let v2_parts = match event {
-            Event::TaskOpened(_) | Event::ConclusionIssued(_) => true,
-            Event::EvidenceAdded(e) => e.relevance_inputs.is_some(),
-            _ => false,
+        // The rule set with its query cap is version 4; relevance inputs are version 2.
+        let expected = match event {
+            Event::TaskOpened(_) | Event::ConclusionIssued(_) => 4,
+            Event::EvidenceAdded(e) if e.relevance_inputs.is_some() => 2,
+            _ => 1,
         };
-        assert_eq!(version, if v2_parts { 2 } else { 1 }, "{}", event.kind());
+        assert_eq!(version, expected, "{}", event.kind());
         assert_eq!(decode(event.kind(), &bytes).as_ref(), Ok(event));
-        // The same payload under the other version is refused.
-        let mut other = bytes.clone();
-        other[0] = if version == 2 { 1 } else { 2 };
-        assert!(decode(event.kind(), &other).is_err(), "{}", event.kind());
+        // The same payload under any other version is refused.
+        for other_version in [1u8, 2, 3, 4]
+            .into_iter()
+            .filter(|v| u16::from(*v) != version)
+        {
+            let mut other = bytes.clone();
+            other[0] = other_version;
+            assert!(
+                decode(event.kind(), &other).is_err(),
+                "{} as {other_version}",
+                event.kind()
+            );
+        }
     }
     // A v1-shaped payload labelled version 2 is not canonical.
     let screened = task
@@ -610,4 +620,344 @@ fn the_explanation_states_v2_and_what_took_no_part_in_recency() {
         screen(vec![adopt("ev-1")]),
     ]);
     assert_eq!(issued.rule, VerdictRule::BelowConfidenceFloor);
+}
+
+// The query cap: the query's coverage counts at most `query_cap` times the question's.
+
+/// An off-topic item: none of the question's terms, the query's rare term.
+fn off_topic() -> RelevanceInputs {
+    RelevanceInputs {
+        corpus_docs: 1000,
+        terms: vec![
+            term("lithium", 30, true, true, false),
+            term("demand", 200, true, false, false),
+            term("supply", 150, true, false, false),
+            term("cobalt", 2, false, true, true),
+        ],
+    }
+}
+
+/// The formula without a cap, computed here from the IDF weights.
+fn uncapped(inputs: &RelevanceInputs, query_weight: f64, coverage_full: f64) -> f64 {
+    let cov = |member: fn(&TermInput) -> bool| {
+        let (mut found, mut total) = (0.0, 0.0);
+        for t in inputs.terms.iter().filter(|t| member(t)) {
+            let w = research::rules::idf(inputs.corpus_docs, t.doc_freq);
+            total += w;
+            if t.found {
+                found += w;
+            }
+        }
+        if total > 0.0 { found / total } else { 0.0 }
+    };
+    let mixed = (1.0 - query_weight) * cov(|t| t.in_question) + query_weight * cov(|t| t.in_query);
+    (mixed / coverage_full).clamp(0.0, 1.0)
+}
+
+fn add_topical(inputs: RelevanceInputs, relevance: f64) -> Command {
+    Command::AddEvidence(research::command::AddEvidence {
+        items: vec![topical(inputs, relevance)],
+    })
+}
+
+/// A task opened before the cap existed: the version 2 bytes of the frozen fixture's
+/// `task_opened`, which record no cap.
+fn opened_before_the_cap() -> Event {
+    let hex = include_str!("../fixtures/payloads-before-v4/v2-task_opened.hex").trim();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let event = decode("task_opened", &bytes).unwrap();
+    let Event::TaskOpened(opened) = &event else {
+        panic!("{event:?}")
+    };
+    assert_eq!(opened.rules.v2.unwrap().query_cap, None);
+    event
+}
+
+#[test]
+fn an_off_topic_item_has_no_relevance_under_the_cap_and_its_old_relevance_without() {
+    let old = uncapped(&off_topic(), 0.5, 0.15);
+    assert!(old > 0.9, "the query alone made it relevant: {old}");
+
+    // Given a task opened with v2's defaults (cap 2), when the item is added with relevance 0,
+    // then it is accepted: it holds nothing of the question.
+    let events = given(history(vec![open_v2(RulesOverride::default())]))
+        .when(add_topical(off_topic(), 0.0))
+        .then_events();
+    let [Event::EvidenceAdded(added)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(added.relevance, 0.0);
+    // …and the old value is refused.
+    let refusal = given(history(vec![open_v2(RulesOverride::default())]))
+        .when(add_topical(off_topic(), old))
+        .then_refusal();
+    assert!(
+        matches!(&refusal, Refusal::InvalidArgument { field, .. } if field == "items[0].relevance"),
+        "{refusal:?}"
+    );
+
+    // Given a task whose stored opening records no cap, the item keeps the uncapped value…
+    let events = given([opened_before_the_cap()])
+        .when(add_topical(off_topic(), old))
+        .then_events();
+    let [Event::EvidenceAdded(kept)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(kept.relevance.to_bits(), old.to_bits());
+    // …and 0 is refused there.
+    let refusal = given([opened_before_the_cap()])
+        .when(add_topical(off_topic(), 0.0))
+        .then_refusal();
+    assert!(
+        matches!(&refusal, Refusal::InvalidArgument { field, .. } if field == "items[0].relevance"),
+        "{refusal:?}"
+    );
+
+    // Replay applies the task's own rule: each recorded value passes recheck under its task and
+    // is a discrepancy under the other.
+    let mut capped = research::TaskState::default();
+    for (i, e) in history(vec![open_v2(RulesOverride::default())])
+        .iter()
+        .enumerate()
+    {
+        research::evolve(&mut capped, e, &meta(i));
+    }
+    let mut before = research::TaskState::default();
+    research::evolve(&mut before, &opened_before_the_cap(), &meta(0));
+    let mut added_uncapped = added.clone();
+    added_uncapped.relevance = old;
+    assert!(recheck(&capped, &Event::EvidenceAdded(added.clone())).is_ok());
+    assert_eq!(
+        recheck(&capped, &Event::EvidenceAdded(added_uncapped.clone()))
+            .unwrap_err()
+            .field,
+        "relevance"
+    );
+    assert!(recheck(&before, &Event::EvidenceAdded(added_uncapped)).is_ok());
+    assert_eq!(
+        recheck(&before, &Event::EvidenceAdded(added.clone()))
+            .unwrap_err()
+            .field,
+        "relevance"
+    );
+}
+
+fn cap_params(query_cap: Option<f64>) -> V2Parameters {
+    V2Parameters {
+        coverage_full: 1.0,
+        query_cap,
+        ..V2Parameters::defaults()
+    }
+}
+
+/// An empty corpus weighs every term ln 2: the question's coverage is `found / n` of its `n`
+/// terms, the query's (its one term, found) 1.
+fn plain(question_terms: usize) -> RelevanceInputs {
+    let mut terms: Vec<TermInput> = (0..question_terms)
+        .map(|i| term(&format!("q{i}"), 0, true, false, i == 0))
+        .collect();
+    terms.push(term("w", 0, false, true, true));
+    RelevanceInputs {
+        corpus_docs: 0,
+        terms,
+    }
+}
+
+#[test]
+fn an_item_exactly_at_the_cap_keeps_the_uncapped_value_and_one_above_it_is_capped() {
+    let ln2 = libm::log(2.0);
+    // Question coverage 1/2, query 1: 1 = 2 · 1/2, exactly at the cap.
+    let at = plain(2);
+    let expected = 0.5 * (ln2 / (ln2 + ln2)) + 0.5 * 1.0;
+    assert_eq!(expected, 0.75);
+    assert_eq!(
+        research::rules::v2::topical_relevance(&at, &cap_params(Some(2.0))).to_bits(),
+        expected.to_bits()
+    );
+    assert_eq!(
+        research::rules::v2::topical_relevance(&at, &cap_params(None)).to_bits(),
+        expected.to_bits()
+    );
+    // Question coverage 1/3: the query counts 2/3, not 1.
+    let above = plain(3);
+    let q = ln2 / (ln2 + ln2 + ln2);
+    assert_eq!(
+        research::rules::v2::topical_relevance(&above, &cap_params(Some(2.0))),
+        0.5 * q + 0.5 * (2.0 * q)
+    );
+    assert_eq!(
+        research::rules::v2::topical_relevance(&above, &cap_params(None)),
+        0.5 * q + 0.5 * 1.0
+    );
+
+    // Through decide: given a task with cap 2 and full coverage at 1, the item at the cap is
+    // accepted with 0.75.
+    let open = open_v2(RulesOverride {
+        relevance: RelevanceOverride {
+            coverage_full: Some(1.0),
+            query_cap: Some(2.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let events = given(history(vec![open]))
+        .when(add_topical(at, 0.75))
+        .then_events();
+    let [Event::EvidenceAdded(added)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(added.relevance, 0.75);
+}
+
+#[test]
+fn a_cap_of_0_leaves_the_question_its_share_only() {
+    let ln2 = libm::log(2.0);
+    let inputs = plain(2);
+    let q = ln2 / (ln2 + ln2);
+    // The query's share counts for nothing: (1 − w)·cov(question).
+    let zero = research::rules::v2::topical_relevance(&inputs, &cap_params(Some(0.0)));
+    assert_eq!(zero, 0.5 * q);
+    // Which is below the question's coverage alone, as an item no search found has it.
+    let mut unsearched = inputs.clone();
+    unsearched.terms.retain(|t| t.in_question);
+    assert!(zero < research::rules::v2::topical_relevance(&unsearched, &cap_params(Some(0.0))));
+
+    let open = open_v2(RulesOverride {
+        relevance: RelevanceOverride {
+            query_cap: Some(0.0),
+            coverage_full: Some(1.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let task = Task::from_commands(vec![open]);
+    assert_eq!(
+        task.state.task().unwrap().rules.v2.unwrap().query_cap,
+        Some(0.0)
+    );
+    given(task.events.clone())
+        .when(add_topical(inputs.clone(), 0.5 * q))
+        .then_events();
+    let refusal = given(task.events)
+        .when(add_topical(inputs, 0.75))
+        .then_refusal();
+    assert!(
+        matches!(&refusal, Refusal::InvalidArgument { field, .. } if field == "items[0].relevance"),
+        "{refusal:?}"
+    );
+}
+
+#[test]
+fn the_cap_is_validated_at_open_and_belongs_to_v2() {
+    for bad in [-0.5, 1000.5, f64::NAN, f64::INFINITY] {
+        let got = RuleSet::with_overrides(
+            &v2(RulesOverride {
+                relevance: RelevanceOverride {
+                    query_cap: Some(bad),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        assert!(
+            matches!(&got, Err(Refusal::InvalidArgument { field, .. }) if field == "rules.relevance.query_cap"),
+            "{bad}: {got:?}"
+        );
+    }
+    for fine in [0.0, 1000.0] {
+        let rules = RuleSet::with_overrides(
+            &v2(RulesOverride {
+                relevance: RelevanceOverride {
+                    query_cap: Some(fine),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(rules.v2.unwrap().query_cap, Some(fine));
+    }
+    let v1 = RuleSet::with_overrides(&RulesOverride {
+        relevance: RelevanceOverride {
+            query_cap: Some(2.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    assert!(
+        matches!(&v1, Err(Refusal::InvalidArgument { field, .. }) if field == "rules.relevance.query_cap"),
+        "{v1:?}"
+    );
+    let refusal = given(Vec::<Event>::new())
+        .when(open_with(
+            Mode::ToolConstrained,
+            v2(RulesOverride {
+                relevance: RelevanceOverride {
+                    query_cap: Some(-1.0),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+        ))
+        .then_refusal();
+    assert!(
+        matches!(&refusal, Refusal::InvalidArgument { field, .. } if field == "rules.relevance.query_cap"),
+        "{refusal:?}"
+    );
+    assert_eq!(V2Parameters::defaults().query_cap, Some(2.0));
+}
+
+proptest::proptest! {
+    /// A cap the query's coverage does not exceed (`cap · cov(question) ≥ cov(query)`) gives the
+    /// uncapped formula bit for bit; any other cap gives less.
+    #[test]
+    fn a_cap_at_or_above_the_ratio_is_the_uncapped_formula(
+        corpus_docs in 0u64..5000,
+        terms in proptest::collection::vec(
+            (0u64..6000, proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY),
+            1..8,
+        ),
+        query_weight in 0.0f64..=1.0,
+        cap in 0.0f64..=1000.0,
+    ) {
+        let inputs = RelevanceInputs {
+            corpus_docs,
+            terms: terms
+                .iter()
+                .enumerate()
+                .map(|(i, &(df, q, w, found))| term(&format!("t{i}"), df, q || !w, w, found))
+                .collect(),
+        };
+        let params = |query_cap| V2Parameters {
+            query_weight,
+            coverage_full: 1.0,
+            query_cap,
+            ..V2Parameters::defaults()
+        };
+        let free = uncapped(&inputs, query_weight, 1.0);
+        let has_query = inputs.terms.iter().any(|t| t.in_query);
+        let no_cap = research::rules::v2::topical_relevance(&inputs, &params(None));
+        if has_query {
+            proptest::prop_assert_eq!(no_cap.to_bits(), free.to_bits());
+        }
+        let capped = research::rules::v2::topical_relevance(&inputs, &params(Some(cap)));
+        let (question, _) = research::rules::v2::coverage(&inputs, |t| t.in_question);
+        let (query, _) = research::rules::v2::coverage(&inputs, |t| t.in_query);
+        if !has_query || cap * question >= query {
+            proptest::prop_assert_eq!(capped.to_bits(), no_cap.to_bits());
+        } else {
+            proptest::prop_assert!(capped <= no_cap);
+        }
+        // The largest cap reproduces the formula whenever the question's coverage is at least
+        // 1/1000 (the query's is at most 1).
+        if question >= 1e-3 {
+            let widest = research::rules::v2::topical_relevance(&inputs, &params(Some(1000.0)));
+            proptest::prop_assert_eq!(widest.to_bits(), no_cap.to_bits());
+        }
+    }
 }

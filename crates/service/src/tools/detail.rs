@@ -198,11 +198,18 @@ fn explain(view: &EvidenceView, params: &V2Parameters) -> Option<Explained> {
     let mixed = research::rules::v2::mixed_coverage(inputs, params);
     let relevance = view.item.relevance;
     let formula = if has_query {
+        let query_part = match params.query_cap {
+            Some(cap) => format!(
+                "min({w:.3}, {cap} * {q:.3})",
+                w = query.value,
+                q = question.value
+            ),
+            None => format!("{w:.3}", w = query.value),
+        };
         format!(
-            "min(1, ((1 - {qw}) * {q:.3} + {qw} * {w:.3}) / {full}) = {relevance:.3}",
+            "min(1, ((1 - {qw}) * {q:.3} + {qw} * {query_part}) / {full}) = {relevance:.3}",
             qw = params.query_weight,
             q = question.value,
-            w = query.value,
             full = params.coverage_full,
         )
     } else {
@@ -218,6 +225,9 @@ fn explain(view: &EvidenceView, params: &V2Parameters) -> Option<Explained> {
     if has_query {
         value.insert("query".into(), query.to_json());
         value.insert("query_weight".into(), json!(params.query_weight));
+        if let Some(cap) = params.query_cap {
+            value.insert("query_cap".into(), json!(cap));
+        }
     }
     value.insert("coverage_full".into(), json!(params.coverage_full));
     value.insert("mixed".into(), json!(round3(mixed)));
@@ -353,11 +363,23 @@ mod tests {
         };
         let question = Coverage::of(&inputs, |t| t.in_question);
         let query = Coverage::of(&inputs, |t| t.in_query);
+        // Capped at query_cap times the question's coverage: here below the cap.
+        let cap = params.query_cap.unwrap();
+        assert!(query.value < cap * question.value);
         let mixed =
             (1.0 - params.query_weight) * question.value + params.query_weight * query.value;
         let expected = research::rules::v2::topical_relevance(&inputs, &params);
         assert_eq!((mixed / params.coverage_full).clamp(0.0, 1.0), expected);
         assert_eq!(query.value, 1.0);
+        // With a cap of 1 the query counts as much as the question's coverage, no more.
+        let tight = V2Parameters {
+            query_cap: Some(1.0),
+            coverage_full: 1.0,
+            ..params
+        };
+        let capped =
+            (1.0 - tight.query_weight) * question.value + tight.query_weight * question.value;
+        assert_eq!(research::rules::v2::mixed_coverage(&inputs, &tight), capped);
         let idf_sea = research::rules::idf(100, 10);
         let idf_level = research::rules::idf(100, 40);
         assert_eq!(question.value, idf_sea / (idf_sea + idf_level));

@@ -115,11 +115,18 @@ impl Writer {
             reason: "the ledger's first signing key".into(),
             origin: self.origin.clone(),
         };
-        self.core
-            .storage
-            .append_checkpoint_entry(&entry)
-            .map_err(|e| e.to_string())?;
-        self.last_signed = Some((self.frontier.size(), time));
+        let storage = &self.core.storage;
+        // On a shared store another ledger may have introduced its key first: the caller
+        // adopts whichever the log names.
+        let introduced = if self.shared {
+            storage.append_first_key(&entry)
+        } else {
+            storage.append_checkpoint_entry(&entry).map(|()| true)
+        }
+        .map_err(|e| e.to_string())?;
+        if introduced {
+            self.last_signed = Some((self.frontier.size(), time));
+        }
         Ok(key)
     }
 

@@ -478,6 +478,19 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Appends an entry to the checkpoint log, durably.
     fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError>;
 
+    /// Appends `entry`, the introduction of the log's first key, only if the checkpoint log is
+    /// empty; answers whether it did. Of several ledgers starting together on a new shared
+    /// store, the first to commit introduces its key and the others find it there, so a shared
+    /// backend makes the check and the append one step. The default, for a store with one
+    /// writer, reads the log and appends.
+    fn append_first_key(&self, entry: &CheckpointEntry) -> Result<bool, StorageError> {
+        if !self.checkpoint_entries()?.is_empty() {
+            return Ok(false);
+        }
+        self.append_checkpoint_entry(entry)?;
+        Ok(true)
+    }
+
     /// Every entry of the checkpoint log, in order.
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError>;
 

@@ -487,6 +487,36 @@ impl PostgresStorage {
     }
 }
 
+impl PostgresStorage {
+    /// Appends `entry` to the checkpoint log, under the head's lock so that the log's order is
+    /// the order its entries were committed in, on every node; with `only_first`, only into an
+    /// empty log. Answers whether it was appended.
+    fn insert_checkpoint_entry(
+        &self,
+        entry: &CheckpointEntry,
+        only_first: bool,
+    ) -> Result<bool, StorageError> {
+        // While the backend refuses to write, nothing is recorded: the evidence of a problem is
+        // never buried under new checkpoints (this backend neither cuts nor accepts losses).
+        self.refuse_writes()?;
+        let line = serde_json::to_string(entry)
+            .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
+        self.write(move |s, _| async move {
+            let inserted = s
+                .client
+                .execute(
+                    "INSERT INTO ledger_checkpoints (n, entry) \
+                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints \
+                     HAVING NOT $2 OR count(*) = 0",
+                    &[&line, &only_first],
+                )
+                .await
+                .map_err(|e| db_error("append to the checkpoint log", &e))?;
+            Ok(inserted == 1)
+        })
+    }
+}
+
 /// Begins a transaction and locks the head row, answering the head.
 async fn lock_head(session: &Session) -> Result<ChainHead, StorageError> {
     let (begun, locked) = tokio::join!(
@@ -1125,28 +1155,11 @@ impl Storage for PostgresStorage {
     }
 
     fn append_checkpoint_entry(&self, entry: &CheckpointEntry) -> Result<(), StorageError> {
-        // While the backend refuses to write, nothing is recorded: the evidence of a problem is
-        // never buried under new checkpoints (this backend neither cuts nor accepts losses).
-        self.refuse_writes()?;
-        let line = serde_json::to_string(entry)
-            .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
-        // Under the head's lock, so that the checkpoint log's order is the order its entries
-        // were committed in, on every node.
-        // The first key is introduced only into an empty log: of nodes starting together on a
-        // new database, the first to commit introduces its key and the others find it there.
-        let first_key = matches!(entry, CheckpointEntry::KeyIntroduced { .. });
-        self.write(move |s, _| async move {
-            s.client
-                .execute(
-                    "INSERT INTO ledger_checkpoints (n, entry) \
-                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints \
-                     HAVING NOT $2 OR count(*) = 0",
-                    &[&line, &first_key],
-                )
-                .await
-                .map_err(|e| db_error("append to the checkpoint log", &e))?;
-            Ok(())
-        })
+        self.insert_checkpoint_entry(entry, false).map(|_| ())
+    }
+
+    fn append_first_key(&self, entry: &CheckpointEntry) -> Result<bool, StorageError> {
+        self.insert_checkpoint_entry(entry, true)
     }
 
     fn is_shared(&self) -> bool {

@@ -841,3 +841,34 @@ fn a_read_only_open_of_an_empty_database_reads_an_empty_ledger_and_creates_nothi
     let reader = Ledger::open_postgres(&url, keys.path(), read_only).unwrap();
     assert_eq!(reader.head().size, 1);
 }
+
+#[test]
+fn only_the_first_key_waits_for_an_empty_log_and_a_later_introduction_is_kept() {
+    let Some((_, url)) = database("later_key") else {
+        return;
+    };
+    let storage = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let introduce = |seed: u8, reason: &str| ledger::CheckpointEntry::KeyIntroduced {
+        public_key: ledger::ledger_proof::SigningKey::from_secret_bytes(&[seed; 32]).public_key(),
+        tree_size: 0,
+        time: ledger::ledger_proof::Timestamp::from_datetime(chrono::Utc::now()).unwrap(),
+        reason: reason.into(),
+        origin: "example.org/log".into(),
+    };
+    assert!(storage.append_first_key(&introduce(1, "first")).unwrap());
+    // Another node's first key finds the log taken...
+    assert!(!storage.append_first_key(&introduce(2, "racing")).unwrap());
+    // ...but a key introduced where the chain of keys breaks (a restore without the old key)
+    // is an entry like any other.
+    storage
+        .append_checkpoint_entry(&introduce(3, "the chain breaks here"))
+        .unwrap();
+    let entries = storage.checkpoint_entries().unwrap();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    match &entries[1] {
+        ledger::CheckpointEntry::KeyIntroduced { reason, .. } => {
+            assert_eq!(reason, "the chain breaks here");
+        }
+        other => panic!("{other:?}"),
+    }
+}

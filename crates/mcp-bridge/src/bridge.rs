@@ -258,9 +258,7 @@ impl ServerHandler for Bridge {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        crate::tools::tools(self.service())
-            .into_iter()
-            .find(|t| t.name == name)
+        crate::tools::tool(self.service(), name)
     }
 
     /// Tells the client whenever the tool list changes (a contract registered, removed or

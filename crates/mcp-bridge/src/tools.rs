@@ -42,33 +42,56 @@ fn object(value: Value) -> JsonObject {
 /// deleted, so no tool is destructive; reads are read-only and idempotent; every tool works on
 /// the ledger and the embedded corpus only, a closed world.
 pub(crate) fn tools(service: &service::Service) -> Vec<Tool> {
-    service
-        .tools()
-        .into_iter()
-        .map(|spec| {
-            // Only what differs from MCP's defaults (not read-only, destructive, not
-            // idempotent, open world; a read-only tool is not destructive) is said: every byte of the list is paid for in context.
-            let mut annotations = if spec.read_only {
-                ToolAnnotations::default().read_only(true)
-            } else {
-                ToolAnnotations::default().destructive(false)
-            };
-            if spec.idempotent {
-                annotations = annotations.idempotent(true);
-            }
-            if !spec.open_world {
-                annotations = annotations.open_world(false);
-            }
-            Tool::new(
-                spec.name,
-                spec.description,
-                Arc::new(object(spec.input_schema)),
-            )
-            .with_title(spec.title)
-            .with_raw_output_schema(Arc::new(object(spec.output_schema)))
-            .with_annotations(annotations)
-        })
-        .collect()
+    let mut out = built_in().to_vec();
+    out.extend(service.registered_tools().into_iter().map(tool_of));
+    out
+}
+
+/// The tool `name`, built-in or registered: what a 2026-07-28 request's `Mcp-Name` header is
+/// checked against on every call, so it is found without building the others.
+pub(crate) fn tool(service: &service::Service, name: &str) -> Option<Tool> {
+    match built_in().iter().find(|t| t.name == name) {
+        Some(tool) => Some(tool.clone()),
+        None => service.registered_tool(name).map(tool_of),
+    }
+}
+
+/// The built-in tools as MCP states them, made once (their schemas are shared, so a copy is
+/// cheap).
+fn built_in() -> &'static [Tool] {
+    static TOOLS: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    TOOLS.get_or_init(|| {
+        service::built_in_tools()
+            .iter()
+            .cloned()
+            .map(tool_of)
+            .collect()
+    })
+}
+
+fn tool_of(spec: service::ToolSpec) -> Tool {
+    // Only what differs from MCP's defaults (not read-only, destructive, not idempotent, open
+    // world; a read-only tool is not destructive) is said: every byte of the list is paid for
+    // in context.
+    let mut annotations = if spec.read_only {
+        ToolAnnotations::default().read_only(true)
+    } else {
+        ToolAnnotations::default().destructive(false)
+    };
+    if spec.idempotent {
+        annotations = annotations.idempotent(true);
+    }
+    if !spec.open_world {
+        annotations = annotations.open_world(false);
+    }
+    Tool::new(
+        spec.name,
+        spec.description,
+        Arc::new(object(spec.input_schema)),
+    )
+    .with_title(spec.title)
+    .with_raw_output_schema(Arc::new(object(spec.output_schema)))
+    .with_annotations(annotations)
 }
 
 /// A service answer as a tool result: the structured object plus a short text, or the
@@ -330,4 +353,48 @@ fn pipeline_task(
         })
     });
     Ok(CreateTaskResult::new(task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONTRACT: &str = r#"name: kb_search
+description: Searches the team's knowledge base for evidence on a question.
+endpoint: http://127.0.0.1:9/search
+contract_version: "2.1"
+timeout_ms: 1000
+input_schema:
+  query: { type: string, semantic_tag: search_query }
+output_schema:
+  results:
+    type: array
+    items:
+      type: object
+      properties:
+        id: { type: string, semantic_tag: result_id }
+        text: { type: string, semantic_tag: evidence_content }
+"#;
+
+    #[test]
+    fn one_tool_found_by_name_is_its_entry_in_the_list_built_in_or_registered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = service::ServiceOptions::new(dir.path());
+        options.ledger.checkpoint_interval = None;
+        let service = service::Service::open(options).unwrap();
+        service
+            .register_tool(&service::Caller::new("admin"), CONTRACT)
+            .unwrap();
+        let listed = tools(&service);
+        assert!(listed.iter().any(|t| t.name == "kb_search"));
+        assert!(listed.iter().any(|t| t.name == "research_summarize_state"));
+        for entry in &listed {
+            assert_eq!(tool(&service, &entry.name).as_ref(), Some(entry));
+        }
+        assert!(tool(&service, "no_such_tool").is_none());
+        service
+            .unregister_tool(&service::Caller::new("admin"), "kb_search")
+            .unwrap();
+        assert!(tool(&service, "kb_search").is_none());
+    }
 }

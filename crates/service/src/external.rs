@@ -185,8 +185,19 @@ impl Service {
     /// Every tool: the built-in ones, then the registered ones.
     pub fn tools(&self) -> Vec<ToolSpec> {
         let mut out = tool_specs();
-        out.extend(self.registry().tools().values().map(spec_of));
+        out.extend(self.registered_tools());
         out
+    }
+
+    /// The registered tools, in name order (the built-in ones are
+    /// [`crate::built_in_tools`]).
+    pub fn registered_tools(&self) -> Vec<ToolSpec> {
+        self.registry().tools().values().map(spec_of).collect()
+    }
+
+    /// The registered tool `name`, if there is one.
+    pub fn registered_tool(&self, name: &str) -> Option<ToolSpec> {
+        self.registry().get(name).map(spec_of)
     }
 
     pub(crate) fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {

@@ -65,8 +65,40 @@ fn json_logs_have_one_line_per_request_with_its_duration() {
     assert_eq!(status, 200);
     let (status, _) = get_json(server.addr, "/v1/sessions/no-such-task");
     assert_eq!(status, 404);
+    // A 2026-07-28 MCP call: the MCP SDK serves it with a service of its own, whose start and
+    // end it narrates at info; the request is still logged once, by its own line.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "research_summarize_state", "arguments": {"task_id": "no-such-task"},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "logs", "version": "1"},
+    }}});
+    let (status, body) = request(
+        server.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "research_summarize_state"),
+        ],
+        call.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let (exit, stderr) = server.stop_with_stderr();
     assert!(exit.success());
+    let sdk_info: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|l| {
+                l["level"] == "INFO" && l["target"].as_str().is_some_and(|t| t.starts_with("rmcp"))
+            })
+        })
+        .collect();
+    assert!(sdk_info.is_empty(), "{sdk_info:#?}");
     let lines: Vec<Value> = stderr
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -84,6 +116,11 @@ fn json_logs_have_one_line_per_request_with_its_duration() {
         lines
             .iter()
             .any(|l| l["path"] == "/v1/sessions/no-such-task" && l["status"] == 404),
+        "{stderr}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l["path"] == "/mcp").count(),
+        1,
         "{stderr}"
     );
 }

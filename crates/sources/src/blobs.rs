@@ -714,15 +714,21 @@ impl Layout {
             let size = fs::metadata(path).map_err(io_at(path))?.len();
             return Err(BlobError::TooLarge { bytes: size, limit });
         }
-        let actual = content_hash(&bytes);
-        if actual != *hash {
-            return Err(BlobError::Damaged {
-                expected: *hash,
-                actual,
-            });
-        }
-        Ok(bytes)
+        checked(hash, bytes)
     }
+}
+
+/// `bytes` if they hash to `hash`; [`BlobError::Damaged`] otherwise. Every read of a blob,
+/// from whichever store, passes through here.
+pub(crate) fn checked(hash: &ContentHash, bytes: Vec<u8>) -> Result<Vec<u8>, BlobError> {
+    let actual = content_hash(&bytes);
+    if actual != *hash {
+        return Err(BlobError::Damaged {
+            expected: *hash,
+            actual,
+        });
+    }
+    Ok(bytes)
 }
 
 /// A blob's bytes from its journal record, checked against its hash.
@@ -743,14 +749,7 @@ fn read_record(
         .map_err(|_| BlobError::Failed("a record too large to read".into()))?;
     let mut bytes = vec![0u8; len];
     read_exact_at(file, &mut bytes, record.offset).map_err(io_at(path))?;
-    let actual = content_hash(&bytes);
-    if actual != *hash {
-        return Err(BlobError::Damaged {
-            expected: *hash,
-            actual,
-        });
-    }
-    Ok(bytes)
+    checked(hash, bytes)
 }
 
 #[cfg(unix)]

@@ -191,14 +191,7 @@ impl PostgresBlobStore {
                 limit,
             });
         }
-        let actual = content_hash(&bytes);
-        if actual != *hash {
-            return Err(BlobError::Damaged {
-                expected: *hash,
-                actual,
-            });
-        }
-        Ok(bytes)
+        super::checked(hash, bytes)
     }
 }
 

@@ -16,12 +16,11 @@
 
 mod client;
 mod generate;
+mod load;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -216,35 +215,32 @@ fn write_runs(
 /// Read tool calls over each transport, and a GraphQL task query, at 1 and 16 connections.
 fn read_runs(base: &str, per_client: usize) -> anyhow::Result<Vec<ReadRun>> {
     let task = seeded_task(base)?;
+    let summarize = vec![format!(r#"{{"task_id":{}}}"#, load::quoted(&task))];
     let mut reads = Vec::new();
     for transport in [
         Transport::Rest,
         Transport::McpSession,
         Transport::McpStateless,
     ] {
-        let call = |client: &mut Client| {
-            client
-                .call_tool("research_summarize_state", json!({"task_id": task}))
-                .map(drop)
+        let read = {
+            let summarize = summarize.clone();
+            move || Read::tool("research_summarize_state", summarize.clone())
         };
         reads.push(ReadRun {
             what: format!("research_summarize_state over {}", transport.name()),
-            one: concurrent_reads(base, transport, 1, per_client, &call)?,
-            sixteen: concurrent_reads(base, transport, 16, per_client, &call)?,
+            one: concurrent_reads(base, transport, 1, per_client, read.clone())?,
+            sixteen: concurrent_reads(base, transport, 16, per_client, read)?,
         });
     }
-    let query = |client: &mut Client| {
-        client
-            .graphql(
-                "query($t: ID!) { task(id: $t) { sessionVersion status evidence { evidenceId source stance status } } }",
-                json!({"t": task}),
-            )
-            .map(drop)
-    };
+    let query = serde_json::to_string(&json!({
+        "query": "query($t: ID!) { task(id: $t) { sessionVersion status evidence { evidenceId source stance status } } }",
+        "variables": {"t": task},
+    }))?;
+    let read = move || Read::Graphql(std::rc::Rc::new(query.clone()));
     reads.push(ReadRun {
         what: "GraphQL task query".into(),
-        one: concurrent_reads(base, Transport::Rest, 1, per_client, &query)?,
-        sixteen: concurrent_reads(base, Transport::Rest, 16, per_client, &query)?,
+        one: concurrent_reads(base, Transport::Rest, 1, per_client, read.clone())?,
+        sixteen: concurrent_reads(base, Transport::Rest, 16, per_client, read)?,
     });
     Ok(reads)
 }
@@ -257,18 +253,18 @@ fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<Scale
     let task_ids = first_tasks(&server.base)?;
     // Tasks in turn, across the first pages of the index, so that reads are not all served
     // from one task's state in memory.
-    let turn = AtomicUsize::new(0);
-    let task_read = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
-        let i = turn.fetch_add(1, Ordering::Relaxed) % task_ids.len();
-        c.call_tool("research_summarize_state", json!({"task_id": task_ids[i]}))
-            .map(drop)
+    let summarize: Vec<String> = task_ids
+        .iter()
+        .map(|id| format!(r#"{{"task_id":{}}}"#, load::quoted(id)))
+        .collect();
+    let task_read = concurrent_reads(&server.base, Transport::Rest, 1, per_client, move || {
+        Read::tool("research_summarize_state", summarize.clone())
     })?;
-    let tasks_page = concurrent_reads(&server.base, Transport::Rest, 1, per_client, &|c| {
-        c.graphql(
-            "{ tasks(first: 20, status: CONCLUDED) { edges { node { id question sessionVersion status } } pageInfo { endCursor } } }",
-            json!({}),
-        )
-        .map(drop)
+    let page = serde_json::to_string(&json!({
+        "query": "{ tasks(first: 20, status: CONCLUDED) { edges { node { id question sessionVersion status } } pageInfo { endCursor } } }",
+    }))?;
+    let tasks_page = concurrent_reads(&server.base, Transport::Rest, 1, per_client, move || {
+        Read::Graphql(std::rc::Rc::new(page.clone()))
     })?;
     let rss = server.rss_bytes()?;
     server.stop()?;
@@ -511,6 +507,48 @@ const RESTARTS: usize = 3;
 /// evidence per task.
 const ADDS_PER_TASK: u64 = 200;
 
+/// The arguments of `research_open_task` for a client's next task.
+fn open_task_arguments(name: &str) -> String {
+    format!(
+        r#"{{"question":{},"research_date":"2025-06-30"}}"#,
+        load::quoted(&format!("Does the benchmark hold for {name}?"))
+    )
+}
+
+/// Opens a task over a load connection; answers its id.
+async fn open_task_on(conn: &mut load::Conn, name: &str) -> anyhow::Result<String> {
+    let answer = conn
+        .call(load::Call::Tool(
+            "research_open_task",
+            &open_task_arguments(name),
+        ))
+        .await?;
+    load::string_field(&answer, "task_id").ok_or_else(|| {
+        anyhow!(
+            "an opened task has no id: {}",
+            String::from_utf8_lossy(&answer)
+        )
+    })
+}
+
+/// The arguments of the `n`th evidence add of client `name` to `task`.
+fn add_arguments(name: &str, task: &str, n: u64) -> String {
+    let content = format!(
+        "{name} item {n}: the series shows supply growing faster than demand over five years."
+    );
+    format!(
+        r#"{{"task_id":{},"source":"source-{}.example.org","publish_date":"2025-01-10","source_type":"government","content":{},"stance":"{}"}}"#,
+        load::quoted(task),
+        n % 5,
+        load::quoted(&content),
+        if n.is_multiple_of(3) {
+            "opposes"
+        } else {
+            "supports"
+        },
+    )
+}
+
 /// `connections` clients each adding evidence to tasks of their own for `secs`: writes/s and
 /// the latencies, with how many writes there were.
 fn concurrent_writes(
@@ -519,99 +557,82 @@ fn concurrent_writes(
     connections: usize,
     secs: f64,
 ) -> anyhow::Result<((f64, u64), Latency)> {
-    let start = Barrier::new(connections + 1);
+    let addr = load::address(base)?;
     let duration = Duration::from_secs_f64(secs);
-    let results = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..connections)
-            .map(|w| {
-                let start = &start;
-                s.spawn(move || -> anyhow::Result<Vec<Duration>> {
-                    let name = format!("{}-writer-{w}", transport.name());
-                    let connected = Client::connect(base, transport, &name)
-                        .and_then(|mut c| open_task(&mut c, &name).map(|t| (c, t)));
-                    start.wait();
-                    let (mut client, mut task) = connected?;
-                    let mut latencies = Vec::new();
-                    let began = Instant::now();
-                    let mut n = 0u64;
-                    while began.elapsed() < duration {
-                        if n > 0 && n.is_multiple_of(ADDS_PER_TASK) {
-                            task = open_task(&mut client, &name)?;
-                        }
-                        let arguments = json!({
-                            "task_id": task,
-                            "source": format!("source-{}.example.org", n % 5),
-                            "publish_date": "2025-01-10",
-                            "source_type": "government",
-                            "content": format!("{name} item {n}: the series shows supply growing faster than demand over five years."),
-                            "stance": if n.is_multiple_of(3) { "opposes" } else { "supports" },
-                        });
-                        let sent = Instant::now();
-                        client.call_tool("retrieval_add_evidence", arguments)?;
-                        latencies.push(sent.elapsed());
-                        n += 1;
-                    }
-                    Ok(latencies)
-                })
-            })
-            .collect();
-        start.wait();
-        let began = Instant::now();
-        let mut all = Vec::new();
-        for handle in handles {
-            all.extend(
-                handle
-                    .join()
-                    .map_err(|_| anyhow!("a client thread panicked"))??,
-            );
+    let clients = load::drive(connections, move |w, start| async move {
+        let name = format!("{}-writer-{w}", transport.name());
+        let mut conn = load::Conn::open(addr, transport).await?;
+        let mut task = open_task_on(&mut conn, &name).await?;
+        let began = start.wait().await;
+        let mut latencies = Vec::new();
+        let mut n = 0u64;
+        while began.elapsed() < duration {
+            if n > 0 && n.is_multiple_of(ADDS_PER_TASK) {
+                task = open_task_on(&mut conn, &name).await?;
+            }
+            let arguments = add_arguments(&name, &task, n);
+            let sent = Instant::now();
+            conn.call(load::Call::Tool("retrieval_add_evidence", &arguments))
+                .await?;
+            latencies.push(sent.elapsed());
+            n += 1;
         }
-        anyhow::Ok((all, began.elapsed()))
-    });
-    let (latencies, elapsed) = results?;
+        anyhow::Ok((latencies, began.elapsed()))
+    })?;
+    let elapsed = clients.iter().map(|(_, e)| *e).max().unwrap_or_default();
+    let latencies: Vec<Duration> = clients.into_iter().flat_map(|(l, _)| l).collect();
     let count = latencies.len() as u64;
     Ok(((rate(count, elapsed), count), Latency::of(latencies)))
 }
 
-/// `connections` clients each making `per_client` calls of `call`, after a warm-up call each.
+/// What a read run asks: a tool over the run's transport with each of some argument texts in
+/// turn, or a GraphQL request body.
+#[derive(Clone)]
+enum Read {
+    Tool(&'static str, std::rc::Rc<Vec<String>>),
+    Graphql(std::rc::Rc<String>),
+}
+
+impl Read {
+    fn tool(name: &'static str, arguments: Vec<String>) -> Read {
+        Read::Tool(name, std::rc::Rc::new(arguments))
+    }
+
+    fn call(&self, i: usize) -> load::Call<'_> {
+        match self {
+            Read::Tool(name, arguments) => {
+                load::Call::Tool(name, &arguments[i % arguments.len().max(1)])
+            }
+            Read::Graphql(body) => load::Call::Graphql(body),
+        }
+    }
+}
+
+/// `connections` clients each making `per_client` reads, after a warm-up read each.
 fn concurrent_reads(
     base: &str,
     transport: Transport,
     connections: usize,
     per_client: usize,
-    call: &(dyn Fn(&mut Client) -> anyhow::Result<()> + Sync),
+    read: impl Fn() -> Read + Send + 'static,
 ) -> anyhow::Result<Latency> {
-    let start = Barrier::new(connections + 1);
-    let latencies = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..connections)
-            .map(|w| {
-                let start = &start;
-                s.spawn(move || -> anyhow::Result<Vec<Duration>> {
-                    let connected = Client::connect(base, transport, &format!("reader-{w}"))
-                        .and_then(|mut c| call(&mut c).map(|()| c));
-                    start.wait();
-                    let mut client = connected?;
-                    let mut latencies = Vec::with_capacity(per_client);
-                    for _ in 0..per_client {
-                        let sent = Instant::now();
-                        call(&mut client)?;
-                        latencies.push(sent.elapsed());
-                    }
-                    Ok(latencies)
-                })
-            })
-            .collect();
-        start.wait();
-        let mut all = Vec::new();
-        for handle in handles {
-            all.extend(
-                handle
-                    .join()
-                    .map_err(|_| anyhow!("a client thread panicked"))??,
-            );
+    let addr = load::address(base)?;
+    let clients = load::drive(connections, move |w, start| {
+        let read = read();
+        async move {
+            let mut conn = load::Conn::open(addr, transport).await?;
+            conn.call(read.call(w)).await?;
+            start.wait().await;
+            let mut latencies = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let sent = Instant::now();
+                conn.call(read.call(w + i)).await?;
+                latencies.push(sent.elapsed());
+            }
+            anyhow::Ok(latencies)
         }
-        anyhow::Ok(all)
     })?;
-    Ok(Latency::of(latencies))
+    Ok(Latency::of(clients.into_iter().flatten().collect()))
 }
 
 /// A task with some evidence, screened and concluded: what the read runs read.

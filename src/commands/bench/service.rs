@@ -87,6 +87,8 @@ struct WriteRun {
     mcp_ratio: f64,
     /// CPU time the server used per REST write, in milliseconds.
     server_cpu_ms_per_write: f64,
+    /// CPU time the load generator (this process) used per REST write, in milliseconds.
+    client_cpu_ms_per_write: f64,
 }
 
 /// Reads of one kind at 1 and 16 connections.
@@ -193,9 +195,15 @@ fn write_runs(
 ) -> anyhow::Result<Vec<WriteRun>> {
     let mut writes = Vec::new();
     for (&c, &engine) in connections.iter().zip(engine) {
-        let cpu_before = server.cpu_secs()?;
+        let own = || {
+            std::fs::read_to_string("/proc/self/stat")
+                .context("cannot read /proc/self/stat")
+                .and_then(|stat| cpu_secs(&stat))
+        };
+        let (cpu_before, client_before) = (server.cpu_secs()?, own()?);
         let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
         let cpu = server.cpu_secs()? - cpu_before;
+        let client_cpu = own()? - client_before;
         let (mcp, mcp_latency) = concurrent_writes(&server.base, Transport::McpSession, c, secs)?;
         writes.push(WriteRun {
             connections: c,
@@ -207,6 +215,7 @@ fn write_runs(
             mcp_latency,
             mcp_ratio: mcp.0 / engine.max(1e-9),
             server_cpu_ms_per_write: cpu * 1e3 / (rest.1.max(1) as f64),
+            client_cpu_ms_per_write: client_cpu * 1e3 / (rest.1.max(1) as f64),
         });
     }
     Ok(writes)
@@ -290,7 +299,7 @@ fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<Scale
 fn print_report(report: &Report) {
     println!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
     println!(
-        "{:>5} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12}",
+        "{:>5} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12}",
         "conns",
         "engine/s",
         "rest/s",
@@ -299,11 +308,12 @@ fn print_report(report: &Report) {
         "mcp/s",
         "ratio",
         "mcp p50/p99 ms",
-        "cpu ms/write"
+        "cpu ms/write",
+        "client ms/w"
     );
     for w in &report.writes {
         println!(
-            "{:>5} {:>12.0} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2}",
+            "{:>5} {:>12.0} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3}",
             w.connections,
             w.engine_appends_per_s,
             w.rest_writes_per_s,
@@ -313,6 +323,7 @@ fn print_report(report: &Report) {
             w.mcp_ratio,
             format!("{:.2}/{:.2}", w.mcp_latency.p50_ms, w.mcp_latency.p99_ms),
             w.server_cpu_ms_per_write,
+            w.client_cpu_ms_per_write,
         );
     }
     println!();
@@ -444,21 +455,7 @@ impl Served {
 
     /// CPU time (user and system) the server used so far, in seconds.
     fn cpu_secs(&self) -> anyhow::Result<f64> {
-        let stat = self.proc_file("stat")?;
-        // Fields after the command name, which is in parentheses and may hold spaces.
-        let rest = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r)
-            .ok_or_else(|| anyhow!("unreadable /proc stat"))?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-        Ok((ticks(11) + ticks(12)) / 100.0)
+        cpu_secs(&self.proc_file("stat")?)
     }
 
     /// Stops the server as an operator would (SIGTERM, then it finishes and exits).
@@ -486,6 +483,24 @@ impl Drop for Served {
             let _ = self.child.wait();
         }
     }
+}
+
+/// CPU time (user and system) of the process whose `/proc/PID/stat` line is `stat`, in seconds.
+fn cpu_secs(stat: &str) -> anyhow::Result<f64> {
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow!("unreadable /proc stat"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Ok((ticks(11) + ticks(12)) / 100.0)
 }
 
 /// Opens a task for a client.

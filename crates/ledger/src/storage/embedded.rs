@@ -478,8 +478,18 @@ impl Storage for EmbeddedStorage {
 impl Drop for EmbeddedStorage {
     fn drop(&mut self) {
         self.stop_indexer();
-        // Best effort: a missed flush only means more catch-up on the next open.
-        let _ = self.index.flush();
+        // Best effort: a missed flush or settling only means more work for the next open. An
+        // index in memory (a read-only open, or one refusing writes) has nothing to settle, and
+        // one set aside on disk is left exactly as it was.
+        let index = std::mem::replace(&mut self.index, Index::memory());
+        match index.close() {
+            Ok(Some(took)) => tracing::info!(
+                ms = took.as_millis() as u64,
+                "the ledger's index was settled on close, so the next open need not replay it"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "the ledger's index was not settled on close"),
+        }
         // The head record as the log closes: synced, so that even a power loss afterwards
         // leaves it covering every acknowledged event.
         if let Some(head_file) = &*self.head_file.lock().unwrap_or_else(|p| p.into_inner())

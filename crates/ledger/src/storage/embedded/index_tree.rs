@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sled::IVec;
 
@@ -24,8 +25,14 @@ pub(super) type Visitor<'a> = dyn FnMut(&IVec, &IVec) -> Result<ControlFlow<()>,
 /// An ordered map of byte strings, on disk or in memory.
 #[derive(Debug)]
 pub(super) enum IndexTree {
-    /// sled's tree.
-    Sled(sled::Tree),
+    /// sled's tree, and how many entries were written to it since it was opened.
+    Sled {
+        /// The tree.
+        tree: sled::Tree,
+        /// Entries inserted or removed since the tree was opened: what the next open of the
+        /// database replays, unless it is settled first (see `Index::settle`).
+        written: AtomicU64,
+    },
     /// A map kept only as long as the process runs.
     Memory(RwLock<BTreeMap<IVec, IVec>>),
 }
@@ -36,6 +43,22 @@ impl IndexTree {
         IndexTree::Memory(RwLock::new(BTreeMap::new()))
     }
 
+    /// sled's tree `tree`, nothing written to it yet.
+    pub(super) fn sled(tree: sled::Tree) -> IndexTree {
+        IndexTree::Sled {
+            tree,
+            written: AtomicU64::new(0),
+        }
+    }
+
+    /// Entries written to sled since the tree was opened (none in memory).
+    pub(super) fn written(&self) -> u64 {
+        match self {
+            IndexTree::Sled { written, .. } => written.load(Ordering::Relaxed),
+            IndexTree::Memory(_) => 0,
+        }
+    }
+
     /// True when nothing of the map reaches the disk.
     pub(super) fn is_memory(&self) -> bool {
         matches!(self, IndexTree::Memory(_))
@@ -44,13 +67,13 @@ impl IndexTree {
     fn map(&self) -> Option<std::sync::RwLockReadGuard<'_, BTreeMap<IVec, IVec>>> {
         match self {
             IndexTree::Memory(map) => Some(map.read().unwrap_or_else(|p| p.into_inner())),
-            IndexTree::Sled(_) => None,
+            IndexTree::Sled { .. } => None,
         }
     }
 
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<IVec>, StorageError> {
         match self {
-            IndexTree::Sled(tree) => tree.get(key).map_err(index_err),
+            IndexTree::Sled { tree, .. } => tree.get(key).map_err(index_err),
             IndexTree::Memory(_) => Ok(self.map().and_then(|m| m.get(key).cloned())),
         }
     }
@@ -65,7 +88,7 @@ impl IndexTree {
         visit: &mut Visitor<'_>,
     ) -> Result<(), StorageError> {
         match self {
-            IndexTree::Sled(tree) => {
+            IndexTree::Sled { tree, .. } => {
                 let range = tree.range(low..=high);
                 let mut step = |entry: sled::Result<(IVec, IVec)>| -> Result<bool, StorageError> {
                     let (key, value) = entry.map_err(index_err)?;
@@ -131,7 +154,8 @@ impl IndexTree {
         removes: Vec<IVec>,
     ) -> Result<(), StorageError> {
         match self {
-            IndexTree::Sled(tree) => {
+            IndexTree::Sled { tree, written } => {
+                let count = (inserts.len() + removes.len()) as u64;
                 let mut batch = sled::Batch::default();
                 for (key, value) in inserts {
                     batch.insert(key, value);
@@ -139,7 +163,9 @@ impl IndexTree {
                 for key in removes {
                     batch.remove(key);
                 }
-                tree.apply_batch(batch).map_err(index_err)
+                tree.apply_batch(batch).map_err(index_err)?;
+                written.fetch_add(count, Ordering::Relaxed);
+                Ok(())
             }
             IndexTree::Memory(map) => {
                 let mut map = map.write().unwrap_or_else(|p| p.into_inner());
@@ -157,7 +183,7 @@ impl IndexTree {
     /// Removes every entry.
     pub(super) fn clear(&self) -> Result<(), StorageError> {
         match self {
-            IndexTree::Sled(tree) => tree.clear().map_err(index_err),
+            IndexTree::Sled { tree, .. } => tree.clear().map_err(index_err),
             IndexTree::Memory(map) => {
                 map.write().unwrap_or_else(|p| p.into_inner()).clear();
                 Ok(())
@@ -198,6 +224,6 @@ mod tests {
         check(&IndexTree::memory());
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
-        check(&IndexTree::Sled(db.open_tree("t").unwrap()));
+        check(&IndexTree::sled(db.open_tree("t").unwrap()));
     }
 }

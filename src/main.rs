@@ -21,6 +21,15 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEn
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process. mimalloc hands memory it no longer needs
+/// back to the system and faults it in again when it grows; with transparent huge pages each
+/// such fault zeroes 2 MiB where 4 KiB would do — under a server's writes, the kernel's page
+/// clearing took about a fifteenth of the processor. A failure leaves things as they were.
+fn keep_allocations_small_paged() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
 /// An event-sourced, hash-chained research ledger.
 #[derive(Debug, Parser)]
 #[command(name = "research-ledger", version, about)]
@@ -196,6 +205,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
+    keep_allocations_small_paged();
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => e.exit(),

@@ -402,6 +402,7 @@ impl Service {
                             causation: Vec::new(),
                         }],
                         idempotency: None,
+                        content: Vec::new(),
                     })
                     .map_err(ServiceError::unavailable)?;
                 Ok(None)

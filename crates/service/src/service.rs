@@ -979,6 +979,7 @@ fn append_request(
         actor: caller.actor.clone(),
         events: new_events(decided),
         idempotency: idempotency.clone(),
+        content: Vec::new(),
     }
 }
 

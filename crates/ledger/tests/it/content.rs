@@ -326,24 +326,54 @@ fn content_damaged_in_a_middle_frame_is_not_damage_to_the_chain() {
 
 #[test]
 fn content_redacted_in_an_acknowledged_last_frame_keeps_the_frame() {
-    let dir = tempfile::tempdir().unwrap();
-    let last = text("last", 4000);
-    torn_setup(dir.path(), &last);
-    let (path, at) = occurrences(dir.path(), &last)[0].clone();
-    overwrite(&path, at, &vec![0u8; last.len()]);
-    fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
-    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
-    assert_eq!(ledger.head().size, 6, "the head record covers it: kept");
-    assert!(matches!(
-        ledger.blob(&content_hash(&last)),
-        Err(ReadError::ContentDamaged { .. })
-    ));
-    let report = ledger.verify_from_scratch(&mut |_, _| {});
-    assert!(report.is_intact(), "{report:?}");
-    ledger
-        .append(request("t", ExpectedVersion::Any, &[b"goes on"]))
-        .unwrap();
+    for cut in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let last = text("last", 4000);
+        torn_setup(dir.path(), &last);
+        let (path, at) = occurrences(dir.path(), &last)[0].clone();
+        if cut {
+            // The file shortened into the content: the events are whole, the text is not.
+            let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.set_len((at + 100) as u64).unwrap();
+        } else {
+            overwrite(&path, at, &vec![0u8; last.len()]);
+        }
+        fs::remove_dir_all(dir.path().join("index")).unwrap();
+        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        assert!(
+            ledger.poisoned().is_none(),
+            "cut {cut}: {:?}",
+            ledger.poisoned()
+        );
+        assert_eq!(ledger.head().size, 6, "the head record covers it: kept");
+        assert!(matches!(
+            ledger.blob(&content_hash(&last)),
+            Err(ReadError::ContentDamaged { .. })
+        ));
+        let report = ledger.verify_from_scratch(&mut |_, _| {});
+        assert!(report.is_intact(), "{report:?}");
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("does not hash") || n.contains("cut short")),
+            "cut {cut}: the open notes the blob: {:?}",
+            report.notes
+        );
+        let after = text("after", 300);
+        ledger.append(citing("t", &[&after])).unwrap();
+        ledger.shutdown();
+        drop(ledger);
+        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        assert!(
+            ledger.poisoned().is_none(),
+            "cut {cut}: {:?}",
+            ledger.poisoned()
+        );
+        assert_eq!(ledger.head().size, 7);
+        assert_eq!(ledger.blob(&content_hash(&after)).unwrap(), Some(after));
+        assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+    }
 }
 
 fn view(event: &RecordedEvent) -> Result<Value, String> {

@@ -362,9 +362,8 @@ impl EmbeddedStorage {
     }
 
     /// The frame is durable: the append is, and can be acknowledged. The index follows on the
-    /// indexer thread; a read that needs it waits until it covers this head.
-    /// The frame's blobs are found from now on, in `content_pending` until the indexer covers
-    /// the frame.
+    /// indexer thread; a read that needs it waits until it covers this head, and the frame's
+    /// blobs are found in `content_pending` until it covers the frame.
     fn hand_to_indexer(
         &self,
         writer: &mut Writer,

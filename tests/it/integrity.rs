@@ -86,16 +86,21 @@ fn last_segment(data: &Path) -> PathBuf {
     segs.pop().expect("a segment")
 }
 
-/// The offset of the last frame in a segment (frames start with `RLFR`; the last is found
-/// by walking the headers from the first).
+/// The offset of the last frame in a segment, found by walking the frames from the first: a
+/// frame takes its header, its body and, for a content frame, the texts after its body.
 fn last_frame_start(segment: &Path) -> u64 {
+    use ledger::storage::frame;
     let bytes = std::fs::read(segment).unwrap();
     let mut at = 32usize;
     let mut last = at;
-    while at + 16 <= bytes.len() && &bytes[at..at + 4] == b"RLFR" {
+    while let Some(header) = bytes.get(at..at + 16) {
+        let Ok(header) = frame::decode_frame_header(header.try_into().unwrap()) else {
+            break;
+        };
+        let body = &bytes[at + 16..at + 16 + header.body_len as usize];
+        let decoded = frame::decode_frame_body_of(header.kind, body).unwrap();
         last = at;
-        let body = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
-        at += 16 + body;
+        at += 16 + body.len() + decoded.content_len() as usize;
     }
     last as u64
 }

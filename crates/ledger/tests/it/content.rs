@@ -326,53 +326,57 @@ fn content_damaged_in_a_middle_frame_is_not_damage_to_the_chain() {
 
 #[test]
 fn content_redacted_in_an_acknowledged_last_frame_keeps_the_frame() {
-    for cut in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let last = text("last", 4000);
-        torn_setup(dir.path(), &last);
-        let (path, at) = occurrences(dir.path(), &last)[0].clone();
-        if cut {
-            // The file shortened into the content: the events are whole, the text is not.
-            let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
-            file.set_len((at + 100) as u64).unwrap();
-        } else {
-            overwrite(&path, at, &vec![0u8; last.len()]);
-        }
-        fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let last = text("last", 4000);
+    torn_setup(dir.path(), &last);
+    let (path, at) = occurrences(dir.path(), &last)[0].clone();
+    overwrite(&path, at, &vec![0u8; last.len()]);
+    fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert_eq!(ledger.head().size, 6, "the head record covers it: kept");
+    assert!(matches!(
+        ledger.blob(&content_hash(&last)),
+        Err(ReadError::ContentDamaged { .. })
+    ));
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert!(
+        report.notes.iter().any(|n| n.contains("does not hash")),
+        "the open notes the blob: {:?}",
+        report.notes
+    );
+    let after = text("after", 300);
+    ledger.append(citing("t", &[&after])).unwrap();
+    ledger.shutdown();
+    drop(ledger);
+    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert_eq!(ledger.head().size, 7);
+    assert_eq!(ledger.blob(&content_hash(&after)).unwrap(), Some(after));
+    assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}
+
+#[test]
+fn content_of_an_acknowledged_last_frame_cut_off_the_file_is_a_reported_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let last = text("last", 4000);
+    torn_setup(dir.path(), &last);
+    let (path, at) = occurrences(dir.path(), &last)[0].clone();
+    let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len((at + 100) as u64).unwrap();
+    drop(file);
+    for _ in 0..2 {
         let ledger = Ledger::open(dir.path(), quiet()).unwrap();
-        assert!(
-            ledger.poisoned().is_none(),
-            "cut {cut}: {:?}",
-            ledger.poisoned()
+        let refused = ledger.poisoned().expect("appends are refused");
+        assert!(refused.contains("cut short"), "{refused}");
+        assert_eq!(ledger.head().size, 5);
+        assert!(!ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            (at + 100) as u64,
+            "nothing is cut"
         );
-        assert_eq!(ledger.head().size, 6, "the head record covers it: kept");
-        assert!(matches!(
-            ledger.blob(&content_hash(&last)),
-            Err(ReadError::ContentDamaged { .. })
-        ));
-        let report = ledger.verify_from_scratch(&mut |_, _| {});
-        assert!(report.is_intact(), "{report:?}");
-        assert!(
-            report
-                .notes
-                .iter()
-                .any(|n| n.contains("does not hash") || n.contains("cut short")),
-            "cut {cut}: the open notes the blob: {:?}",
-            report.notes
-        );
-        let after = text("after", 300);
-        ledger.append(citing("t", &[&after])).unwrap();
-        ledger.shutdown();
-        drop(ledger);
-        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
-        assert!(
-            ledger.poisoned().is_none(),
-            "cut {cut}: {:?}",
-            ledger.poisoned()
-        );
-        assert_eq!(ledger.head().size, 7);
-        assert_eq!(ledger.blob(&content_hash(&after)).unwrap(), Some(after));
-        assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
     }
 }
 

@@ -7,8 +7,10 @@
 //! power loss may have left short or unwritten. There a blob that does not hash to its name is
 //! a torn write, unless a durable record shows the frame's events were acknowledged (then the
 //! frame was synced whole, and the blob was damaged or redacted since: the frame is kept and a
-//! read of that blob reports it damaged). In any earlier frame a blob's bytes are not read at
-//! open at all: their damage is not damage to the chain, and only a read of that blob finds it.
+//! read of that blob reports it damaged). A blob cut short by the end of the file is bytes the
+//! log held and no longer holds: a torn write, or, with such a record, a reported loss. In any
+//! earlier frame a blob's bytes are not read at open at all: their damage is not damage to the
+//! chain, and only a read of that blob finds it.
 
 use super::cursor::ReadFrame;
 use super::{
@@ -19,6 +21,24 @@ use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::EventRef;
 use crate::storage::frame::{self, FRAME_HEADER_LEN, FrameDefect, SEGMENT_HEADER_LEN};
 use crate::storage::{StorageError, content_hash};
+
+/// What is wrong with a content blob of the last frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlobDefect {
+    /// The file ends before the blob does.
+    CutShort,
+    /// Whole in length, its bytes do not hash to its name.
+    Altered,
+}
+
+impl BlobDefect {
+    fn text(self) -> &'static str {
+        match self {
+            BlobDefect::CutShort => "is cut short",
+            BlobDefect::Altered => "does not hash to its name",
+        }
+    }
+}
 
 /// Entries an index batch of the scan gathers before it is written.
 const SCAN_BATCH_ENTRIES: usize = 8192;
@@ -207,9 +227,12 @@ impl EmbeddedStorage {
     }
 
     /// Checks the content of a frame where a crash can tear it: in the last frame of the log, a
-    /// blob cut short or that does not hash to its name is a torn write (the defect answered)
-    /// unless a durable record shows the frame's events acknowledged. An earlier frame's
-    /// content is not read.
+    /// blob cut short or that does not hash to its name is a torn write (the defect answered).
+    /// A blob whole in length that does not hash to its name, in a frame whose events a durable
+    /// record shows acknowledged, is not: the frame was synced whole, so the blob was damaged
+    /// or redacted since, and the frame is kept. (A blob cut short there is bytes the log held
+    /// and lost: the defect is answered, and the record makes it a reported loss.) An earlier
+    /// frame's content is not read.
     fn check_content(
         &self,
         seg: &Segment,
@@ -222,12 +245,13 @@ impl EmbeddedStorage {
             return Ok(None);
         }
         let content_at = tail.offset + FRAME_HEADER_LEN + u64::from(frame.header_body_len);
-        let Some((hash, problem)) = self.damaged_blob(seg, frame, content_at)? else {
+        let Some((hash, defect)) = self.damaged_blob(seg, frame, content_at)? else {
             return Ok(None);
         };
         let events = frame.body.events.len() as u64;
-        let detail = format!("content blob {hash} of the last frame {problem}");
-        if events > 0 && self.claimed >= tail.next_seq + events {
+        let detail = format!("content blob {hash} of the last frame {}", defect.text());
+        let whole = defect == BlobDefect::Altered;
+        if whole && events > 0 && self.claimed >= tail.next_seq + events {
             // Synced with its events, which were acknowledged: damaged or redacted since.
             scan.notes.push(format!(
                 "{detail}; the frame's events were acknowledged, so it is kept and a read of that blob reports it damaged"
@@ -251,7 +275,7 @@ impl EmbeddedStorage {
         seg: &Segment,
         frame: &ReadFrame,
         content_at: u64,
-    ) -> Result<Option<(crate::envelope::Digest, &'static str)>, StorageError> {
+    ) -> Result<Option<(crate::envelope::Digest, BlobDefect)>, StorageError> {
         let mut at = content_at;
         for entry in &frame.body.content {
             let loc = ContentLocation {
@@ -261,10 +285,10 @@ impl EmbeddedStorage {
             };
             let bytes = self.read_content(&loc)?;
             if bytes.len() < entry.len as usize {
-                return Ok(Some((entry.hash, "is cut short")));
+                return Ok(Some((entry.hash, BlobDefect::CutShort)));
             }
             if content_hash(&bytes) != entry.hash {
-                return Ok(Some((entry.hash, "does not hash to its name")));
+                return Ok(Some((entry.hash, BlobDefect::Altered)));
             }
             at += u64::from(entry.len);
         }

@@ -33,21 +33,22 @@ pub(crate) struct LimitsConfig {
     pub(crate) blobs: BlobLimits,
 }
 
-/// The content store's bound.
+/// The bound on evidence texts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct BlobLimits {
     /// Largest evidence text kept, in bytes.
     pub(crate) content_bytes_max: u64,
-    /// Size past which the content journal is set aside and its files synced, in bytes.
-    pub(crate) journal_bytes_max: u64,
+    /// Read and ignored: the content journal it bounded is gone (texts are written with the
+    /// events that cite them). Kept so that a file that sets it still loads.
+    pub(crate) journal_bytes_max: Option<u64>,
 }
 
 impl Default for BlobLimits {
     fn default() -> Self {
         BlobLimits {
             content_bytes_max: sources::BlobOptions::default().content_bytes_max,
-            journal_bytes_max: sources::BlobOptions::default().journal_bytes_max,
+            journal_bytes_max: None,
         }
     }
 }
@@ -89,7 +90,6 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
     options.projections = limits.projections.clone();
     options.corpus = limits.corpus.clone();
     options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
-    options.blobs.journal_bytes_max = limits.blobs.journal_bytes_max;
     options.ledger.origin = origin();
     options.storage_url = storage_url().map(str::to_owned);
     options
@@ -394,6 +394,11 @@ mod tests {
         assert_eq!(limits.research.summary_chars_max, 123);
         assert_eq!(limits.blobs.content_bytes_max, 4096);
         assert_eq!(limits.ledger, ledger::Limits::default());
+        // A file written for the content journal, now gone, still loads.
+        let table: toml::Table = "[limits.blobs]\njournal_bytes_max = 8388608\n"
+            .parse()
+            .unwrap();
+        assert!(read_limits(table.get("limits")).is_ok());
     }
 
     #[test]

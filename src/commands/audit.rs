@@ -482,27 +482,6 @@ pub(crate) struct ImportArgs {
     public_key: Option<String>,
 }
 
-/// Puts every text of `bundle` into the content store the run uses.
-fn restore_content(layout: &service::Layout, bundle: &Bundle) -> anyhow::Result<()> {
-    let blobs: Box<dyn sources::ContentStore> = match crate::config::storage_url() {
-        Some(url) => Box::new(sources::PostgresBlobStore::open(
-            url,
-            sources::BlobOptions::default(),
-        )?),
-        None => Box::new(sources::BlobStore::open(
-            &layout.blobs,
-            sources::BlobOptions::default(),
-        )?),
-    };
-    for blob in &bundle.content {
-        let stored = blobs.put(&blob.bytes.0)?;
-        if stored.0 != blob.hash.0 {
-            bail!("content {} does not have its hash", blob.hash);
-        }
-    }
-    Ok(())
-}
-
 /// Restores the ledger of `bundle` where the run keeps it: the storage database or the data
 /// directory.
 fn restore_ledger(
@@ -558,8 +537,8 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
             data_dir.display()
         );
     }
-    // The content first, so no restored event cites a blob that is not there.
-    restore_content(&layout, &bundle)?;
+    // The content goes with the events: the restore writes it first, so no restored event
+    // cites a blob that is not there.
     let (ledger, restored) = restore_ledger(&layout, &bundle, key)?;
     ledger.shutdown();
     drop(ledger);
@@ -570,7 +549,7 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
         restored.events,
         restored.idempotency_keys,
         restored.checkpoint_entries,
-        bundle.content.len(),
+        restored.content,
         data_dir.display(),
         report.trusted_key.fingerprint()
     );

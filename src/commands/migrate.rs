@@ -284,26 +284,13 @@ pub(crate) fn run(node: &Path, args: &Args) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Puts every text of the bundle into the destination's content store.
-fn write_content(blobs: &dyn sources::ContentStore, bundle: &Bundle) -> anyhow::Result<()> {
-    for blob in &bundle.content {
-        let stored = blobs.put(&blob.bytes.0)?;
-        if stored.0 != blob.hash.0 {
-            bail!("content {} does not have its hash", blob.hash);
-        }
-    }
-    Ok(())
-}
-
 fn write_destination(to: &End, node: &Path, source: &Source) -> anyhow::Result<()> {
     let key = || SigningKey::from_secret_bytes(&source.key.to_secret_bytes());
     match to {
         End::Dir(dir) => {
             super::private_data_dir(dir)?;
             let layout = service::Layout::new(dir);
-            let blobs = sources::BlobStore::open(&layout.blobs, sources::BlobOptions::default())?;
-            write_content(&blobs, &source.bundle)?;
-            drop(blobs);
+            // The content goes with the events, written before them.
             let (ledger, _) = Ledger::restore(
                 &layout.ledger,
                 &source.bundle,
@@ -319,9 +306,6 @@ fn write_destination(to: &End, node: &Path, source: &Source) -> anyhow::Result<(
         }
         End::Database(url) => {
             super::private_data_dir(node)?;
-            let blobs = sources::PostgresBlobStore::open(url, sources::BlobOptions::default())?;
-            write_content(&blobs, &source.bundle)?;
-            drop(blobs);
             restore_into_database(url, node, source)?;
             service::migration::write_shared_parts(url, &source.parts)?;
             let store = sources::PostgresDocuments::open(url)?;
@@ -433,12 +417,7 @@ fn check_destination(to: &End, node: &Path, source: &Source) -> anyhow::Result<V
         .bundle
         .content
         .iter()
-        .filter(|b| {
-            !service
-                .blobs()
-                .contains(&research::Hash32(b.hash.0))
-                .unwrap_or(false)
-        })
+        .filter(|b| service.content(&research::Hash32(b.hash.0)).is_err())
         .count();
     lines.push(line(
         missing == 0,

@@ -68,6 +68,7 @@ fn replay_names_an_event_whose_recorded_verdict_does_not_follow_from_its_inputs(
                     causation: vec![],
                 }],
                 idempotency: None,
+                content: Vec::new(),
             })
             .unwrap();
         receipt.events[0].seq

@@ -70,6 +70,15 @@ fn the_frozen_data_directory_opens_verifies_and_replays() {
             .collect()
     };
     assert_eq!(stored(&bundle), stored(&fixture().join("bundle.json")));
+    // Its texts, written before the ledger kept content, are read from the content store of
+    // that version (`blobs/`), each checked against its hash.
+    let content = |path: &Path| -> Value {
+        let bundle: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        bundle["content"].clone()
+    };
+    let texts = content(&bundle);
+    assert_eq!(texts.as_array().map(Vec::len), Some(29));
+    assert_eq!(texts, content(&fixture().join("bundle.json")));
 
     // It opens for writing: a checkpoint is signed by the key the chain names.
     let out = run(data.path(), &["checkpoint"]);

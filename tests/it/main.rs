@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod bench;
 mod concurrency;
+mod content;
 mod crash;
 mod demo;
 mod external;

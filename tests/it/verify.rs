@@ -23,6 +23,7 @@ pub(crate) fn populate_range(data: &std::path::Path, from: u32, to: u32) {
                     causation: vec![],
                 }],
                 idempotency: None,
+                content: Vec::new(),
             })
             .unwrap();
     }

@@ -203,8 +203,7 @@ impl Evidence {
         let hash = self.hash;
         blocking(move || {
             let bytes = service
-                .blobs()
-                .get(&hash)
+                .content(&hash)
                 .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })

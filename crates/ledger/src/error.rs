@@ -68,6 +68,16 @@ pub enum ReadError {
         /// What.
         detail: String,
     },
+    /// A content blob's stored bytes do not hash to its name: damaged, or overwritten on
+    /// purpose (a redaction). They are never returned. The chain is not affected: no event
+    /// hash covers a blob's bytes. An append that carries the original bytes stores them again.
+    #[error("content {hash} is damaged or redacted: its stored bytes hash to {actual}")]
+    ContentDamaged {
+        /// The blob's name.
+        hash: crate::envelope::Digest,
+        /// The hash of the bytes found.
+        actual: crate::envelope::Digest,
+    },
 }
 
 /// Why a subscription stopped.

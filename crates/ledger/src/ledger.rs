@@ -5,7 +5,8 @@
 //! checks each (idempotency key first, then the expected version), chains and seals their events,
 //! hands the whole group to storage for one durable write and one sync, and only then answers
 //! each caller. Concurrent appends therefore share a sync (group commit) without any caller
-//! seeing another's failure: a refused append is refused alone.
+//! seeing another's failure: a refused append is refused alone. The content blobs an append
+//! carries go into the same write and are made durable by the same sync, outside the chain.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -25,7 +26,9 @@ use crate::error::{AppendError, ReadError, SigningError};
 use crate::keys::{KeyFiles, random_key};
 use crate::limits::Limits;
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
-use crate::storage::{ChainHead, IdempotencyRecord, RawEvent, Storage, StorageError};
+use crate::storage::{
+    Blob, ChainHead, IdempotencyRecord, RawEvent, Storage, StorageError, content_hash,
+};
 use crate::subscribe::Subscription;
 use crate::verify::Verified;
 
@@ -93,6 +96,10 @@ pub struct AppendRequest {
     pub events: Vec<NewEvent>,
     /// The command's idempotency key, if it carries one.
     pub idempotency: Option<Idempotency>,
+    /// The content blobs the events cite (the full texts behind them, named in their payloads
+    /// by blake3 hash): made durable with the events, by the same sync, but outside the chain,
+    /// so no event hash covers their bytes. A blob the ledger holds intact is not stored again.
+    pub content: Vec<Vec<u8>>,
 }
 
 /// One event an append wrote.
@@ -283,6 +290,8 @@ impl Core {
 enum Job {
     Append {
         request: AppendRequest,
+        /// The request's content, named by its hashes (computed by the caller's thread).
+        content: Vec<Blob>,
         reply: oneshot::Sender<Result<Receipt, AppendError>>,
     },
     Checkpoint {
@@ -311,7 +320,27 @@ enum Job {
 /// One queued append.
 struct AppendJob {
     request: AppendRequest,
+    content: Vec<Blob>,
     reply: oneshot::Sender<Result<Receipt, AppendError>>,
+}
+
+/// Takes `request`'s content and names each blob by its hash, within the limits on a blob and
+/// on an append's content: hashed by the caller's thread, not the writer's.
+fn content_of(request: &mut AppendRequest, limits: &Limits) -> Result<Vec<Blob>, AppendError> {
+    let mut total = 0usize;
+    std::mem::take(&mut request.content)
+        .into_iter()
+        .map(|bytes| {
+            append::check_len("blob_bytes_max", limits.blob_bytes_max, bytes.len())?;
+            total += bytes.len();
+            append::check_len(
+                "batch_content_bytes_max",
+                limits.batch_content_bytes_max,
+                total,
+            )?;
+            Ok(Blob::new(bytes))
+        })
+        .collect()
 }
 
 /// The ledger. Cheap to clone; every clone is a handle on the same log.
@@ -500,24 +529,62 @@ impl Ledger {
             .ok_or(AppendError::Closed)
     }
 
-    /// Appends, blocking until the events are durable or refused. Not for use inside an async
-    /// task: use [`Ledger::append_async`] there.
-    pub fn append(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
+    /// Appends, blocking until the events and their content are durable or refused. Not for
+    /// use inside an async task: use [`Ledger::append_async`] there.
+    pub fn append(&self, mut request: AppendRequest) -> Result<Receipt, AppendError> {
+        let content = content_of(&mut request, self.limits())?;
         let (reply, rx) = oneshot::channel();
         self.sender()?
-            .blocking_send(Job::Append { request, reply })
+            .blocking_send(Job::Append {
+                request,
+                content,
+                reply,
+            })
             .map_err(|_| AppendError::Closed)?;
         rx.blocking_recv().map_err(|_| AppendError::Closed)?
     }
 
-    /// Appends, resolving when the events are durable or refused.
-    pub async fn append_async(&self, request: AppendRequest) -> Result<Receipt, AppendError> {
+    /// Appends, resolving when the events and their content are durable or refused.
+    pub async fn append_async(&self, mut request: AppendRequest) -> Result<Receipt, AppendError> {
+        let content = content_of(&mut request, self.limits())?;
         let (reply, rx) = oneshot::channel();
         self.sender()?
-            .send(Job::Append { request, reply })
+            .send(Job::Append {
+                request,
+                content,
+                reply,
+            })
             .await
             .map_err(|_| AppendError::Closed)?;
         rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// The content blob named `hash`, checked against it: `None` when the ledger holds no such
+    /// blob, [`ReadError::ContentDamaged`] when its stored bytes do not hash to its name
+    /// (damaged or redacted bytes are never returned).
+    pub fn blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, ReadError> {
+        let Some(bytes) = self.core().storage.read_blob(hash)? else {
+            return Ok(None);
+        };
+        let actual = content_hash(&bytes);
+        if actual != *hash {
+            return Err(ReadError::ContentDamaged {
+                hash: *hash,
+                actual,
+            });
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Whether the ledger holds a content blob named `hash` (its bytes unchecked).
+    pub fn has_blob(&self, hash: &Digest) -> Result<bool, ReadError> {
+        Ok(self.core().storage.has_blob(hash)?)
+    }
+
+    /// How many syncs storage's write path made since the ledger opened: one per group commit
+    /// (and a few when a new segment file is started), whatever the group carried.
+    pub fn storage_syncs(&self) -> u64 {
+        self.core().storage.syncs()
     }
 
     /// Writes a signed checkpoint of the tree as it stands now. Blocking; not for use inside

@@ -16,6 +16,10 @@ pub struct Limits {
     pub batch_events_max: usize,
     /// Most stored bytes in one append.
     pub batch_bytes_max: usize,
+    /// Largest content blob an append may carry (the full text an event cites).
+    pub blob_bytes_max: usize,
+    /// Most content bytes in one append.
+    pub batch_content_bytes_max: usize,
     /// Longest stream id.
     pub stream_id_bytes_max: usize,
     /// Longest event kind.
@@ -28,7 +32,7 @@ pub struct Limits {
     pub idempotency_key_bytes_max: usize,
     /// Most events written by one group commit (one sync).
     pub group_events_max: usize,
-    /// Most bytes written by one group commit (one sync).
+    /// Most bytes written by one group commit (one sync), content blobs included.
     pub group_bytes_max: usize,
     /// Most appends waiting for the writer; beyond it `append` waits for room.
     pub append_queue_max: usize,
@@ -47,6 +51,8 @@ impl Default for Limits {
             event_bytes_max: 64 * 1024,
             batch_events_max: 1024,
             batch_bytes_max: 4 * 1024 * 1024,
+            blob_bytes_max: 1024 * 1024,
+            batch_content_bytes_max: 128 * 1024 * 1024,
             stream_id_bytes_max: 128,
             kind_bytes_max: 64,
             actor_bytes_max: 256,

@@ -1,7 +1,9 @@
 //! Restoring a ledger from a whole-ledger export bundle.
 //!
 //! The events are written back with the very bytes they were exported with, so every hash, the
-//! tree and every checkpoint hold again; the idempotency keys come back with them. The signing
+//! tree and every checkpoint hold again; the idempotency keys come back with them, and the
+//! content blobs the bundle holds are written first, so that no event is ever stored before
+//! the content it cites. The signing
 //! key is not in a bundle: given the key that signed last, the restored ledger goes on signing
 //! with it; without it, a new key starts, and the checkpoint log says plainly that the chain of
 //! keys breaks there.
@@ -17,7 +19,9 @@ use crate::key_history::KeyHistory;
 use crate::keys::{KeyFiles, random_key};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
-use crate::storage::{CheckpointEntry, Commit, SealedEvent, Storage, StorageError, TreeGrowth};
+use crate::storage::{
+    Blob, CheckpointEntry, Commit, SealedEvent, Storage, StorageError, TreeGrowth,
+};
 
 /// Why a restore was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +58,8 @@ pub struct RestoreReport {
     pub idempotency_keys: u64,
     /// Entries of the checkpoint log restored.
     pub checkpoint_entries: u64,
+    /// Content blobs restored.
+    pub content: u64,
     /// Set when no key was given: the chain of keys breaks at the restored ledger.
     pub key_chain_break: Option<String>,
 }
@@ -152,6 +158,7 @@ impl Ledger {
             });
         }
 
+        restore_content(&*storage, bundle, &options.limits)?;
         // The events, as commits: a keyed commit exactly as its record says, every other event
         // on its own.
         let mut keyed = std::collections::BTreeMap::new();
@@ -223,13 +230,13 @@ impl Ledger {
             });
             if commits.len() >= 1024 {
                 written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-                storage.append(&commits, &grown(&mut nodes, &frontier))?;
+                storage.append(&commits, &[], &grown(&mut nodes, &frontier))?;
                 commits.clear();
             }
         }
         if !commits.is_empty() {
             written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-            storage.append(&commits, &grown(&mut nodes, &frontier))?;
+            storage.append(&commits, &[], &grown(&mut nodes, &frontier))?;
         }
 
         for entry in &bundle.checkpoint_log {
@@ -237,40 +244,80 @@ impl Ledger {
         }
         let (key, key_chain_break) = match key {
             Some(key) => (key, None),
-            None => {
-                let key = random_key()?;
-                let reason = format!(
-                    "restored from a bundle made at {} without the previous signing key: the chain of keys breaks here",
-                    bundle.created_at
-                );
-                let time = Timestamp::from_datetime(chrono::Utc::now())
-                    .map_err(|e| StorageError::Failed(e.to_string()))?;
-                let time = history.last_signed.map_or(time, |(_, last)| last.max(time));
-                // The log keeps its origin: it is the same log, signed by a new key.
-                let origin = history.origin().map_or_else(
-                    || crate::ledger::default_origin(&key.public_key()),
-                    str::to_owned,
-                );
-                storage.append_checkpoint_entry(&CheckpointEntry::KeyIntroduced {
-                    public_key: key.public_key(),
-                    tree_size: written,
-                    time,
-                    reason: reason.clone(),
-                    origin,
-                })?;
-                (key, Some(reason))
-            }
+            None => new_key(&*storage, bundle, &history, written)?,
         };
         files.write_new(&key)?;
         let report = RestoreReport {
             events: written,
             idempotency_keys: bundle.idempotency.len() as u64,
             checkpoint_entries: bundle.checkpoint_log.len() as u64,
+            content: bundle.content.len() as u64,
             key_chain_break,
         };
         let ledger = Ledger::start(storage, options, Some(key), Some(files));
         Ok((ledger, report))
     }
+}
+
+/// Writes the bundle's content blobs before any event, in writes of at most one group's bytes.
+/// Each must hash to the name the bundle gives it.
+fn restore_content(
+    storage: &dyn Storage,
+    bundle: &Bundle,
+    limits: &crate::Limits,
+) -> Result<(), RestoreError> {
+    let mut chunk: Vec<Blob> = Vec::new();
+    let mut bytes = 0usize;
+    for listed in &bundle.content {
+        let blob = Blob::new(listed.bytes.0.clone());
+        if blob.hash != listed.hash {
+            return Err(RestoreError::Broken(format!(
+                "content {} does not hash to its name",
+                listed.hash
+            )));
+        }
+        if !chunk.is_empty() && bytes + blob.bytes.len() > limits.group_bytes_max {
+            storage.append(&[], &std::mem::take(&mut chunk), &TreeGrowth::default())?;
+            bytes = 0;
+        }
+        bytes += blob.bytes.len();
+        chunk.push(blob);
+    }
+    if !chunk.is_empty() {
+        storage.append(&[], &chunk, &TreeGrowth::default())?;
+    }
+    Ok(())
+}
+
+/// A new signing key for a ledger restored without its old one, introduced in the checkpoint
+/// log with the reason the chain of keys breaks there.
+fn new_key(
+    storage: &dyn Storage,
+    bundle: &Bundle,
+    history: &KeyHistory,
+    written: u64,
+) -> Result<(SigningKey, Option<String>), RestoreError> {
+    let key = random_key()?;
+    let reason = format!(
+        "restored from a bundle made at {} without the previous signing key: the chain of keys breaks here",
+        bundle.created_at
+    );
+    let time = Timestamp::from_datetime(chrono::Utc::now())
+        .map_err(|e| StorageError::Failed(e.to_string()))?;
+    let time = history.last_signed.map_or(time, |(_, last)| last.max(time));
+    // The log keeps its origin: it is the same log, signed by a new key.
+    let origin = history.origin().map_or_else(
+        || crate::ledger::default_origin(&key.public_key()),
+        str::to_owned,
+    );
+    storage.append_checkpoint_entry(&CheckpointEntry::KeyIntroduced {
+        public_key: key.public_key(),
+        tree_size: written,
+        time,
+        reason: reason.clone(),
+        origin,
+    })?;
+    Ok((key, Some(reason)))
 }
 
 /// The tree's growth since the last append: the nodes gathered, taken, and its size now.

@@ -199,6 +199,7 @@ mod tests {
                         causation: vec![],
                     }],
                     idempotency: None,
+                    content: Vec::new(),
                 })
                 .unwrap();
         }

@@ -705,6 +705,7 @@ mod tests {
                 actor: "alice".into(),
                 events,
                 idempotency: None,
+                content: Vec::new(),
             })
             .unwrap();
         let recorded = ledger.read_range(0, 2).unwrap();

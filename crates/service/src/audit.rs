@@ -21,8 +21,11 @@ pub fn payload_view(event: &RecordedEvent) -> Result<Value, String> {
 /// The content blobs a research event cites: the full text behind an evidence item.
 pub fn cited_content(event: &RecordedEvent) -> Vec<Digest> {
     match research::decode(&event.kind, &event.payload) {
-        Ok(Event::EvidenceAdded(e)) => vec![Digest(e.content_hash.0)],
-        _ => Vec::new(),
+        Ok(event) => crate::content::cited(&event)
+            .map(|hash| Digest(hash.0))
+            .into_iter()
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }
 
@@ -304,8 +307,7 @@ impl Service {
     /// synthesis, conclusion and explanation from the state before it, bit for bit.
     pub fn replay_check(&self, task_id: &str) -> Result<ReplayCheck, ServiceError> {
         let mut replay = Replay::new();
-        let blobs = self.blobs();
-        let content = |hash: &research::Hash32| blobs.get(hash).ok();
+        let content = |hash: &research::Hash32| self.content(hash).ok();
         let mut from = 1;
         loop {
             let chunk = self
@@ -381,10 +383,8 @@ impl Service {
 
     /// An export bundle of some tasks or all.
     pub fn export(&self, scope: Scope, without_content: bool) -> Result<Bundle, ServiceError> {
-        let blobs = self.blobs();
         let content = |hash: &Digest| -> Result<Vec<u8>, String> {
-            blobs
-                .get(&research::Hash32(hash.0))
+            self.content(&research::Hash32(hash.0))
                 .map_err(|e| e.to_string())
         };
         self.ledger()

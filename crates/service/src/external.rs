@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use sources::contracts::call::{self, TaskContext};
 use sources::contracts::{CallError, Contract, ContractProblem, Field, FieldType, Registry};
 
+use crate::content::Attachments;
 use crate::error::ServiceError;
 use crate::service::{Caller, Service, Target, WriteOptions, canonical_json};
 use crate::tokens::Role;
@@ -402,6 +403,7 @@ impl Service {
                             causation: Vec::new(),
                         }],
                         idempotency: None,
+                        content: Vec::new(),
                     })
                     .map_err(ServiceError::unavailable)?;
                 Ok(None)
@@ -474,8 +476,8 @@ impl Service {
 
     /// Searches a registered evidence source: the query and limit go into the fields tagged
     /// `search_query` and `result_limit`, and each item of the reply becomes a candidate, its
-    /// text stored before the search is recorded. Items without a publish date cannot be
-    /// evidence and are reported back. The call is recorded in the task.
+    /// text attached for the append that records the search. Items without a publish date
+    /// cannot be evidence and are reported back. The call is recorded in the task.
     pub(crate) fn search_external(
         &self,
         caller: &Caller,
@@ -484,7 +486,7 @@ impl Service {
         query: &str,
         limit: u32,
         sub_question: Option<&String>,
-    ) -> Result<(Vec<SearchCandidate>, Vec<String>), ServiceError> {
+    ) -> Result<(Vec<SearchCandidate>, Vec<String>, Attachments), ServiceError> {
         let Some(task) = state.task() else {
             return Err(ServiceError::unavailable("a search needs an open task"));
         };
@@ -502,6 +504,7 @@ impl Service {
         let items = call::evidence_items(contract, &output.structured);
         let mut candidates = Vec::new();
         let mut dropped = Vec::new();
+        let mut texts = Attachments::new(self.options().blobs.content_bytes_max);
         for (rank, item) in items.into_iter().take(limit as usize).enumerate() {
             let result_id = item
                 .result_id
@@ -511,10 +514,7 @@ impl Service {
                 dropped.push(format!("{result_id}: no publish_date"));
                 continue;
             };
-            let hash = self
-                .blobs()
-                .put(item.content.as_bytes())
-                .map_err(ServiceError::unavailable)?;
+            let hash = texts.attach(item.content.as_bytes().to_vec())?;
             let (relevance, basis, relevance_inputs) = match item.relevance_score {
                 Some(r) if (0.0..=1.0).contains(&r) => (r, RelevanceBasis::ScoredBySource, None),
                 _ => self.computed_relevance(task, Some(query), &item.content)?,
@@ -551,7 +551,7 @@ impl Service {
                 },
             });
         }
-        Ok((candidates, dropped))
+        Ok((candidates, dropped, texts))
     }
 }
 

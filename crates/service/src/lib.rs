@@ -9,6 +9,7 @@
 mod admin;
 pub mod args;
 pub mod audit;
+pub mod content;
 mod error;
 mod external;
 mod jobs;

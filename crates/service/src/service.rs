@@ -1,5 +1,5 @@
-//! The service: one ledger, its read models, the content store and the corpus, and the write
-//! path every command takes.
+//! The service: one ledger, its read models, the corpus, and the write path every command
+//! takes.
 //!
 //! A write goes: idempotency key first (a retry of a command that succeeded is answered from the
 //! events it wrote, even if the same command would now be refused), then the expected version,
@@ -7,7 +7,8 @@
 //! projection folds the events the ledger's writer hands it, so the caller reads its own write
 //! without the events being read back. Each check is made once: the key is looked up by the
 //! ledger's writer as it appends, or by the service when the command is refused before the
-//! append. Content blobs are made durable before the event that cites them is appended.
+//! append. The full texts a command's events cite travel with its append: the ledger makes them
+//! durable with the events, by the same sync ([`crate::content`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ use projections::{Projector, ProjectorOptions};
 use research::command::Command;
 use research::{CommandContext, TaskState};
 use serde_json::Value;
-use sources::{BlobOptions, BlobStore, ContentStore, Corpus, CorpusLimits, PostgresBlobStore};
+use sources::{BlobOptions, BlobStore, Corpus, CorpusLimits};
+
+use crate::content::Attachments;
 
 use crate::error::ServiceError;
 use crate::jobs::{JobLimits, Jobs};
@@ -33,7 +36,8 @@ pub struct Layout {
     pub ledger: PathBuf,
     /// Projection snapshots.
     pub projections: PathBuf,
-    /// Content blobs.
+    /// The content store of earlier versions, read for texts written before the ledger kept
+    /// content; nothing is written there.
     pub blobs: PathBuf,
     /// The embedded corpus.
     pub corpus: PathBuf,
@@ -68,7 +72,8 @@ pub struct ServiceOptions {
     pub projections: projections::Limits,
     /// Limits of the research domain.
     pub research: research::Limits,
-    /// The content store's options.
+    /// The bound on a full text (`content_bytes_max`), for what is attached to writes and what
+    /// is read from the content store of earlier versions.
     pub blobs: BlobOptions,
     /// The corpus's limits.
     pub corpus: CorpusLimits,
@@ -85,8 +90,8 @@ pub struct ServiceOptions {
     pub tool_reply_bytes_max: u64,
     /// Bounds on pipeline jobs.
     pub jobs: JobLimits,
-    /// The shared database (`postgres://USER@HOST:PORT/DB`) that holds the ledger and the
-    /// content store instead of the data directory, when there is one (the access tokens, kept
+    /// The shared database (`postgres://USER@HOST:PORT/DB`) that holds the ledger and its
+    /// content instead of the data directory, when there is one (the access tokens, kept
     /// there too, are opened by the front end). The data directory keeps the rest: the signing
     /// key, the read models' snapshots, the corpus, jobs and contracts.
     pub storage_url: Option<String>,
@@ -218,7 +223,9 @@ pub(crate) struct Inner {
     task_locks: Vec<std::sync::Mutex<()>>,
     pub(crate) ledger: Ledger,
     pub(crate) projector: Projector,
-    pub(crate) blobs: Box<dyn ContentStore>,
+    /// The content store of earlier versions, read-only, for texts written before the ledger
+    /// kept content; none on PostgreSQL, where the ledger reads that store's very table.
+    pub(crate) earlier_content: Option<BlobStore>,
     pub(crate) corpus: Corpus,
     /// The corpus's documents in the storage database, when there is one: `corpus` is this
     /// node's index of them.
@@ -365,18 +372,27 @@ fn shared_contracts(
     Ok(Some(shared))
 }
 
-/// The content store the options name: a table of the shared database when there is one, the
-/// data directory's folder otherwise.
-fn open_blobs(
-    options: &ServiceOptions,
-    read_only: bool,
-) -> Result<Box<dyn ContentStore>, sources::BlobError> {
-    let blobs = options.blobs.clone();
-    Ok(match (&options.storage_url, read_only) {
-        (Some(url), false) => Box::new(PostgresBlobStore::open(url, blobs)?),
-        (Some(url), true) => Box::new(PostgresBlobStore::open_read_only(url, blobs)?),
-        (None, false) => Box::new(BlobStore::open(&options.layout.blobs, blobs)?),
-        (None, true) => Box::new(BlobStore::open_read_only(&options.layout.blobs, blobs)),
+/// The content store of earlier versions, read as it is: the data directory's folder. With a
+/// storage database there is none to read apart: the ledger keeps its content in the table that
+/// store kept it in.
+fn earlier_content(options: &ServiceOptions) -> Option<BlobStore> {
+    match &options.storage_url {
+        Some(_) => None,
+        None => Some(BlobStore::open(
+            &options.layout.blobs,
+            options.blobs.clone(),
+        )),
+    }
+}
+
+/// Opens the ledger the options name, taking every text the service accepts.
+fn open_ledger(options: &ServiceOptions) -> Result<Ledger, OpenError> {
+    let mut ledger = options.ledger.clone();
+    let accepted = usize::try_from(options.blobs.content_bytes_max).unwrap_or(usize::MAX);
+    ledger.limits.blob_bytes_max = ledger.limits.blob_bytes_max.max(accepted);
+    Ok(match &options.storage_url {
+        Some(url) => Ledger::open_postgres(url, &options.layout.ledger.join("keys"), ledger)?,
+        None => Ledger::open(&options.layout.ledger, ledger)?,
     })
 }
 
@@ -390,9 +406,6 @@ pub enum OpenError {
     /// The read models could not open.
     #[error("the projections: {0}")]
     Projections(#[from] projections::OpenError),
-    /// The content store could not open.
-    #[error("the content store: {0}")]
-    Blobs(#[from] sources::BlobError),
     /// The corpus could not open.
     #[error("the corpus: {0}")]
     Corpus(#[from] sources::CorpusError),
@@ -415,14 +428,7 @@ impl Service {
     pub fn open(options: ServiceOptions) -> Result<Service, OpenError> {
         let read_only = options.ledger.read_only;
         let started = std::time::Instant::now();
-        let ledger = match &options.storage_url {
-            Some(url) => Ledger::open_postgres(
-                url,
-                &options.layout.ledger.join("keys"),
-                options.ledger.clone(),
-            )?,
-            None => Ledger::open(&options.layout.ledger, options.ledger.clone())?,
-        };
+        let ledger = open_ledger(&options)?;
         let ledger_opened = started.elapsed();
         let projector = Projector::open(
             ledger.clone(),
@@ -436,7 +442,7 @@ impl Service {
         if let Some(stall) = projector.stall() {
             tracing::error!(?stall, "the projection stopped at an event it cannot fold");
         }
-        let blobs = open_blobs(&options, read_only)?;
+        let earlier_content = earlier_content(&options);
         let (corpus, shared_corpus) = open_corpus(&options)?;
         let clock = Arc::clone(&options.ledger.clock);
         let mut registry = load_registry(&options);
@@ -467,7 +473,7 @@ impl Service {
                     .collect(),
                 ledger,
                 projector,
-                blobs,
+                earlier_content,
                 corpus,
                 shared_corpus,
                 options,
@@ -504,14 +510,9 @@ impl Service {
     }
 
     /// Why the service refuses writes, if it does: the ledger refuses appends (see
-    /// [`Ledger::poisoned`]), or the content store refuses puts after a failed write or sync.
+    /// [`Ledger::poisoned`]).
     pub fn refusing_writes(&self) -> Option<String> {
-        self.inner.ledger.poisoned().or_else(|| {
-            self.inner
-                .blobs
-                .failure()
-                .map(|reason| format!("the content store: {reason}"))
-        })
+        self.inner.ledger.poisoned()
     }
 
     /// The ledger.
@@ -522,11 +523,6 @@ impl Service {
     /// The read models.
     pub fn projector(&self) -> &Projector {
         &self.inner.projector
-    }
-
-    /// The content store: the data directory's, or the shared database's.
-    pub fn blobs(&self) -> &dyn ContentStore {
-        self.inner.blobs.as_ref()
     }
 
     /// The corpus this node searches. With a storage database it first catches up with the
@@ -607,10 +603,6 @@ impl Service {
         {
             tracing::warn!(error = %e, "no projection snapshot on shutdown");
         }
-        // Every blob's file made durable, so the next open has no journal to replay.
-        if let Err(e) = self.inner.blobs.checkpoint() {
-            tracing::warn!(error = %e, "the content journal was not emptied on shutdown; the next open replays it");
-        }
         // A signed checkpoint of everything appended, so the next audit starts from it.
         let ledger = &self.inner.ledger;
         let covered = ledger
@@ -656,12 +648,29 @@ impl Service {
         guard: &WriteOptions,
         make: &mut dyn FnMut(&TaskState) -> Result<Command, ServiceError>,
     ) -> Result<Written, ServiceError> {
+        let mut make = |state: &TaskState, _: &mut Attachments| make(state);
+        self.write_with_content(caller, tool, arguments, target, guard, &mut make)
+    }
+
+    /// [`Service::write`] of a command that cites full texts: `make` attaches them as it builds
+    /// the command, and those the decided events cite go into the append, durable with the
+    /// events by the same sync.
+    pub fn write_with_content(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        target: Target<'_>,
+        guard: &WriteOptions,
+        make: &mut dyn FnMut(&TaskState, &mut Attachments) -> Result<Command, ServiceError>,
+    ) -> Result<Written, ServiceError> {
         let inner = &self.inner;
         let task_id = target.id().to_owned();
         let _task = self.task_lock(&task_id);
         let idempotency = self.idempotency(caller, tool, arguments, guard)?;
         let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
+        let mut attached = Attachments::new(inner.options.blobs.content_bytes_max);
         let mut attempts = 0;
         let mut synced = false;
         loop {
@@ -681,7 +690,8 @@ impl Service {
                     current_version: current,
                 });
             }
-            let decided = match make(&state).and_then(|command| self.decide(&state, &command)) {
+            attached.clear();
+            let decided = match make(&state, &mut attached).and_then(|c| self.decide(&state, &c)) {
                 Ok(decided) => decided,
                 Err(e) => return refused(e),
             };
@@ -689,7 +699,8 @@ impl Service {
             // cached state in place only when no one else holds it, and would copy it whole
             // otherwise.
             drop(state);
-            let request = append_request(caller, &task_id, current, &decided, &idempotency);
+            let mut request = append_request(caller, &task_id, current, &decided, &idempotency);
+            request.content = attached.cited_by(&decided);
             let started = std::time::Instant::now();
             match inner.ledger.append(request) {
                 Ok(receipt) => return self.written(task_id, receipt, decided, started),
@@ -979,6 +990,7 @@ fn append_request(
         actor: caller.actor.clone(),
         events: new_events(decided),
         idempotency: idempotency.clone(),
+        content: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
-//! Evidence retrieval for research-ledger: the embedded full-text corpus and the content blob
-//! store.
+//! Evidence retrieval for research-ledger: the embedded full-text corpus, and the content store
+//! of earlier versions.
 //!
 //! - [`Corpus`]: documents ingested from Markdown, text, JSON and JSON Lines files
 //!   ([`Corpus::ingest`]), searched with BM25 ([`Corpus::search`]). Each hit carries its raw and
@@ -8,9 +8,9 @@
 //!   the [`IndexState`] it was computed on, so a recorded search can be reproduced.
 //! - [`tokenize`]: the one tokenizer for English and Chinese that the index, queries and
 //!   relevance all use.
-//! - [`BlobStore`]: full texts under their blake3 hash, durable before `put` returns and checked
-//!   on every read; [`PostgresBlobStore`] the same in a shared database, both behind
-//!   [`ContentStore`].
+//! - [`BlobStore`]: the content store of earlier versions, read-only: full texts written before
+//!   the ledger kept them, under their blake3 hash, checked on every read ([`content_hash`] is
+//!   the hash that names a text everywhere).
 //! - [`SharedCorpus`]: with a storage database, the corpus's documents live there
 //!   ([`PostgresDocuments`]) and each node's index is rebuilt from them.
 //!
@@ -28,9 +28,7 @@ pub mod shared_corpus;
 pub mod summary;
 pub mod tokenize;
 
-pub use blobs::{
-    BlobError, BlobOptions, BlobStore, ContentHash, ContentStore, PostgresBlobStore, content_hash,
-};
+pub use blobs::{BlobError, BlobOptions, BlobStore, ContentHash, content_hash};
 pub use corpus::{
     AddReport, Corpus, CorpusError, IndexState, IngestProgress, IngestReport, Rejected,
     SearchError, SearchHit, SearchResult, TermFrequency,

@@ -1,7 +1,8 @@
 //! One group commit's appends: each checked alone (idempotency key first, then the expected
-//! version), chained and sealed, written together, then answered.
+//! version), chained and sealed, written together with the content blobs they carry, then
+//! answered.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -16,7 +17,7 @@ use crate::envelope::{Digest, Envelope, RecordedEvent};
 use crate::error::{AppendError, ReadError};
 use crate::limits::Limits;
 use crate::storage::{
-    ChainHead, Commit, HeldHead, IdempotencyRecord, SealedEvent, StorageError, TreeGrowth,
+    Blob, ChainHead, Commit, HeldHead, IdempotencyRecord, SealedEvent, StorageError, TreeGrowth,
 };
 
 /// What becomes of one queued append within a group.
@@ -36,6 +37,9 @@ pub(super) struct Group {
     versions: HashMap<String, u64>,
     keys: HashMap<String, (Digest, usize)>,
     hashes: HashMap<Digest, ()>,
+    /// The content blobs of the group's commits, each once.
+    pub(super) content: Vec<Blob>,
+    content_hashes: HashSet<Digest>,
     pub(super) head: ChainHead,
     events: usize,
 }
@@ -46,6 +50,15 @@ impl Group {
         Group {
             head,
             ..Group::default()
+        }
+    }
+
+    /// Adds the content blobs of a planned commit, each once.
+    fn add_content(&mut self, content: Vec<Blob>) {
+        for blob in content {
+            if self.content_hashes.insert(blob.hash) {
+                self.content.push(blob);
+            }
         }
     }
 
@@ -110,7 +123,7 @@ impl Writer {
         };
         let mut waiting = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let plan = self.plan(job.request, now, &mut group);
+            let plan = self.plan(job.request, job.content, now, &mut group);
             waiting.push((job.reply, plan));
         }
         if group.commits.is_empty() {
@@ -207,8 +220,11 @@ impl Writer {
             size: frontier.size(),
         };
         match held {
-            Some(held) => held.append(&group.commits, &tree),
-            None => self.core.storage.append(&group.commits, &tree),
+            Some(held) => held.append(&group.commits, &group.content, &tree),
+            None => self
+                .core
+                .storage
+                .append(&group.commits, &group.content, &tree),
         }
         .map_err(|e| {
             let reason = match e {
@@ -241,13 +257,14 @@ impl Writer {
     pub(super) fn plan(
         &mut self,
         mut request: AppendRequest,
+        content: Vec<Blob>,
         now: DateTime<Utc>,
         group: &mut Group,
     ) -> Plan {
         if let Err(e) = validate(&request, &self.core.limits) {
             return Plan::Done(Err(e));
         }
-        let limits = self.core.limits.clone();
+        let limits = &self.core.limits;
         if group.events + request.events.len()
             > limits.group_events_max.max(limits.batch_events_max)
         {
@@ -278,17 +295,36 @@ impl Writer {
                 current,
             }));
         }
-
-        let mut head = group.head;
-        let mut sealed: Vec<SealedEvent> = Vec::with_capacity(request.events.len());
-        let mut recorded: Vec<RecordedEvent> = Vec::with_capacity(request.events.len());
-        let mut total_bytes = 0usize;
         let events = std::mem::take(&mut request.events);
+        let (sealed, recorded, head) = match self.seal_all(&request, events, current, now, group) {
+            Ok(sealed) => sealed,
+            Err(e) => return Plan::Done(Err(e)),
+        };
+        group.add_content(content);
+        let index = group.add(request, current, head, sealed, recorded);
+        Plan::Commit {
+            index,
+            replayed: false,
+        }
+    }
+
+    /// Chains and seals `events` of `request` on the group's head, its stream at version
+    /// `current`: the sealed events, as recorded, and the head after them.
+    fn seal_all(
+        &mut self,
+        request: &AppendRequest,
+        events: Vec<super::NewEvent>,
+        current: u64,
+        now: DateTime<Utc>,
+        group: &Group,
+    ) -> Result<(Vec<SealedEvent>, Vec<RecordedEvent>, ChainHead), AppendError> {
+        let limits = self.core.limits.clone();
+        let mut head = group.head;
+        let mut sealed: Vec<SealedEvent> = Vec::with_capacity(events.len());
+        let mut recorded: Vec<RecordedEvent> = Vec::with_capacity(events.len());
+        let mut total_bytes = 0usize;
         for (i, event) in events.into_iter().enumerate() {
-            let causation = match self.causes(i, &event.causation, &recorded, group) {
-                Ok(causation) => causation,
-                Err(e) => return Plan::Done(Err(e)),
-            };
+            let causation = self.causes(i, &event.causation, &recorded, group)?;
             let event_id = match &request.idempotency {
                 Some(idem) => idempotent_event_id(&idem.key, i as u32),
                 None => self.ids.v7(now),
@@ -305,10 +341,7 @@ impl Writer {
                 payload: event.payload,
                 prev_hash: head.last_hash,
             };
-            let (one, hash) = match seal_within(envelope, &limits, &mut total_bytes) {
-                Ok(sealed) => sealed,
-                Err(e) => return Plan::Done(Err(e)),
-            };
+            let (one, hash) = seal_within(envelope, &limits, &mut total_bytes)?;
             sealed.push(one.0);
             head = ChainHead {
                 size: head.size + 1,
@@ -316,12 +349,7 @@ impl Writer {
             };
             recorded.push(one.1);
         }
-
-        let index = group.add(request, current, head, sealed, recorded);
-        Plan::Commit {
-            index,
-            replayed: false,
-        }
+        Ok((sealed, recorded, head))
     }
 
     /// What a command whose key is known already gets: its original receipt (or, in this
@@ -482,7 +510,8 @@ fn receipts(commits: &[Commit]) -> Vec<Receipt> {
         .collect()
 }
 
-pub(super) fn request_bytes(request: &AppendRequest) -> usize {
+/// About the bytes an append adds to a group's write: its events and its content.
+pub(super) fn request_bytes(request: &AppendRequest, content: &[Blob]) -> usize {
     request
         .events
         .iter()
@@ -490,6 +519,7 @@ pub(super) fn request_bytes(request: &AppendRequest) -> usize {
         .sum::<usize>()
         + request.stream.len()
         + request.actor.len()
+        + content.iter().map(|b| b.bytes.len()).sum::<usize>()
 }
 
 pub(super) fn check_len(limit: &'static str, max: usize, actual: usize) -> Result<(), AppendError> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::append::{Group, Plan, Reply};
 use super::{AppendJob, AppendRequest, Writer};
 use crate::error::AppendError;
-use crate::storage::{ChainHead, StorageError};
+use crate::storage::{Blob, ChainHead, StorageError};
 use ledger_proof::Sha256;
 
 /// How often a ledger on a shared store reads what other ledgers committed. An event committed
@@ -118,8 +118,10 @@ impl Writer {
             }
             return;
         }
-        let (requests, replies): (Vec<AppendRequest>, Vec<Reply>) =
-            jobs.into_iter().map(|j| (j.request, j.reply)).unzip();
+        let (requests, replies): (Vec<(AppendRequest, Vec<Blob>)>, Vec<Reply>) = jobs
+            .into_iter()
+            .map(|j| ((j.request, j.content), j.reply))
+            .unzip();
         let storage = Arc::clone(&self.core.storage);
         let held = match storage.hold_head() {
             Ok(Some(held)) => held,
@@ -153,7 +155,7 @@ impl Writer {
         let mut group = Group::on(self.head);
         let plans: Vec<Plan> = requests
             .into_iter()
-            .map(|r| self.plan(r, now, &mut group))
+            .map(|(r, content)| self.plan(r, content, now, &mut group))
             .collect();
         if group.commits.is_empty() {
             // Dropping the hold releases the lock, having written nothing.

@@ -221,25 +221,41 @@ impl Writer {
             let Some(job) = next.take().or_else(|| rx.blocking_recv()) else {
                 break;
             };
-            let (request, reply) = match job {
-                Job::Append { request, reply } => (request, reply),
+            let (request, content, reply) = match job {
+                Job::Append {
+                    request,
+                    content,
+                    reply,
+                } => (request, content, reply),
                 other => {
                     self.run_other(other);
                     continue;
                 }
             };
             let mut events = request.events.len();
-            let mut bytes = request_bytes(&request);
-            let mut jobs = vec![AppendJob { request, reply }];
+            let mut bytes = request_bytes(&request, &content);
+            let mut jobs = vec![AppendJob {
+                request,
+                content,
+                reply,
+            }];
             // Take every append already waiting, up to one group's worth: this is the group
             // commit. Appends that arrive during the sync below form the next group; any other
             // job waits until this group is written.
             while events < limits.group_events_max && bytes < limits.group_bytes_max {
                 match rx.try_recv() {
-                    Ok(Job::Append { request, reply }) => {
+                    Ok(Job::Append {
+                        request,
+                        content,
+                        reply,
+                    }) => {
                         events += request.events.len();
-                        bytes += request_bytes(&request);
-                        jobs.push(AppendJob { request, reply });
+                        bytes += request_bytes(&request, &content);
+                        jobs.push(AppendJob {
+                            request,
+                            content,
+                            reply,
+                        });
                     }
                     // The next write learns what others appended anyway.
                     Ok(Job::Follow) => {}

@@ -6,9 +6,14 @@
 //! data. Here the durability of an acknowledged event rests only on `write` + `fdatasync` of a
 //! file whose layout this crate defines ([`super::frame`]) and an operator can read without
 //! sled; sled holds only what can be rebuilt from the log (stream, id and hash indexes, the
-//! position of each frame, idempotency keys, the Merkle tree's nodes), in one tree written once
-//! per group commit. A lost or damaged index is rebuilt on open; a lost index can never lose an
-//! event.
+//! position of each frame and of each content blob, idempotency keys, the Merkle tree's
+//! nodes), in one tree written once per group commit. A lost or damaged index is rebuilt on
+//! open; a lost index can never lose an event or a blob.
+//!
+//! Content blobs travel in the frame of the group commit whose events cite them, after the
+//! frame's body and outside its checksum, so one `fdatasync` makes a write's events and its
+//! content durable together, and a blob's bytes can be overwritten (redacted) without breaking
+//! any checksum of the chain.
 //!
 //! The index is written by a thread of its own once a frame is durable, so the append is
 //! acknowledged without waiting for sled; every read that needs the index waits until it
@@ -23,11 +28,12 @@
 //! recovered/                    bytes cut from a torn tail after a crash, kept for inspection
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -40,13 +46,14 @@ mod index_tree;
 mod indexer;
 mod merkle_nodes;
 mod recover;
+mod scan;
 mod write;
 
 use cursor::{FrameCursor, defect_text, idempotency_records, read_frame};
 use head_record::HeadFile;
 use index::{
-    Index, IndexBatch, IndexedEvent, Location, META_MERKLE_SIZE, Tail, be_u64, frame_key, prefix,
-    prefix_end, stream_key,
+    ContentLocation, Index, IndexBatch, IndexedEvent, Location, META_MERKLE_SIZE, Tail, be_u64,
+    frame_key, prefix, prefix_end, stream_key,
 };
 use indexer::IndexProgress;
 use merkle_nodes::MerkleCache;
@@ -55,7 +62,7 @@ use write::Writer;
 use ledger_proof::PerfectNode;
 
 use super::{
-    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, PendingCut, RawEvent, Storage,
+    Blob, ChainHead, CheckpointEntry, Commit, IdempotencyRecord, PendingCut, RawEvent, Storage,
     StorageError, StorageProblem, TreeGrowth,
 };
 use crate::durable::{create_dir_durable, sync_dir};
@@ -89,6 +96,8 @@ const CHECKPOINT_LOG: &str = "checkpoints.jsonl";
 #[derive(Debug)]
 struct Segment {
     first_seq: u64,
+    /// Its format version: only a segment of version 2 may hold content frames.
+    version: u32,
     path: PathBuf,
     file: File,
 }
@@ -128,6 +137,12 @@ pub struct EmbeddedStorage {
     progress: Arc<IndexProgress>,
     merkle_cache: Mutex<MerkleCache>,
     indexer: Mutex<Option<JoinHandle<()>>>,
+    /// The content blobs of frames written but perhaps not yet indexed, with the number of the
+    /// frame that wrote them: reads and the writer's check for a blob held already find them
+    /// here until the indexer has covered that frame.
+    content_pending: Mutex<HashMap<Digest, (ContentLocation, u64)>>,
+    /// Syncs the write path made since the backend opened.
+    syncs: AtomicU64,
 }
 
 /// The checkpoint log: one JSON entry a line, each line synced before it counts.
@@ -214,6 +229,47 @@ impl EmbeddedStorage {
         })
     }
 
+    /// Where blob `hash` is: a frame not yet indexed, or the index. The map is asked first: an
+    /// entry leaves it only once the index holds it.
+    fn content_location(&self, hash: &Digest) -> Result<Option<ContentLocation>, StorageError> {
+        let pending = self
+            .content_pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(hash)
+            .map(|(loc, _)| *loc);
+        if pending.is_some() {
+            return Ok(pending);
+        }
+        self.index
+            .get(prefix::CONTENT, &hash.0)?
+            .map(|v| ContentLocation::decode(&v))
+            .transpose()
+    }
+
+    /// The bytes at `loc`, as many as the segment holds (a segment cut short gives fewer).
+    fn read_content(&self, loc: &ContentLocation) -> Result<Vec<u8>, StorageError> {
+        let segments = self.segments_snapshot();
+        let seg = segments.get(&loc.segment).ok_or_else(|| {
+            StorageError::Index(format!("a blob names missing segment {}", loc.segment))
+        })?;
+        let mut bytes = vec![0u8; loc.len as usize];
+        let mut filled = 0usize;
+        while filled < bytes.len() {
+            match seg
+                .file
+                .read_at(&mut bytes[filled..], loc.offset + filled as u64)
+            {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StorageError::io("read content", &seg.path, e)),
+            }
+        }
+        bytes.truncate(filled);
+        Ok(bytes)
+    }
+
     fn read_located(&self, value: Option<sled::IVec>) -> Result<Option<RawEvent>, StorageError> {
         match value {
             None => Ok(None),
@@ -233,8 +289,28 @@ impl Storage for EmbeddedStorage {
         *self.head.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
-        self.write_frame(commits, tree)
+    fn append(
+        &self,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError> {
+        self.write_frame(commits, content, tree)
+    }
+
+    fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
+        match self.content_location(hash)? {
+            Some(loc) => self.read_content(&loc).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError> {
+        Ok(self.content_location(hash)?.is_some())
+    }
+
+    fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {

@@ -3,17 +3,19 @@
 //!
 //! Commits become durable as a prefix of the log, as on a real disk: a failed sync may have
 //! made any prefix of its group durable, and [`MemoryStorage::crash`] keeps exactly the durable
-//! prefix, as a power cut would.
+//! prefix, as a power cut would. The content blobs a group carries become durable with the
+//! group's first commit (or, for blobs alone, with the group's sync), since they are written in
+//! the same frame as the commits that cite them and made durable by the same sync.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ledger_proof::PerfectNode;
 use uuid::Uuid;
 
 use super::{
-    ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
-    StorageProblem, TreeGrowth,
+    Blob, ChainHead, CheckpointEntry, Commit, IdempotencyRecord, RawEvent, Storage, StorageError,
+    StorageProblem, TreeGrowth, content_hash,
 };
 use crate::envelope::Digest;
 
@@ -59,6 +61,13 @@ struct State {
     log: Vec<Commit>,
     /// How many commits of `log` are durable.
     durable: usize,
+    /// Every content blob written, durable or not, in order; a later copy of a hash replaces
+    /// an earlier one.
+    blobs: Vec<Blob>,
+    /// How many blobs of `blobs` are durable.
+    blobs_durable: usize,
+    /// Syncs made: one per group written.
+    syncs: u64,
     faults: Faults,
     rng: SplitMix64,
     failed: Option<&'static str>,
@@ -83,6 +92,9 @@ impl MemoryStorage {
             state: Mutex::new(State {
                 log: Vec::new(),
                 durable: 0,
+                blobs: Vec::new(),
+                blobs_durable: 0,
+                syncs: 0,
                 faults,
                 rng: SplitMix64::new(seed),
                 failed: None,
@@ -117,6 +129,9 @@ impl MemoryStorage {
             state: Mutex::new(State {
                 log: state.log[..state.durable].to_vec(),
                 durable: state.durable,
+                blobs: state.blobs[..state.blobs_durable].to_vec(),
+                blobs_durable: state.blobs_durable,
+                syncs: 0,
                 faults: state.faults,
                 rng: state.rng.clone(),
                 failed: None,
@@ -142,6 +157,38 @@ impl MemoryStorage {
             .sum()
     }
 
+    /// The durable content blobs: what a power cut would leave.
+    pub fn durable_blobs(&self) -> Vec<Blob> {
+        let state = self.state();
+        state.blobs[..state.blobs_durable].to_vec()
+    }
+
+    /// Overwrites the stored bytes of blob `hash` with `bytes`, as damage or a redaction would.
+    pub fn overwrite_blob(&self, hash: &Digest, bytes: &[u8]) {
+        let mut state = self.state();
+        for blob in state.blobs.iter_mut().filter(|b| b.hash == *hash) {
+            blob.bytes = Arc::from(bytes);
+        }
+    }
+
+    /// The latest copy of blob `hash`.
+    fn blob<'s>(state: &'s State, hash: &Digest) -> Option<&'s Blob> {
+        state.blobs.iter().rev().find(|b| b.hash == *hash)
+    }
+
+    /// The blobs of `content` a write stores: each once, and not those already held intact.
+    fn fresh(state: &State, content: &[Blob]) -> Vec<Blob> {
+        let mut fresh: Vec<Blob> = Vec::new();
+        for blob in content {
+            let held =
+                Self::blob(state, &blob.hash).is_some_and(|b| content_hash(&b.bytes) == b.hash);
+            if !held && !fresh.iter().any(|f| f.hash == blob.hash) {
+                fresh.push(blob.clone());
+            }
+        }
+        fresh
+    }
+
     fn events(state: &State) -> impl Iterator<Item = (&Commit, &super::SealedEvent)> {
         state
             .log
@@ -165,7 +212,12 @@ impl Storage for MemoryStorage {
         ChainHead { size, last_hash }
     }
 
-    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
+    fn append(
+        &self,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError> {
         let mut state = self.state();
         if let Some(reason) = state.failed {
             return Err(StorageError::Failed(reason.into()));
@@ -176,14 +228,22 @@ impl Storage for MemoryStorage {
             state.failed = Some("write failed");
             return Err(StorageError::Injected("write failed"));
         }
+        let fresh = Self::fresh(&state, content);
         state.log.extend(commits.iter().cloned());
+        state.blobs.extend(fresh);
+        state.syncs += 1;
         if roll < f.write_fails_per_mille + f.sync_fails_per_mille {
             let k = state.rng.below(commits.len() as u64 + 1) as usize;
             state.durable += k;
+            // The blobs share the frame, and so the fate, of the group's first commit.
+            if k > 0 || (commits.is_empty() && state.rng.below(2) == 1) {
+                state.blobs_durable = state.blobs.len();
+            }
             state.failed = Some("sync failed");
             return Err(StorageError::Injected("sync failed"));
         }
         state.durable = state.log.len();
+        state.blobs_durable = state.blobs.len();
         for node in &tree.nodes {
             state.merkle.insert((node.level, node.index), node.hash);
         }
@@ -193,6 +253,18 @@ impl Storage for MemoryStorage {
             return Err(StorageError::Injected("acknowledgement lost"));
         }
         Ok(())
+    }
+
+    fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(Self::blob(&self.state(), hash).map(|b| b.bytes.to_vec()))
+    }
+
+    fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError> {
+        Ok(Self::blob(&self.state(), hash).is_some())
+    }
+
+    fn syncs(&self) -> u64 {
+        self.state().syncs
     }
 
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {

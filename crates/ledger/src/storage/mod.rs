@@ -16,6 +16,11 @@
 //! - With the commits come the Merkle nodes they complete ([`TreeGrowth`]), computed by the
 //!   ledger before the write: a SQL backend stores them in the same transaction, the embedded
 //!   one in the same index batch.
+//! - With them come the content blobs their events cite ([`Blob`]), made durable by the same
+//!   write (the embedded backend's frame, a SQL backend's transaction) but kept outside the
+//!   chain: no event hash covers a blob's bytes, only its name, so a blob can later be
+//!   overwritten (redacted) without breaking verification. A backend stores a blob once: one it
+//!   already holds intact is not written again, one it holds damaged is.
 //! - Readers tail by sequence number ([`Storage::read_range`], or [`Storage::visit_range`] to
 //!   read without a copy of each event); in-process notification is an optimisation on top,
 //!   never the only way to learn of new events.
@@ -180,6 +185,31 @@ pub struct SealedEvent {
     pub bytes: Arc<[u8]>,
 }
 
+/// blake3 of a content blob's bytes: its name.
+pub fn content_hash(bytes: &[u8]) -> Digest {
+    Digest(*blake3::hash(bytes).as_bytes())
+}
+
+/// A content blob an append carries: bytes its events cite by hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// blake3 of `bytes` ([`content_hash`]).
+    pub hash: Digest,
+    /// The bytes.
+    pub bytes: Arc<[u8]>,
+}
+
+impl Blob {
+    /// A blob of `bytes`, named by their hash.
+    pub fn new(bytes: impl Into<Arc<[u8]>>) -> Blob {
+        let bytes = bytes.into();
+        Blob {
+            hash: content_hash(&bytes),
+            bytes,
+        }
+    }
+}
+
 /// What an idempotency key committed: enough to rebuild the original receipt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdempotencyRecord {
@@ -331,7 +361,12 @@ pub trait HeldHead {
     /// [`Storage::append`] under the lock, which the commit releases. Commits computed against
     /// another head than [`HeldHead::head`] are refused with [`StorageError::HeadMoved`],
     /// having written nothing.
-    fn append(self: Box<Self>, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError>;
+    fn append(
+        self: Box<Self>,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError>;
 }
 
 /// Where events are kept. All methods may be called from many threads; `append` is called by
@@ -341,12 +376,33 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn head(&self) -> ChainHead;
 
     /// Makes the commits durable, in order, each all or nothing, and indexes them together with
-    /// `tree`, the Merkle nodes they complete. Returns only when every byte needed to find and
-    /// read them is on stable storage. Every read that follows finds them (by seq, stream, id
-    /// and hash, and their Merkle nodes): a backend that indexes after returning makes such a
-    /// read wait for its index. On error, a prefix of the commits may have been made durable;
-    /// the ledger stops writing and reopens to learn which.
-    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError>;
+    /// `tree`, the Merkle nodes they complete. `content` are the blobs their events cite (or,
+    /// with no commit, blobs stored on their own, as a restore does before the events): they
+    /// are made durable by the same write, and a blob already held intact is not written again.
+    /// Returns only when every byte needed to find and read them is on stable storage. Every
+    /// read that follows finds them (by seq, stream, id and hash, their Merkle nodes, and each
+    /// blob by its hash): a backend that indexes after returning makes such a read wait for its
+    /// index. On error, a prefix of the commits may have been made durable; the ledger stops
+    /// writing and reopens to learn which.
+    fn append(
+        &self,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError>;
+
+    /// The bytes of the content blob named `hash` as stored, unchecked (the ledger checks them
+    /// against the hash), or `None` when the backend holds no such blob.
+    fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Whether the backend holds a content blob named `hash` (its bytes unchecked).
+    fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError>;
+
+    /// How many syncs (`fdatasync`, `fsync`, a durable commit) the backend's write path has
+    /// made since it opened: what group commit shares among appends.
+    fn syncs(&self) -> u64 {
+        0
+    }
 
     /// Up to `max` events from `from_seq` on, in storage order.
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError>;

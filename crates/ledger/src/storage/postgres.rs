@@ -1,8 +1,9 @@
 //! The PostgreSQL backend: the log in tables of a shared database (PostgreSQL 15 or later).
 //!
 //! Everything an acknowledged append needs is written in one transaction per group commit:
-//! the events with their stored bytes and hashes, the idempotency records, the Merkle nodes the
-//! group completes and the new head of the chain. The transaction first locks the one row of
+//! the events with their stored bytes and hashes, the content blobs they cite (`content_blobs`,
+//! outside the chain), the idempotency records, the Merkle nodes the group completes and the
+//! new head of the chain. The transaction first locks the one row of
 //! `ledger_head` (`SELECT … FOR UPDATE`) and checks that the chain's head and each stream's
 //! version are still what the commits were computed against; a backend that finds otherwise
 //! writes nothing and answers [`StorageError::HeadMoved`]. An append returns only once its
@@ -26,7 +27,7 @@
 mod schema;
 
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 use uuid::Uuid;
 
 use super::{
-    ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, Storage,
+    Blob, ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, Storage,
     StorageError, StorageProblem, TreeGrowth,
 };
 use crate::envelope::Digest;
@@ -110,6 +111,7 @@ struct Statements {
     insert_events: Statement,
     insert_keys: Statement,
     insert_nodes: Statement,
+    insert_content: Statement,
     set_head: Statement,
     read_range: Statement,
     read_stream: Statement,
@@ -118,6 +120,7 @@ struct Statements {
     find_hash: Statement,
     key: Statement,
     merkle_node: Statement,
+    read_blob: Statement,
 }
 
 /// The SQL of each prepared statement.
@@ -135,6 +138,12 @@ mod sql {
         unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int4[], $6::int8[])";
     pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_nodes (level, idx, hash) \
         SELECT * FROM unnest($1::int2[], $2::int8[], $3::bytea[]) ON CONFLICT DO NOTHING";
+    /// A blob already stored with the same bytes is left as it is; one whose stored bytes
+    /// differ (damaged: the hash names the bytes) is replaced by the bytes given.
+    pub(super) const INSERT_CONTENT: &str = "INSERT INTO content_blobs (hash, bytes) \
+        SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO UPDATE \
+        SET bytes = EXCLUDED.bytes WHERE content_blobs.bytes IS DISTINCT FROM EXCLUDED.bytes";
+    pub(super) const READ_BLOB: &str = "SELECT bytes FROM content_blobs WHERE hash = $1";
     pub(super) const SET_HEAD: &str = "UPDATE ledger_head SET size = $1, last_hash = $2, \
         merkle_size = greatest(merkle_size, $3) WHERE id = 1";
     pub(super) const READ_RANGE: &str =
@@ -159,6 +168,7 @@ impl Statements {
             insert_events: client.prepare(sql::INSERT_EVENTS).await?,
             insert_keys: client.prepare(sql::INSERT_KEYS).await?,
             insert_nodes: client.prepare(sql::INSERT_NODES).await?,
+            insert_content: client.prepare(sql::INSERT_CONTENT).await?,
             set_head: client.prepare(sql::SET_HEAD).await?,
             read_range: client.prepare(sql::READ_RANGE).await?,
             read_stream: client.prepare(sql::READ_STREAM).await?,
@@ -167,6 +177,7 @@ impl Statements {
             find_hash: client.prepare(sql::FIND_HASH).await?,
             key: client.prepare(sql::KEY).await?,
             merkle_node: client.prepare(sql::MERKLE_NODE).await?,
+            read_blob: client.prepare(sql::READ_BLOB).await?,
         })
     }
 }
@@ -373,6 +384,8 @@ pub struct PostgresStorage {
     claimed: u64,
     problems: Vec<StorageProblem>,
     read_only: bool,
+    /// Group commits committed since the backend opened: each one durable commit.
+    syncs: AtomicU64,
 }
 
 impl PostgresStorage {
@@ -414,6 +427,7 @@ impl PostgresStorage {
             claimed,
             read_only: read_only || !problems.is_empty(),
             problems,
+            syncs: AtomicU64::new(0),
         };
         // The prepared sessions, now that the schema exists.
         let pool = Arc::clone(&storage.pool);
@@ -572,6 +586,7 @@ impl HeldHead for Held<'_> {
     fn append(
         mut self: Box<Self>,
         commits: &[Commit],
+        content: &[Blob],
         tree: &TreeGrowth,
     ) -> Result<(), StorageError> {
         let Some(session) = self.session.take() else {
@@ -581,20 +596,23 @@ impl HeldHead for Held<'_> {
         };
         let pool = Arc::clone(&self.storage.pool);
         let head = self.head;
-        let planned = plan_group(head, commits, tree);
+        let planned = plan_group(head, commits, content, tree);
         let driver = &self.storage.driver;
         let next = driver.run(async move {
             let done = match planned {
                 Ok(Some((next, rows, new_size, merkle_size))) => {
-                    write_group(&session, &rows, new_size, &next.last_hash, merkle_size)
-                        .await
-                        .map(|()| next)
+                    let (group, content) = tokio::join!(
+                        write_group(&session, &rows, new_size, &next.last_hash, merkle_size),
+                        insert_content(&session, &rows),
+                    );
+                    group.and(content).map(|()| next)
                 }
                 Ok(None) => Ok(head),
                 Err(e) => Err(e),
             };
             finish(&pool, &session, done).await
         })?;
+        self.storage.syncs.fetch_add(1, Ordering::Relaxed);
         *self.storage.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
     }
@@ -613,18 +631,24 @@ impl Drop for Held<'_> {
 }
 
 /// The head after a group computed against `head`, its rows and its new sizes (`None` for a
-/// group of no events); commits computed against another head are
-/// [`StorageError::HeadMoved`].
+/// group of nothing); commits computed against another head are [`StorageError::HeadMoved`].
+/// A group of content alone leaves the head where it is.
 fn plan_group(
     head: ChainHead,
     commits: &[Commit],
+    content: &[Blob],
     tree: &TreeGrowth,
 ) -> Result<Option<(ChainHead, Rows, i64, i64)>, StorageError> {
     let (Some(first), Some(last)) = (
         commits.iter().find_map(|c| c.events.first()),
         commits.iter().rev().find_map(|c| c.events.last()),
     ) else {
-        return Ok(None);
+        if content.is_empty() {
+            return Ok(None);
+        }
+        let rows = Rows::of(commits, content, tree)?;
+        let size = to_i64(head.size, "a size")?;
+        return Ok(Some((head, rows, size, to_i64(tree.size, "a tree size")?)));
     };
     let expected = ChainHead {
         size: first.seq,
@@ -637,7 +661,7 @@ fn plan_group(
         size: last.seq + 1,
         last_hash: last.hash,
     };
-    let rows = Rows::of(commits, tree)?;
+    let rows = Rows::of(commits, content, tree)?;
     let new_size = to_i64(next.size, "a size")?;
     let merkle_size = to_i64(tree.size, "a tree size")?;
     Ok(Some((next, rows, new_size, merkle_size)))
@@ -787,13 +811,24 @@ struct Rows {
     level: Vec<i16>,
     idx: Vec<i64>,
     node: Vec<Vec<u8>>,
+    /// The content blobs, each once (one `INSERT … ON CONFLICT DO UPDATE` may not touch a row
+    /// twice).
+    blob_hash: Vec<Vec<u8>>,
+    blob_bytes: Vec<Vec<u8>>,
     /// Each stream the group writes, with its version before the group.
     bases: Vec<(String, u64)>,
 }
 
 impl Rows {
-    fn of(commits: &[Commit], tree: &TreeGrowth) -> Result<Rows, StorageError> {
+    fn of(commits: &[Commit], content: &[Blob], tree: &TreeGrowth) -> Result<Rows, StorageError> {
         let mut rows = Rows::default();
+        for blob in content {
+            let hash = blob.hash.as_bytes().to_vec();
+            if !rows.blob_hash.contains(&hash) {
+                rows.blob_hash.push(hash);
+                rows.blob_bytes.push(blob.bytes.to_vec());
+            }
+        }
         for commit in commits {
             if !rows.bases.iter().any(|(s, _)| *s == commit.stream) {
                 rows.bases
@@ -905,6 +940,24 @@ async fn write_group(
     Ok(())
 }
 
+/// Inserts a group's content blobs in the append's transaction, pipelined beside
+/// [`write_group`]'s statements, so one commit makes the events and the content they cite
+/// durable together, and a group that rolls back leaves neither.
+async fn insert_content(session: &Session, rows: &Rows) -> Result<(), StorageError> {
+    if rows.blob_hash.is_empty() {
+        return Ok(());
+    }
+    session
+        .client
+        .execute(
+            &session.st.insert_content,
+            &[&rows.blob_hash, &rows.blob_bytes],
+        )
+        .await
+        .map_err(|e| db_error("insert content blobs", &e))?;
+    Ok(())
+}
+
 fn raw(row: &tokio_postgres::Row) -> Result<RawEvent, StorageError> {
     Ok(RawEvent {
         seq: to_u64(row.get(0), "a seq")?,
@@ -931,14 +984,47 @@ impl Storage for PostgresStorage {
         *self.head.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
-        if commits.iter().all(|c| c.events.is_empty()) {
+    fn append(
+        &self,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError> {
+        if commits.iter().all(|c| c.events.is_empty()) && content.is_empty() {
             return self.refuse_writes();
         }
         // A failed commit leaves the outcome unknown. Nothing here is stale: the next append
         // checks the head under its lock, and the ledger's writer reads what the database
         // holds past its head before it writes again.
-        Box::new(self.hold()?).append(commits, tree)
+        Box::new(self.hold()?).append(commits, content, tree)
+    }
+
+    fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
+        let hash = hash.as_bytes().to_vec();
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt(&s.st.read_blob, &[&hash])
+                .await
+                .map_err(|e| db_error("read a content blob", &e))?;
+            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        })
+    }
+
+    fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError> {
+        let hash = hash.as_bytes().to_vec();
+        self.read(move |s| async move {
+            let row = s
+                .client
+                .query_opt("SELECT 1 FROM content_blobs WHERE hash = $1", &[&hash])
+                .await
+                .map_err(|e| db_error("look a content blob up", &e))?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     fn hold_head(&self) -> Result<Option<Box<dyn HeldHead + '_>>, StorageError> {
@@ -1098,6 +1184,7 @@ impl Storage for PostgresStorage {
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
         self.refuse_writes()?;
         let rows = Rows::of(
+            &[],
             &[],
             &TreeGrowth {
                 nodes: nodes.to_vec(),

@@ -37,6 +37,7 @@ fn append(ledger: &Ledger, stream: &str, payloads: &[&[u8]]) {
                 })
                 .collect(),
             idempotency: None,
+            content: Vec::new(),
         })
         .expect("append");
 }
@@ -111,6 +112,7 @@ fn check(tamper: impl Fn(&Path, &[Vec<u8>]), expected_seq: u64) {
                 causation: vec![],
             }],
             idempotency: None,
+            content: Vec::new(),
         });
         assert!(
             matches!(refused, Err(AppendError::Poisoned(_))),

@@ -37,9 +37,12 @@ fn log_frame_inputs_are_refused_or_decoded() {
         if let Some(header) = data.first_chunk::<16>() {
             let _ = frame::decode_frame_header(header);
         }
-        if let Ok(body) = frame::decode_frame_body(&data) {
-            for (offset, len) in body.events {
-                let _ = ledger::envelope::decode_stored(&data[offset..offset + len]);
+        for kind in [frame::FrameKind::Events, frame::FrameKind::Content] {
+            if let Ok(body) = frame::decode_frame_body_of(kind, &data) {
+                for &(offset, len) in &body.events {
+                    let _ = ledger::envelope::decode_stored(&data[offset..offset + len]);
+                }
+                let _ = body.content_len();
             }
         }
     }

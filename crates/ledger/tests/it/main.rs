@@ -4,6 +4,7 @@
 mod append;
 mod bundle;
 mod concurrency;
+mod content;
 mod crash;
 mod fuzz_regressions;
 mod postgres;
@@ -54,6 +55,7 @@ pub fn request(stream: &str, expected: ExpectedVersion, payloads: &[&[u8]]) -> A
         actor: "tester".into(),
         events: payloads.iter().map(|p| event("noted", p)).collect(),
         idempotency: None,
+        content: Vec::new(),
     }
 }
 

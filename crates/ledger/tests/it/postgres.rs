@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use ledger::storage::Storage;
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
+use ledger::storage::{Blob, Commit, SealedEvent, Storage, TreeGrowth, content_hash};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip};
 
@@ -91,7 +91,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
     );
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "1"
+        "2"
     );
 
     let ledger = open(&url, keys.path(), 2);
@@ -871,4 +871,95 @@ fn only_the_first_key_waits_for_an_empty_log_and_a_later_introduction_is_kept() 
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn content_commits_with_the_events_that_cite_it_or_not_at_all() {
+    let Some((cluster, url)) = database("content_commits_with_the_events") else {
+        return;
+    };
+    // A database an earlier version wrote: its content store made the table, and a blob in it.
+    sql(
+        cluster,
+        &url,
+        "CREATE TABLE content_blobs (hash bytea PRIMARY KEY CHECK (length(hash) = 32), \
+         bytes bytea NOT NULL)",
+    );
+    let old = b"a text stored before the ledger kept content".to_vec();
+    sql(
+        cluster,
+        &url,
+        &format!(
+            "INSERT INTO content_blobs VALUES ('\\x{}', '\\x{}')",
+            content_hash(&old),
+            hex_of(&old)
+        ),
+    );
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = open(&url, keys.path(), 21);
+    assert_eq!(ledger.blob(&content_hash(&old)).unwrap(), Some(old));
+
+    let text = b"the full text of an evidence item".to_vec();
+    let mut req = request("s", ExpectedVersion::Any, &[b"cites it"]);
+    req.content = vec![text.clone(), text.clone()];
+    ledger.append(req.clone()).unwrap();
+    ledger.append(req).unwrap();
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM content_blobs"),
+        "2"
+    );
+    let hash = content_hash(&text);
+    assert_eq!(ledger.blob(&hash).unwrap(), Some(text.clone()));
+
+    // Damaged in the table: refused on read, and replaced by the next append carrying it.
+    sql(cluster, &url, "UPDATE content_blobs SET bytes = 'x'");
+    assert!(matches!(
+        ledger.blob(&hash),
+        Err(ledger::ReadError::ContentDamaged { .. })
+    ));
+    let mut again = request("s", ExpectedVersion::Any, &[b"cites it again"]);
+    again.content = vec![text.clone()];
+    ledger.append(again).unwrap();
+    assert_eq!(ledger.blob(&hash).unwrap(), Some(text));
+    drop(ledger);
+
+    // A group whose transaction fails writes neither its events nor its content.
+    let storage = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let head = storage.head();
+    let lost = Blob::new(b"content of a group that never commits".to_vec());
+    let stale = Commit {
+        stream: "s".into(),
+        base_version: 0,
+        events: vec![SealedEvent {
+            seq: head.size,
+            stream_version: 1,
+            event_id: uuid::Uuid::from_u128(7),
+            prev_hash: head.last_hash,
+            hash: Digest([7; 32]),
+            bytes: Arc::from(&b"not a sealed event"[..]),
+        }],
+        idempotency: None,
+    };
+    let tree = TreeGrowth {
+        nodes: Vec::new(),
+        size: head.size + 1,
+    };
+    assert!(
+        storage
+            .append(&[stale], std::slice::from_ref(&lost), &tree)
+            .is_err()
+    );
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_events"),
+        head.size.to_string()
+    );
+    assert!(!storage.has_blob(&lost.hash).unwrap());
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM content_blobs"),
+        "2"
+    );
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

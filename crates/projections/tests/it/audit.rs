@@ -165,6 +165,7 @@ fn an_event_that_does_not_decode_is_shown_with_the_reason() {
                 causation: vec![],
             }],
             idempotency: None,
+            content: Vec::new(),
         })
         .unwrap();
     let page = projector.audit_trail("lithium", 7, None).unwrap();

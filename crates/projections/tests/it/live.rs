@@ -138,6 +138,7 @@ fn folding_stops_before_an_event_it_cannot_read() {
                 causation: vec![],
             }],
             idempotency: None,
+            content: Vec::new(),
         })
         .unwrap();
     let bad = receipt.events[0].seq;
@@ -295,15 +296,26 @@ impl CountingStorage {
     }
 }
 
-use ledger::storage::{Commit, StorageProblem, TreeGrowth};
+use ledger::storage::{Blob, Commit, StorageProblem, TreeGrowth};
 use ledger::{ChainHead, CheckpointEntry, Digest, IdempotencyRecord, RawEvent, StorageError};
 
 impl ledger::Storage for CountingStorage {
     fn head(&self) -> ChainHead {
         self.inner.head()
     }
-    fn append(&self, commits: &[Commit], tree: &TreeGrowth) -> Result<(), StorageError> {
-        self.inner.append(commits, tree)
+    fn append(
+        &self,
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+    ) -> Result<(), StorageError> {
+        self.inner.append(commits, content, tree)
+    }
+    fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.read_blob(hash)
+    }
+    fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError> {
+        self.inner.has_blob(hash)
     }
     fn read_range(&self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>, StorageError> {
         self.count();

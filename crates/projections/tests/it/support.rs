@@ -171,6 +171,7 @@ impl World {
             actor: self.actor.clone(),
             events,
             idempotency: None,
+            content: Vec::new(),
         })
     }
 
@@ -240,6 +241,7 @@ impl World {
                     causation: vec![],
                 }],
                 idempotency: None,
+                content: Vec::new(),
             })
             .unwrap();
         self.ledger.get(receipt.events[0].seq).unwrap().unwrap()

@@ -38,11 +38,7 @@ pub(super) fn source_detail(
             resource: "evidence",
             id: a.evidence_id.clone(),
         })?;
-    let bytes = call
-        .service
-        .blobs()
-        .get(&view.item.content_hash)
-        .map_err(ServiceError::unavailable)?;
+    let bytes = call.service.content(&view.item.content_hash)?;
     let content = String::from_utf8_lossy(&bytes);
     let passage = passage_start(&content, &view.item.summary);
     let page = Window::check(a.offset, a.limit, passage, content.chars().count())?;

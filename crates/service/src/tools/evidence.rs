@@ -15,26 +15,16 @@ use crate::service::{Service, Target};
 
 pub(super) fn add(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput, ServiceError> {
     let service = call.service;
-    let written = call.write(
+    let written = call.write_with_content(
         Target::Existing(&a.task_id),
         &guard(a.expected_version, &a.idempotency_key),
-        &mut |state| {
+        &mut |state, attached| {
             let task = state.task().ok_or_else(|| ServiceError::NotFound {
                 resource: "task",
                 id: a.task_id.clone(),
             })?;
-            // The content goes into the store, durably, before the event that cites it.
-            let content_hash = service
-                .blobs()
-                .put(a.content.as_bytes())
-                .map_err(|e| match e {
-                    sources::BlobError::TooLarge { bytes, limit } => ServiceError::LimitExceeded {
-                        limit: "content_bytes_max".into(),
-                        max: limit,
-                        actual: bytes,
-                    },
-                    other => ServiceError::unavailable(other),
-                })?;
+            // The text goes with the append of the event that cites it, durable by its sync.
+            let content_hash = attached.attach(a.content.as_bytes().to_vec())?;
             let (relevance, relevance_basis, relevance_inputs) = match a.relevance {
                 Some(r) => (r, RelevanceBasis::GivenByClient, None),
                 None => service.computed_relevance(task, None, &a.content)?,

@@ -102,6 +102,26 @@ impl Call<'_> {
         )
     }
 
+    /// [`Call::write`] of a command that cites full texts, which `make` attaches.
+    pub(crate) fn write_with_content(
+        &self,
+        target: Target<'_>,
+        guard: &WriteOptions,
+        make: &mut dyn FnMut(
+            &TaskState,
+            &mut crate::content::Attachments,
+        ) -> Result<research::Command, ServiceError>,
+    ) -> Result<Written, ServiceError> {
+        self.service.write_with_content(
+            self.caller,
+            self.tool.name(),
+            self.arguments,
+            target,
+            guard,
+            make,
+        )
+    }
+
     /// Writes a command that needs no more than the task, its version guard and its key.
     pub(crate) fn write_simple(
         &self,

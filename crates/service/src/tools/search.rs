@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::evidence::{question_terms_v1, v2_inputs, v2_terms};
 use super::{Call, ToolOutput, ToolProgress, base, done, guard, suffix, to_json};
 use crate::args::*;
+use crate::content::Attachments;
 use crate::error::ServiceError;
 use crate::service::{Service, Target};
 
@@ -32,11 +33,12 @@ pub(super) fn search_evidence(
     }
     // A preview records the search without its hits, and shows them.
     let mut previewed = Vec::new();
-    let written = call.write(
+    let written = call.write_with_content(
         Target::Existing(&a.task_id),
         &guard(a.expected_version, &a.idempotency_key),
-        &mut |state| {
-            let mut search = record(service, state, &a, &asked, &external.candidates)?;
+        &mut |state, attached| {
+            attached.attach_all(&external.texts);
+            let mut search = record(service, state, &a, &asked, &external, attached)?;
             if asked.preview {
                 previewed = std::mem::take(&mut search.results);
             }
@@ -54,7 +56,7 @@ pub(super) fn search_evidence(
     };
     if asked.preview {
         if written.replayed {
-            previewed = record(service, &written.state, &a, &asked, &[])?.results;
+            previewed = preview_again(service, &written.state, &a, &asked)?;
         }
         return Ok(preview_result(&written, &search, &previewed));
     }
@@ -204,11 +206,23 @@ fn unknown_source(service: &Service, source: &str) -> ServiceError {
     )
 }
 
-/// What the external sources gave: candidates, the sources that failed, the items dropped.
+/// What the external sources gave: candidates and their full texts, the sources that failed,
+/// the items dropped.
 struct External {
     candidates: Vec<SearchCandidate>,
+    texts: Attachments,
     failed: Vec<Value>,
     dropped: Vec<Value>,
+}
+
+/// No external source's answer.
+fn no_external() -> External {
+    External {
+        candidates: Vec::new(),
+        texts: Attachments::default(),
+        failed: Vec::new(),
+        dropped: Vec::new(),
+    }
 }
 
 fn ask_external(
@@ -216,11 +230,8 @@ fn ask_external(
     a: &SearchEvidenceArgs,
     asked: &Asked,
 ) -> Result<External, ServiceError> {
-    let mut out = External {
-        candidates: Vec::new(),
-        failed: Vec::new(),
-        dropped: Vec::new(),
-    };
+    let mut out = no_external();
+    out.texts = Attachments::new(call.service.options().blobs.content_bytes_max);
     if asked.external.is_empty() {
         return Ok(out);
     }
@@ -242,8 +253,9 @@ fn ask_external(
             a.sub_question.as_ref(),
         );
         match asked_one {
-            Ok((candidates, dropped)) => {
+            Ok((candidates, dropped, texts)) => {
                 out.candidates.extend(candidates);
+                out.texts.attach_all(&texts);
                 out.dropped.extend(
                     dropped
                         .into_iter()
@@ -269,23 +281,25 @@ fn ask_external(
 }
 
 /// The search to record, over the task as the write finds it: the external candidates, then
-/// the corpus's hits scored by the task's rule set, by reliability pre-score.
+/// the corpus's hits scored by the task's rule set, by reliability pre-score. Each hit's full
+/// text is attached for the append.
 fn record(
     service: &Service,
     state: &TaskState,
     a: &SearchEvidenceArgs,
     asked: &Asked,
-    external: &[SearchCandidate],
+    external: &External,
+    attached: &mut Attachments,
 ) -> Result<RecordSearch, ServiceError> {
     let task = state.task().ok_or_else(|| ServiceError::NotFound {
         resource: "task",
         id: a.task_id.clone(),
     })?;
     let query = search_query(state, a)?;
-    let mut results = external.to_vec();
+    let mut results = external.candidates.clone();
     let mut index_state = String::new();
     if asked.corpus {
-        let (mut hits, state_id) = corpus_hits(service, task, &query, asked.limit, a)?;
+        let (mut hits, state_id) = corpus_hits(service, task, &query, asked.limit, a, attached)?;
         if let Some(id) = &a.from_search {
             hits = chosen(state, id, &state_id, hits, a.result_ids.as_deref())?;
         }
@@ -309,6 +323,18 @@ fn record(
         index_state,
         results,
     })
+}
+
+/// The hits of a preview whose write was a retry: searched again, as the first call did; no
+/// text goes anywhere.
+fn preview_again(
+    service: &Service,
+    state: &TaskState,
+    a: &SearchEvidenceArgs,
+    asked: &Asked,
+) -> Result<Vec<SearchCandidate>, ServiceError> {
+    let mut unused = Attachments::new(service.options().blobs.content_bytes_max);
+    Ok(record(service, state, a, asked, &no_external(), &mut unused)?.results)
 }
 
 /// The hits of the search `search_id` that `result_ids` names, found again by the same query
@@ -426,6 +452,7 @@ fn corpus_hits(
     query: &str,
     limit: u32,
     a: &SearchEvidenceArgs,
+    attached: &mut Attachments,
 ) -> Result<(Vec<SearchCandidate>, String), ServiceError> {
     let (terms, from_question) = if task.rules.is_v2() {
         v2_terms(&task.question, Some(query))
@@ -446,7 +473,7 @@ fn corpus_hits(
         })?;
     let mut out = Vec::new();
     for hit in result.candidates() {
-        let mut candidate = corpus_candidate(service, hit, a.sub_question.as_ref())?;
+        let mut candidate = corpus_candidate(service, hit, a.sub_question.as_ref(), attached)?;
         if let Some(params) = &task.rules.v2 {
             let inputs = v2_inputs(
                 result.corpus_docs,
@@ -531,11 +558,12 @@ fn search_result(
     done(map, text)
 }
 
-/// A corpus hit as a search candidate, its full text stored first.
+/// A corpus hit as a search candidate, its full text attached for the append.
 fn corpus_candidate(
     service: &Service,
     hit: &sources::SearchHit,
     sub_question: Option<&String>,
+    attached: &mut Attachments,
 ) -> Result<SearchCandidate, ServiceError> {
     let content = service
         .corpus()
@@ -545,11 +573,8 @@ fn corpus_candidate(
             source_name: "corpus".into(),
             message: format!("document {} has no stored text", hit.id),
         })?;
-    // Durable before the event that cites it.
-    let stored = service
-        .blobs()
-        .put(content.as_bytes())
-        .map_err(ServiceError::unavailable)?;
+    // Durable with the event that cites it, by the same sync.
+    let stored = attached.attach(content.into_bytes())?;
     if stored != hit.content_hash {
         return Err(ServiceError::SourceFailed {
             source_name: "corpus".into(),

@@ -4,6 +4,7 @@
 
 mod audit;
 mod concurrency;
+mod content;
 mod fuzz_regressions;
 mod jobs;
 mod shared;

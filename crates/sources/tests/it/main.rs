@@ -2,7 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod blobs;
-mod blobs_postgres;
 mod contracts;
 mod ingest;
 mod search;
@@ -53,7 +52,7 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// The service shares one corpus and one blob store between request handlers.
+/// The service shares one corpus and one content store between request handlers.
 #[test]
 fn corpus_and_blob_store_can_be_shared_between_threads() {
     fn shared<T: Send + Sync>() {}

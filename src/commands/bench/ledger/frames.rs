@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ledger::storage::frame::{
-    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, decode_frame_body, decode_frame_header,
+    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, decode_frame_body_of, decode_frame_header,
     decode_segment_header,
 };
 
@@ -111,7 +111,18 @@ fn read_segment(path: &Path, frames: &mut Vec<Frame>) -> anyhow::Result<()> {
         if crc32fast::hash(&body) != header.body_crc {
             bail!("a frame body does not check out");
         }
-        let decoded = decode_frame_body(&body).map_err(anyhow::Error::msg)?;
+        let decoded = decode_frame_body_of(header.kind, &body).map_err(anyhow::Error::msg)?;
+        // The content blobs after the body are not counted: only the events' grouping is.
+        let skipped = io::copy(
+            &mut (&mut file).take(decoded.content_len()),
+            &mut io::sink(),
+        )?;
+        if skipped != decoded.content_len() {
+            bail!("the log ends inside a frame's content");
+        }
+        if decoded.events.is_empty() {
+            continue;
+        }
         frames.push(Frame {
             first_seq: decoded.first_seq,
             events: decoded.events.len() as u64,
@@ -158,6 +169,7 @@ mod tests {
                         usize::from(i % 2) + 1
                     ],
                     idempotency: None,
+                    content: Vec::new(),
                 })
                 .unwrap();
         }
@@ -198,6 +210,7 @@ mod tests {
                     causation: vec![],
                 }],
                 idempotency: None,
+                content: Vec::new(),
             })
             .unwrap();
         ledger.shutdown();

@@ -145,6 +145,7 @@ fn ledger_appends(
                             causation: Vec::new(),
                         }],
                         idempotency: None,
+                        content: Vec::new(),
                     })?;
                 }
                 Ok(())

@@ -62,6 +62,7 @@ pub(super) fn append_request(stream: &str, rng: &mut Rng) -> AppendRequest {
             causation: Vec::new(),
         }],
         idempotency: None,
+        content: Vec::new(),
     }
 }
 

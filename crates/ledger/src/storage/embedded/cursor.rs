@@ -1,5 +1,6 @@
 //! Reading the log: the cursor that scans frames through large reads, the one-frame read of
-//! recovery, and the words for what is wrong with a damaged frame.
+//! recovery, and the words for what is wrong with a damaged frame. Both step over the content
+//! blobs that follow a content frame's body: events are read without them.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -8,7 +9,9 @@ use std::sync::Arc;
 
 use super::Segment;
 use crate::envelope::{EventRef, decode_stored};
-use crate::storage::frame::{self, FRAME_HEADER_LEN, FrameBody, FrameDefect, SEGMENT_HEADER_LEN};
+use crate::storage::frame::{
+    self, FRAME_HEADER_LEN, FrameBody, FrameDefect, FrameKind, SEGMENT_HEADER_LEN,
+};
 use crate::storage::{IdempotencyRecord, StorageError};
 
 /// The idempotency records a checked frame carries.
@@ -102,11 +105,7 @@ impl FrameCursor {
             offset,
             read_ahead: read_ahead.clamp(READ_AHEAD_MIN, READ_AHEAD_MAX),
             end,
-            body: FrameBody {
-                first_seq: 0,
-                commits: Vec::new(),
-                events: Vec::new(),
-            },
+            body: FrameBody::default(),
             body_at: 0,
             next_seq: None,
         }
@@ -188,6 +187,9 @@ impl FrameCursor {
                 Ok(header) => header,
                 Err(defect) => return Err(self.damaged(&defect)),
             };
+            if let Err(defect) = content_allowed(&self.seg, header.kind) {
+                return Err(self.damaged(&defect));
+            }
             let body_len = header.body_len as usize;
             let body_offset = self.offset + FRAME_HEADER_LEN;
             if self.fill(body_offset, body_len)? < body_len {
@@ -196,14 +198,15 @@ impl FrameCursor {
             let start = (body_offset - self.buf_at) as usize;
             let body = &self.buf[start..start + body_len];
             if crc32fast::hash(body) != header.body_crc {
-                let defect = FrameDefect::BadBody(first_damaged_event(body));
+                let defect = FrameDefect::BadBody(first_damaged_event(header.kind, body));
                 return Err(self.damaged(&defect));
             }
-            if let Err(detail) = frame::decode_frame_body_into(body, &mut self.body) {
+            if let Err(detail) = frame::decode_frame_body_into(header.kind, body, &mut self.body) {
                 return Err(self.damaged(&FrameDefect::Malformed(detail)));
             }
             self.body_at = start;
-            self.offset = body_offset + body_len as u64;
+            // The content blobs after the body are stepped over, unread.
+            self.offset = body_offset + body_len as u64 + self.body.content_len();
             self.next_seq = Some(self.body.first_seq + self.body.events.len() as u64);
             return Ok(true);
         }
@@ -233,10 +236,30 @@ impl FrameCursor {
     }
 }
 
+/// A frame read whole but for its content blobs: its body's bytes and their layout.
 pub(super) struct ReadFrame {
     pub(super) header_body_len: u32,
     pub(super) bytes: Vec<u8>,
     pub(super) body: FrameBody,
+}
+
+impl ReadFrame {
+    /// Bytes the frame takes in the segment: header, body and content.
+    pub(super) fn len(&self) -> u64 {
+        FRAME_HEADER_LEN + u64::from(self.header_body_len) + self.body.content_len()
+    }
+}
+
+/// A content frame is refused in a segment of the first format, which cannot hold one: an
+/// older build would have written none there.
+fn content_allowed(seg: &Segment, kind: FrameKind) -> Result<(), FrameDefect> {
+    if kind == FrameKind::Content && seg.version < frame::SEGMENT_VERSION {
+        return Err(FrameDefect::Malformed(format!(
+            "a content frame in a segment of format {}",
+            seg.version
+        )));
+    }
+    Ok(())
 }
 
 pub(super) fn defect_text(defect: &FrameDefect) -> String {
@@ -253,8 +276,8 @@ pub(super) fn defect_text(defect: &FrameDefect) -> String {
 
 /// In a body whose checksum failed but whose structure decodes, the seq of the first event whose
 /// stored hash is not the hash of its bytes: where the damage is.
-pub(super) fn first_damaged_event(body: &[u8]) -> Option<u64> {
-    let decoded = frame::decode_frame_body(body).ok()?;
+pub(super) fn first_damaged_event(kind: FrameKind, body: &[u8]) -> Option<u64> {
+    let decoded = frame::decode_frame_body_of(kind, body).ok()?;
     decoded
         .events
         .iter()
@@ -288,6 +311,9 @@ pub(super) fn read_frame(
         Ok(h) => h,
         Err(defect) => return Ok(Err(defect)),
     };
+    if let Err(defect) = content_allowed(seg, header.kind) {
+        return Ok(Err(defect));
+    }
     if u64::from(header.body_len) > len - offset - FRAME_HEADER_LEN {
         return Ok(Err(FrameDefect::BadBody(None)));
     }
@@ -296,9 +322,12 @@ pub(super) fn read_frame(
         .read_exact_at(&mut bytes, offset + FRAME_HEADER_LEN)
         .map_err(|e| StorageError::io("read frame body", &seg.path, e))?;
     if crc32fast::hash(&bytes) != header.body_crc {
-        return Ok(Err(FrameDefect::BadBody(first_damaged_event(&bytes))));
+        return Ok(Err(FrameDefect::BadBody(first_damaged_event(
+            header.kind,
+            &bytes,
+        ))));
     }
-    match frame::decode_frame_body(&bytes) {
+    match frame::decode_frame_body_of(header.kind, &bytes) {
         Ok(body) => Ok(Ok(ReadFrame {
             header_body_len: header.body_len,
             bytes,

@@ -48,6 +48,39 @@ impl Location {
     }
 }
 
+/// Where a content blob's bytes are: `segment first seq | absolute offset | length`, big-endian,
+/// 20 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ContentLocation {
+    pub(super) segment: u64,
+    pub(super) offset: u64,
+    pub(super) len: u32,
+}
+
+impl ContentLocation {
+    pub(super) fn encode(&self) -> [u8; 20] {
+        let mut out = [0u8; 20];
+        out[0..8].copy_from_slice(&self.segment.to_be_bytes());
+        out[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        out[16..20].copy_from_slice(&self.len.to_be_bytes());
+        out
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<ContentLocation, StorageError> {
+        if bytes.len() != 20 {
+            return Err(StorageError::Index(format!(
+                "content entry of {} bytes",
+                bytes.len()
+            )));
+        }
+        Ok(ContentLocation {
+            segment: be_u64(&bytes[0..8]),
+            offset: be_u64(&bytes[8..16]),
+            len: u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]),
+        })
+    }
+}
+
 /// Where the log ends as far as the index knows: the resume point of the next open.
 /// `next_seq | last_hash[32] | segment | next frame offset`, big-endian, 56 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +149,8 @@ pub(super) mod prefix {
     /// tree size (BE) → the perfect subtrees completed by the leaves just below that size,
     /// see [`super::MerkleEntries`]
     pub(crate) const MERKLE: u8 = b'm';
+    /// content hash → [`super::ContentLocation`] of the blob's latest copy in the log
+    pub(crate) const CONTENT: u8 = b'c';
 }
 
 // The index's own state, under keys of their own that start with `_`.
@@ -316,6 +351,12 @@ impl IndexBatch {
         self.insert(key(prefix::HASH, &e.hash.0), &loc[..]);
     }
 
+    /// A content blob's place; a later copy of the same blob (written because the earlier one
+    /// was found damaged) replaces the earlier one's entry.
+    pub(super) fn content(&mut self, hash: &Digest, loc: &ContentLocation) {
+        self.insert(key(prefix::CONTENT, &hash.0), &loc.encode()[..]);
+    }
+
     pub(super) fn key(&mut self, record: &IdempotencyRecord) {
         let value = postcard::to_stdvec(record).unwrap_or_default();
         self.insert(key(prefix::KEY, record.key.as_bytes()), value);
@@ -393,6 +434,7 @@ mod tests {
                         causation: vec![],
                     }],
                     idempotency: None,
+                    content: Vec::new(),
                 })
                 .expect("append");
             receipts.push(receipt);

@@ -16,6 +16,8 @@ use crate::storage::{Storage, StorageError};
 pub(super) struct IndexJob {
     pub(super) batch: IndexBatch,
     pub(super) tail: Tail,
+    /// The frame's number among those written since the backend opened, from 1.
+    pub(super) job: u64,
 }
 
 /// Group commits whose frames are durable but not yet indexed, at most: past it, the writer
@@ -33,6 +35,9 @@ pub(super) struct IndexProgress {
 pub(super) struct IndexState {
     /// Events the index covers.
     pub(super) indexed: u64,
+    /// Frames written since the backend opened that the index covers (a frame of content alone
+    /// moves no seq, so this, not `indexed`, says whether its blobs are in the index).
+    pub(super) jobs: u64,
     /// Why the index stopped following the log, if it did: a batch could not be written.
     pub(super) failed: Option<String>,
 }
@@ -68,11 +73,13 @@ pub(super) fn run_indexer(
     while let Ok(IndexJob {
         mut batch,
         mut tail,
+        mut job,
     }) = jobs.recv()
     {
         while let Ok(later) = jobs.try_recv() {
             batch.append(later.batch);
             tail = later.tail;
+            job = later.job;
         }
         let written = batch.apply(&tree, &tail);
         // The head record was written (not synced) when the frames were acknowledged; syncing
@@ -88,7 +95,10 @@ pub(super) fn run_indexer(
         }
         let mut state = progress.lock();
         match written {
-            Ok(()) => state.indexed = tail.next_seq,
+            Ok(()) => {
+                state.indexed = tail.next_seq;
+                state.jobs = job;
+            }
             Err(e) => {
                 state.failed = Some(format!(
                     "the index could not be written at seq {}: {e}",

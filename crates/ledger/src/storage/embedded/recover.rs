@@ -23,14 +23,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::head_record::{self, HeadFile, HeadFound, HeadRecord};
+use super::scan::Scan;
 use super::{
-    CHECKPOINT_LOG, CheckpointLog, EmbeddedOptions, EmbeddedStorage, Index, IndexBatch,
-    IndexProgress, IndexedEvent, Location, MerkleCache, Segment, Tail, Writer, create_dir_durable,
-    defect_text, idempotency_records, read_frame, sync_dir,
+    CHECKPOINT_LOG, CheckpointLog, EmbeddedOptions, EmbeddedStorage, Index, IndexProgress,
+    MerkleCache, Segment, Tail, Writer, create_dir_durable, sync_dir,
 };
-use crate::chain::{ChainBreak, ChainChecker};
 use crate::envelope::Digest;
-use crate::storage::frame::{self, FRAME_HEADER_LEN, FrameDefect, SEGMENT_HEADER_LEN};
+use crate::storage::frame::{self, SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::storage::{
     CheckpointEntry, PendingCut, Storage, StorageError, StorageProblem, signed_claim,
 };
@@ -90,14 +89,7 @@ impl EmbeddedStorage {
             kept: Tail::start(),
             claimed: 0,
             segments: RwLock::new(std::collections::BTreeMap::new()),
-            writer: Mutex::new(Writer {
-                segment: 0,
-                end: SEGMENT_HEADER_LEN,
-                frames_in_segment: 0,
-                failed: None,
-                versions: std::collections::HashMap::new(),
-                queue: None,
-            }),
+            writer: Mutex::new(Writer::at_start()),
             head: RwLock::new(crate::storage::ChainHead::default()),
             problems: Vec::new(),
             recoveries: Vec::new(),
@@ -110,6 +102,8 @@ impl EmbeddedStorage {
             progress: Arc::new(IndexProgress::default()),
             merkle_cache: Mutex::new(MerkleCache::default()),
             indexer: Mutex::new(None),
+            content_pending: Mutex::new(std::collections::HashMap::new()),
+            syncs: std::sync::atomic::AtomicU64::new(0),
         };
         storage.load_segments()?;
         storage.load_checkpoints(&head_found)?;
@@ -159,29 +153,7 @@ impl EmbeddedStorage {
     /// disk was created by a roll-over that crashed before any frame went into it: a writable
     /// open removes it. Any other bad header is a problem.
     fn load_segments(&mut self) -> Result<(), StorageError> {
-        let mut found: Vec<(u64, std::path::PathBuf)> = Vec::new();
-        let entries = match fs::read_dir(&self.log_dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound && self.opened_read_only => return Ok(()),
-            entries => entries.map_err(|e| StorageError::io("list", &self.log_dir, e))?,
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| StorageError::io("list", &self.log_dir, e))?;
-            let path = entry.path();
-            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let Some(stem) = name.strip_suffix(".seg") else {
-                continue;
-            };
-            match stem.parse::<u64>() {
-                Ok(first) if stem.len() == 20 => found.push((first, path)),
-                _ => self.problems.push(StorageProblem {
-                    seq: None,
-                    detail: format!("unexpected file {} in the log directory", path.display()),
-                }),
-            }
-        }
-        found.sort();
+        let found = self.segment_files()?;
         let count = found.len();
         let mut segments = std::collections::BTreeMap::new();
         for (i, (first, path)) in found.into_iter().enumerate() {
@@ -198,17 +170,20 @@ impl EmbeddedStorage {
             file.read_exact_at(&mut header, 0)
                 .map_err(|e| StorageError::io("read segment header", &path, e))?;
             match frame::decode_segment_header(&header) {
-                Ok(first_in_header) if first_in_header == first => {
+                Ok(found) if found.first_seq == first => {
                     segments.insert(
                         first,
                         Arc::new(Segment {
                             first_seq: first,
+                            version: found.version,
                             path,
                             file,
                         }),
                     );
                 }
-                Ok(other) => self.problems.push(StorageProblem {
+                Ok(SegmentHeader {
+                    first_seq: other, ..
+                }) => self.problems.push(StorageProblem {
                     seq: Some(first),
                     detail: format!("segment {} says it starts at seq {other}", path.display()),
                 }),
@@ -236,6 +211,37 @@ impl EmbeddedStorage {
         }
         *self.segments.write().unwrap_or_else(|p| p.into_inner()) = segments;
         Ok(())
+    }
+
+    /// The segment files of the log directory with their first seqs, in seq order; any other
+    /// file there is a problem.
+    fn segment_files(&mut self) -> Result<Vec<(u64, std::path::PathBuf)>, StorageError> {
+        let mut found: Vec<(u64, std::path::PathBuf)> = Vec::new();
+        let entries = match fs::read_dir(&self.log_dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.opened_read_only => {
+                return Ok(found);
+            }
+            entries => entries.map_err(|e| StorageError::io("list", &self.log_dir, e))?,
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("list", &self.log_dir, e))?;
+            let path = entry.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(stem) = name.strip_suffix(".seg") else {
+                continue;
+            };
+            match stem.parse::<u64>() {
+                Ok(first) if stem.len() == 20 => found.push((first, path)),
+                _ => self.problems.push(StorageProblem {
+                    seq: None,
+                    detail: format!("unexpected file {} in the log directory", path.display()),
+                }),
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 
     /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
@@ -377,46 +383,21 @@ impl EmbeddedStorage {
                 Tail::start()
             }
         };
+        // Every durable record of how long the log was, before the scan: what they say tells
+        // a torn last frame from an acknowledged one whose content was damaged since.
+        let (claims, entries) = self.claims(recorded, head_found);
+        let claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
+        self.claimed = claimed;
         let (mut tail, outcome) = if first_segment.is_some() {
-            self.scan_and_index(start)?
+            let scanned = self.scan_and_index(start)?;
+            self.recoveries.extend(scanned.notes);
+            (scanned.tail, scanned.outcome)
         } else {
             (Tail::start(), Scan::End)
         };
         let found = tail.next_seq;
         self.progress.lock().indexed = found;
         self.set_head(&tail);
-
-        // Every durable record of how long the log was.
-        let mut claims: Vec<(u64, String)> = Vec::new();
-        if let Some(recorded) = recorded {
-            claims.push((
-                recorded.next_seq,
-                "the index's record of the log's end".into(),
-            ));
-        }
-        if let HeadFound::Record { record, .. } = head_found {
-            claims.push((
-                record.next_seq,
-                "the head record written when the last append was acknowledged".into(),
-            ));
-        }
-        let entries = self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .clone();
-        if let Some((size, i)) = signed_claim(&entries) {
-            claims.push((
-                size,
-                format!(
-                    "entry {} of the checkpoint log, which signs a tree of {size} events",
-                    i + 1
-                ),
-            ));
-        }
-        let claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
-        self.claimed = claimed;
         match outcome {
             Scan::End => {
                 // Segments after the tail's segment that the scan never reached would mean a gap.
@@ -436,11 +417,12 @@ impl EmbeddedStorage {
                 seq,
                 detail,
                 structural,
+                later_from,
             } => {
                 let segments = self.segments_snapshot();
                 let is_last = segments.keys().next_back() == Some(&segment);
                 let later_frame =
-                    !structural && is_last && self.valid_frame_after(segment, offset)?;
+                    !structural && is_last && self.valid_frame_from(segment, later_from)?;
                 if !structural && is_last && !later_frame && claimed <= found {
                     let cut = self.torn_tail(segment, offset, found, &detail)?;
                     if self.opened_read_only {
@@ -514,8 +496,7 @@ impl EmbeddedStorage {
             // Read from an index in memory over the part that checks out, and leave the one on
             // disk, and every record of the log's length, as they are.
             self.set_aside_index()?;
-            let (rescanned, _) = self.scan_and_index(Tail::start())?;
-            tail = rescanned;
+            tail = self.scan_and_index(Tail::start())?.tail;
             self.progress.lock().indexed = tail.next_seq;
             self.set_head(&tail);
         } else if self.problems.is_empty()
@@ -527,12 +508,50 @@ impl EmbeddedStorage {
             self.index = disk;
             *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
             self.read_only = false;
-            let (rescanned, _) = self.scan_and_index(Tail::start())?;
-            tail = rescanned;
+            tail = self.scan_and_index(Tail::start())?.tail;
             self.progress.lock().indexed = tail.next_seq;
             self.set_head(&tail);
         }
         Ok(())
+    }
+
+    /// Every durable record of how long the log was, with the checkpoint log's entries: the
+    /// index's record of its end, the head record, and the largest tree a counting entry of the
+    /// checkpoint log signs.
+    fn claims(
+        &self,
+        recorded: Option<Tail>,
+        head_found: &HeadFound,
+    ) -> (Vec<(u64, String)>, Vec<CheckpointEntry>) {
+        let mut claims: Vec<(u64, String)> = Vec::new();
+        if let Some(recorded) = recorded {
+            claims.push((
+                recorded.next_seq,
+                "the index's record of the log's end".into(),
+            ));
+        }
+        if let HeadFound::Record { record, .. } = head_found {
+            claims.push((
+                record.next_seq,
+                "the head record written when the last append was acknowledged".into(),
+            ));
+        }
+        let entries = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .clone();
+        if let Some((size, i)) = signed_claim(&entries) {
+            claims.push((
+                size,
+                format!(
+                    "entry {} of the checkpoint log, which signs a tree of {size} events",
+                    i + 1
+                ),
+            ));
+        }
+        (claims, entries)
     }
 
     /// Swaps the index on disk for an empty one in memory and stops writing.
@@ -721,153 +740,6 @@ impl EmbeddedStorage {
             None => false,
         }
     }
-
-    /// Reads and indexes frames from `start` to the end of the log, checking each frame's
-    /// checksum and structure and each event's seq, chain link and stream version. Stops at the
-    /// first defect; the frame holding it is not indexed.
-    fn scan_and_index(&self, start: Tail) -> Result<(Tail, Scan), StorageError> {
-        let segments = self.segments_snapshot();
-        let mut tail = start;
-        let mut checker = ChainChecker::new(start.next_seq, start.last_hash);
-        let mut batch = IndexBatch::default();
-        let mut pending = 0usize;
-        let mut outcome = Scan::End;
-        'segments: for (&first, seg) in segments.range(start.segment..) {
-            if first != tail.segment {
-                // Moving on to the next segment: it must begin exactly where the last ended.
-                if first != tail.next_seq {
-                    outcome = Scan::Defect {
-                        segment: first,
-                        offset: 0,
-                        seq: tail.next_seq,
-                        detail: format!(
-                            "segment starts at seq {first} but the log before it ends at {}",
-                            tail.next_seq
-                        ),
-                        structural: true,
-                    };
-                    break;
-                }
-                tail.segment = first;
-                tail.offset = SEGMENT_HEADER_LEN;
-            }
-            let len = seg
-                .file
-                .metadata()
-                .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
-                .len();
-            while tail.offset < len {
-                let frame = match read_frame(seg, tail.offset, len)? {
-                    Ok(frame) => frame,
-                    Err(defect) => {
-                        let seq = match defect {
-                            FrameDefect::BadBody(Some(seq)) => seq,
-                            _ => tail.next_seq,
-                        };
-                        outcome = Scan::Defect {
-                            segment: first,
-                            offset: tail.offset,
-                            seq,
-                            detail: defect_text(&defect),
-                            structural: matches!(defect, FrameDefect::Malformed(_)),
-                        };
-                        break 'segments;
-                    }
-                };
-                // Everything indexed counts: the head is set once the scan is done.
-                let mut base = |stream: &str| {
-                    self.indexed_version(stream, u64::MAX)
-                        .map_err(|e| e.to_string())
-                };
-                let mut events = Vec::with_capacity(frame.body.events.len());
-                let mut scratch = checker.clone();
-                for (offset, n) in &frame.body.events {
-                    match scratch.check(&frame.bytes[*offset..offset + n], &mut base) {
-                        Ok(event) => events.push(event),
-                        Err(ChainBreak { seq, problem }) => {
-                            outcome = Scan::Defect {
-                                segment: first,
-                                offset: tail.offset,
-                                seq,
-                                detail: problem,
-                                structural: true,
-                            };
-                            break 'segments;
-                        }
-                    }
-                }
-                if frame.body.first_seq != tail.next_seq {
-                    outcome = Scan::Defect {
-                        segment: first,
-                        offset: tail.offset,
-                        seq: tail.next_seq,
-                        detail: format!(
-                            "frame says it starts at seq {} where seq {} is next",
-                            frame.body.first_seq, tail.next_seq
-                        ),
-                        structural: true,
-                    };
-                    break 'segments;
-                }
-                checker = scratch;
-                batch.frame(frame.body.first_seq, first, tail.offset);
-                for (i, e) in events.iter().enumerate() {
-                    let (offset, len) = frame.body.events[i];
-                    batch.event(&IndexedEvent {
-                        loc: Location {
-                            seq: e.seq,
-                            segment: first,
-                            offset: tail.offset + FRAME_HEADER_LEN + offset as u64,
-                            len: len as u32,
-                        },
-                        stream: e.stream,
-                        stream_version: e.stream_version,
-                        event_id: e.event_id,
-                        hash: e.hash,
-                    });
-                }
-                for record in idempotency_records(&frame.body, &events) {
-                    batch.key(&record);
-                }
-                tail.next_seq = checker.next_seq;
-                tail.last_hash = checker.last_hash;
-                tail.offset += FRAME_HEADER_LEN + u64::from(frame.header_body_len);
-                pending += events.len();
-                if pending >= 8192 {
-                    std::mem::take(&mut batch).apply(&self.index.tree, &tail)?;
-                    pending = 0;
-                }
-            }
-        }
-        batch.apply(&self.index.tree, &tail)?;
-        Ok((tail, outcome))
-    }
-
-    /// True when a frame with a valid header and body checksum starts anywhere after `offset`.
-    fn valid_frame_after(&self, segment: u64, offset: u64) -> Result<bool, StorageError> {
-        let segments = self.segments_snapshot();
-        let Some(seg) = segments.get(&segment) else {
-            return Ok(false);
-        };
-        let len = seg
-            .file
-            .metadata()
-            .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
-            .len();
-        let mut bytes = vec![0u8; len as usize];
-        seg.file
-            .read_exact_at(&mut bytes, 0)
-            .map_err(|e| StorageError::io("read segment", &seg.path, e))?;
-        let mut at = offset as usize + 1;
-        while at + FRAME_HEADER_LEN as usize <= bytes.len() {
-            if &bytes[at..at + 4] == frame::FRAME_MAGIC && read_frame(seg, at as u64, len)?.is_ok()
-            {
-                return Ok(true);
-            }
-            at += 1;
-        }
-        Ok(false)
-    }
 }
 
 /// The bytes of a segment from `offset` to its end.
@@ -937,19 +809,4 @@ fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
         .and_then(|()| file.write_all_at(note.as_bytes(), 0))
         .map_err(|e| StorageError::io("write lock file", &path, e))?;
     Ok(file)
-}
-
-/// The outcome of reading frames forward from a position.
-enum Scan {
-    /// Reached the end of the log cleanly.
-    End,
-    /// Found a defect at `(segment, offset)`.
-    Defect {
-        segment: u64,
-        offset: u64,
-        seq: u64,
-        detail: String,
-        /// True when the defect is in a frame whose checksum held: damage, never a torn write.
-        structural: bool,
-    },
 }

@@ -21,10 +21,11 @@ struct Migration {
 }
 
 /// Every migration, in order. Never edit one that was released: add the next.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "events, the chain's head, idempotency records, Merkle nodes, checkpoint log",
-    sql: r"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "events, the chain's head, idempotency records, Merkle nodes, checkpoint log",
+        sql: r"
         -- The head of the global chain: one row, locked by every append (FOR UPDATE) so that
         -- appends commit one after another, in seq order.
         CREATE TABLE ledger_head (
@@ -72,7 +73,20 @@ const MIGRATIONS: &[Migration] = &[Migration {
             entry text   NOT NULL
         );
     ",
-}];
+    },
+    Migration {
+        version: 2,
+        description: "content blobs, written in the transaction of the events that cite them",
+        // Databases written by earlier versions hold this table already, made by their content
+        // store in this very shape: it is kept as it is, blobs and all.
+        sql: r"
+        CREATE TABLE IF NOT EXISTS content_blobs (
+            hash  bytea PRIMARY KEY CHECK (length(hash) = 32),
+            bytes bytea NOT NULL
+        );
+    ",
+    },
+];
 
 /// The schema version this program writes.
 pub(super) fn latest() -> i32 {

@@ -110,6 +110,43 @@ fn writer_timer(
     (stop_tx, timer)
 }
 
+/// What wakes the writer besides appends: the checkpoint timer, and on a shared store the
+/// store's notifications of other ledgers' appends and the follow timer, their fallback.
+/// Answers the timer's stop and thread, if it runs.
+#[allow(clippy::type_complexity)]
+fn wake_ups(
+    storage: &Arc<dyn Storage>,
+    options: &LedgerOptions,
+    tx: &mpsc::Sender<Job>,
+) -> (
+    Option<std::sync::mpsc::Sender<()>>,
+    Option<std::thread::JoinHandle<()>>,
+) {
+    let writes = !storage.is_read_only();
+    let checkpoint = options
+        .checkpoint_interval
+        .filter(|every| !every.is_zero() && writes);
+    let follow = Some(options.follow_every)
+        .filter(|every| !every.is_zero() && storage.is_shared() && writes);
+    if storage.is_shared() && writes {
+        // Weak: the writer stops when the last handle lets go of the queue, whatever the
+        // store still holds.
+        let queue = tx.downgrade();
+        storage.watch(Arc::new(move || {
+            if let Some(queue) = queue.upgrade() {
+                // A full queue means the writer is busy: a group of its own that finds the
+                // head moved follows, and so does the poll.
+                let _ = queue.try_send(Job::Follow);
+            }
+        }));
+    }
+    if checkpoint.is_none() && follow.is_none() {
+        return (None, None);
+    }
+    let (stop, timer) = writer_timer(checkpoint, follow, tx.clone());
+    (Some(stop), timer)
+}
+
 impl Ledger {
     pub(super) fn start_checked(
         storage: Arc<dyn Storage>,
@@ -140,6 +177,7 @@ impl Ledger {
             origin: String::new(),
             configured_origin: options.origin.clone(),
             shared: storage.is_shared(),
+            contended: false,
             leads: storage.checkpoint_leader(),
         };
         if let Err(e) = writer.catch_up_tree() {
@@ -159,17 +197,7 @@ impl Ledger {
                 None
             }
         };
-        let writes = !storage.is_read_only();
-        let checkpoint = options
-            .checkpoint_interval
-            .filter(|every| !every.is_zero() && writes);
-        let follow = Some(super::follow::FOLLOW_EVERY).filter(|_| storage.is_shared() && writes);
-        let (timer_stop, timer) = if checkpoint.is_some() || follow.is_some() {
-            let (stop, timer) = writer_timer(checkpoint, follow, tx.clone());
-            (Some(stop), timer)
-        } else {
-            (None, None)
-        };
+        let (timer_stop, timer) = wake_ups(&storage, &options, &tx);
         let ledger = Ledger {
             handle: Arc::new(Handle {
                 core,
@@ -209,6 +237,9 @@ pub(super) struct Writer {
     pub(super) configured_origin: Option<String>,
     /// Other ledgers may append to the same store: follow them, retry on a moved head.
     pub(super) shared: bool,
+    /// On a shared store, another ledger wrote since this one last planned a group: plan the
+    /// next under the append lock rather than try it on this writer's head first.
+    pub(super) contended: bool,
     /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
     pub(super) leads: bool,
 }

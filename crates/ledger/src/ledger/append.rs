@@ -156,6 +156,8 @@ impl Writer {
     ) {
         self.head = group.head;
         self.frontier = frontier;
+        // Written on the store's head: whatever others committed before was followed first.
+        self.follow_due = false;
         self.versions.extend(group.read.drain());
         self.versions.extend(group.versions.drain());
         let receipts = receipts(&group.commits);

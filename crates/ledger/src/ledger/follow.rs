@@ -27,6 +27,7 @@ impl Writer {
     /// hands each to subscribers. Returns how many there were. Damage (an event whose hash is
     /// not the hash of its bytes, or that does not link to the chain) stops every later write.
     pub(super) fn follow(&mut self) -> Result<u64, StorageError> {
+        self.follow_due = false;
         let mut folded = 0u64;
         loop {
             let raw = self

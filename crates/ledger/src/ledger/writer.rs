@@ -178,6 +178,7 @@ impl Ledger {
             configured_origin: options.origin.clone(),
             shared: storage.is_shared(),
             contended: false,
+            follow_due: false,
             leads: storage.checkpoint_leader(),
         };
         if let Err(e) = writer.catch_up_tree() {
@@ -240,6 +241,9 @@ pub(super) struct Writer {
     /// On a shared store, another ledger wrote since this one last planned a group: plan the
     /// next under the append lock rather than try it on this writer's head first.
     pub(super) contended: bool,
+    /// Another ledger committed since this one last read or wrote on the store's head: follow
+    /// once no append is waiting.
+    pub(super) follow_due: bool,
     /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
     pub(super) leads: bool,
 }
@@ -249,11 +253,17 @@ impl Writer {
         let limits = self.core.limits.clone();
         let mut next: Option<Job> = None;
         loop {
-            let Some(job) = next.take().or_else(|| rx.blocking_recv()) else {
+            let Some(job) = next.take().or_else(|| self.next_job(&mut rx)) else {
                 break;
             };
             let (request, reply) = match job {
                 Job::Append { request, reply } => (request, reply),
+                // Appends waiting go first: a group that finds the head moved follows anyway,
+                // and one written on an unmoved head shows there was nothing to follow.
+                Job::Follow => {
+                    self.follow_due = true;
+                    continue;
+                }
                 other => {
                     self.run_other(other);
                     continue;
@@ -272,8 +282,8 @@ impl Writer {
                         bytes += request_bytes(&request);
                         jobs.push(AppendJob { request, reply });
                     }
-                    // The next write learns what others appended anyway.
-                    Ok(Job::Follow) => {}
+                    // This group learns what others appended, or that they appended nothing.
+                    Ok(Job::Follow) => self.follow_due = true,
                     Ok(other) => {
                         next = Some(other);
                         break;
@@ -283,6 +293,17 @@ impl Writer {
             }
             self.process(jobs);
         }
+    }
+
+    /// The next job, waiting for one; a follow that is due runs first if none is waiting.
+    fn next_job(&mut self, rx: &mut mpsc::Receiver<Job>) -> Option<Job> {
+        if let Ok(job) = rx.try_recv() {
+            return Some(job);
+        }
+        if self.follow_due {
+            self.follow_quietly();
+        }
+        rx.blocking_recv()
     }
 
     pub(super) fn run_other(&mut self, job: Job) {

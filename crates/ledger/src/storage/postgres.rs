@@ -2,19 +2,25 @@
 //!
 //! Everything an acknowledged append needs is written in one transaction per group commit:
 //! the events with their stored bytes and hashes, the idempotency records, the Merkle nodes the
-//! group completes and the new head of the chain. The transaction first locks the one row of
-//! `ledger_head` (`SELECT … FOR UPDATE`) and checks that the chain's head and each stream's
-//! version are still what the commits were computed against; a backend that finds otherwise
-//! writes nothing and answers [`StorageError::HeadMoved`]. An append returns only once its
-//! `COMMIT` returned, on a session with `synchronous_commit` on, on a server with `fsync` on
-//! (an open on a server without it refuses to write).
+//! group completes and the new head of the chain. The group is sent with its `BEGIN` and its
+//! `COMMIT` in one pipeline; its first statement, `ledger_advance_head`, moves the one row of
+//! `ledger_head` on condition that the chain's head and each stream's version are still what
+//! the commits were computed against, and raises otherwise, which aborts the transaction and
+//! turns its `COMMIT` into a rollback: nothing is written and the backend answers
+//! [`StorageError::HeadMoved`]. A writer may also hold the head row first
+//! ([`Storage::hold_head`], `SELECT … FOR UPDATE`) and plan its group under that lock. An
+//! append returns only once its `COMMIT` returned, on a session with `synchronous_commit` on,
+//! on a server with `fsync` on (an open on a server without it refuses to write).
 //!
-//! Why no reader ever sees seq N+1 before seq N: every append holds the head row's lock from
-//! its first statement to its commit, and a transaction's commit becomes visible to new
-//! snapshots before its locks are released. The append of N+1 therefore takes the lock only
-//! once the append of N is visible, and commits after it; a snapshot that sees N+1 was taken
-//! after N+1 committed, so it sees N too. A reader tailing `WHERE seq >= k ORDER BY seq` in
-//! one statement (one snapshot) reads a gap-free prefix.
+//! Why no reader ever sees seq N+1 before seq N: every append takes the head row's lock before
+//! it inserts anything and holds it to its commit, and a transaction's commit becomes visible
+//! to new snapshots before its locks are released. The append of N+1 therefore gets past the
+//! lock only once the append of N is visible, and commits after it; a snapshot that sees N+1
+//! was taken after N+1 committed, so it sees N too. A reader tailing `WHERE seq >= k ORDER BY
+//! seq` in one statement (one snapshot) reads a gap-free prefix.
+//!
+//! Each commit notifies `ledger_appended`; every writable backend listens on a session of its
+//! own and wakes its ledger's writer for other nodes' commits ([`Storage::watch`]).
 //!
 //! The [`Storage`] trait is synchronous and the driver (`tokio-postgres`) is asynchronous: the
 //! backend owns a small tokio runtime of its own, runs every query there and blocks the calling

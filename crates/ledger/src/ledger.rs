@@ -154,6 +154,9 @@ pub struct LedgerOptions {
     /// first key is introduced; `None` makes one from that key's fingerprint. An existing log
     /// keeps the origin it was started with.
     pub origin: Option<String>,
+    /// On a shared store, how often the writer reads what other ledgers committed when no
+    /// notification woke it sooner (zero: only when woken, or before its own writes).
+    pub follow_every: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -168,6 +171,7 @@ impl Default for LedgerOptions {
             signing_key: None,
             read_only: false,
             origin: None,
+            follow_every: follow::FOLLOW_EVERY,
         }
     }
 }

@@ -35,6 +35,11 @@ pub(super) struct Group {
     pub(super) commits: Vec<Commit>,
     recorded: Vec<Vec<RecordedEvent>>,
     versions: HashMap<String, u64>,
+    /// Stream versions read from storage while the group was planned. They join the writer's
+    /// only once the group is written: a read made without the append lock may see commits of
+    /// other writers past the head the group was planned on, and only a write that found the
+    /// head unmoved shows that it did not.
+    read: HashMap<String, u64>,
     keys: HashMap<String, (Digest, usize)>,
     hashes: HashMap<Digest, ()>,
     /// The content blobs of the group's commits, each once.
@@ -164,6 +169,9 @@ impl Writer {
     ) {
         self.head = group.head;
         self.frontier = frontier;
+        // Written on the store's head: whatever others committed before was followed first.
+        self.follow_due = false;
+        self.versions.extend(group.read.drain());
         self.versions.extend(group.versions.drain());
         let receipts = receipts(&group.commits);
         for event in group.recorded.into_iter().flatten() {
@@ -239,18 +247,22 @@ impl Writer {
     }
 
     pub(super) fn current_version(
-        &mut self,
-        group: &Group,
+        &self,
+        group: &mut Group,
         stream: &str,
     ) -> Result<u64, StorageError> {
-        if let Some(v) = group.versions.get(stream) {
+        if let Some(v) = group
+            .versions
+            .get(stream)
+            .or_else(|| group.read.get(stream))
+        {
             return Ok(*v);
         }
         if let Some(v) = self.versions.get(stream) {
             return Ok(*v);
         }
         let v = self.core.storage.stream_version(stream)?;
-        self.versions.insert(stream.to_owned(), v);
+        group.read.insert(stream.to_owned(), v);
         Ok(v)
     }
 

@@ -11,11 +11,12 @@ use super::append::{Group, Plan, Reply};
 use super::{AppendJob, AppendRequest, Writer};
 use crate::error::AppendError;
 use crate::storage::{Blob, ChainHead, StorageError};
-use ledger_proof::Sha256;
+use ledger_proof::{Frontier, Sha256};
 
-/// How often a ledger on a shared store reads what other ledgers committed. An event committed
-/// by another node reaches this node's subscribers and read models within about this, plus
-/// one read and fold, or after the group this writer is busy with.
+/// How often, by default, a ledger on a shared store reads what other ledgers committed when
+/// no notification from the store woke it sooner. Notified, an event committed by another node
+/// reaches this node's subscribers and read models after the notification, one read and fold
+/// (or after the group this writer is busy with); without, within about this interval more.
 pub(crate) const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 
 /// How many events one read of the follower takes.
@@ -26,6 +27,7 @@ impl Writer {
     /// hands each to subscribers. Returns how many there were. Damage (an event whose hash is
     /// not the hash of its bytes, or that does not link to the chain) stops every later write.
     pub(super) fn follow(&mut self) -> Result<u64, StorageError> {
+        self.follow_due = false;
         let mut folded = 0u64;
         loop {
             let raw = self
@@ -103,14 +105,10 @@ impl Writer {
         }
     }
 
-    /// One group on a shared store, planned and written under the store's append lock: the
-    /// writer first reads and folds what other ledgers committed up to the locked head, so the
-    /// group is planned on the chain's true head and every stream's true version, and its
-    /// write cannot find the head moved. A group that gets the lock is written; a version
-    /// conflict it finds is one the caller must hear. A write that failed otherwise refuses
-    /// the group's appends without stopping the ledger: the next group follows the store under
-    /// the lock, so a group whose commit did land is followed, not rewritten, and a retry with
-    /// the same idempotency key gets its receipt.
+    /// One group on a shared store. Unless another ledger wrote lately, it is first planned on
+    /// this writer's head without the append lock and written on condition that the store's
+    /// head is still that head (one round trip). When the store finds the head moved, nothing
+    /// was written, and the group is planned again under the lock ([`Writer::process_held`]).
     pub(super) fn process_shared(&mut self, jobs: Vec<AppendJob>) {
         if let Some(reason) = self.core.poisoned() {
             for job in jobs {
@@ -122,6 +120,63 @@ impl Writer {
             .into_iter()
             .map(|j| ((j.request, j.content), j.reply))
             .unzip();
+        if !self.contended {
+            match self.try_on_own_head(&requests) {
+                Unlocked::Written(written, plans) => {
+                    let (group, frontier) = *written;
+                    return self.written(group, frontier, replies.into_iter().zip(plans).collect());
+                }
+                Unlocked::Unwritten(plans) => {
+                    return answer_unwritten(replies.into_iter().zip(plans).collect());
+                }
+                Unlocked::Failed(plans, e) => {
+                    tracing::warn!(error = %e, "a group commit failed; the next write learns its outcome");
+                    return refuse_all(replies, plans, &e);
+                }
+                Unlocked::Moved => self.contended = true,
+            }
+        }
+        self.process_held(requests, replies);
+    }
+
+    /// Plans `requests` on this writer's head and writes them on condition that the store's
+    /// head is still that head. Plans are kept only when they cannot depend on a head this
+    /// writer has not seen: after a write that found the head unmoved, or when nothing is
+    /// written and no append was refused for its version.
+    fn try_on_own_head(&mut self, requests: &[(AppendRequest, Vec<Blob>)]) -> Unlocked {
+        let now = self.tick();
+        let mut group = Group::on(self.head);
+        let plans: Vec<Plan> = requests
+            .iter()
+            .map(|(r, content)| self.plan(r.clone(), content.clone(), now, &mut group))
+            .collect();
+        if group.commits.is_empty() {
+            let stale = plans
+                .iter()
+                .any(|p| matches!(p, Plan::Done(Err(AppendError::VersionConflict { .. }))));
+            return if stale {
+                Unlocked::Moved
+            } else {
+                Unlocked::Unwritten(plans)
+            };
+        }
+        let mut frontier = self.frontier.clone();
+        match self.write_group(&group, &mut frontier, None) {
+            Ok(()) => Unlocked::Written(Box::new((group, frontier)), plans),
+            Err((_, StorageError::HeadMoved)) => Unlocked::Moved,
+            Err((_, e)) => Unlocked::Failed(plans, e),
+        }
+    }
+
+    /// One group planned and written under the store's append lock: the writer first reads
+    /// and folds what other ledgers committed up to the locked head, so the group is planned
+    /// on the chain's true head and every stream's true version, and its write cannot find the
+    /// head moved. A group that gets the lock is written; a version conflict it finds is one
+    /// the caller must hear. A write that failed otherwise refuses the group's appends without
+    /// stopping the ledger: the next group finds the head moved if its commit did land, and
+    /// follows it, so a group that landed is followed, not rewritten, and a retry with the
+    /// same idempotency key gets its receipt.
+    fn process_held(&mut self, requests: Vec<(AppendRequest, Vec<Blob>)>, replies: Vec<Reply>) {
         let storage = Arc::clone(&self.core.storage);
         let held = match storage.hold_head() {
             Ok(Some(held)) => held,
@@ -137,6 +192,8 @@ impl Writer {
             }
         };
         let locked = held.head();
+        // Nobody else wrote since this writer's last look: the next group may try its own head.
+        self.contended = locked != self.head;
         if locked != self.head {
             // Nobody appends while the lock is held, and every commit is visible before its
             // lock is released: reading on from this writer's head reaches the locked head.
@@ -171,6 +228,19 @@ impl Writer {
             }
         }
     }
+}
+
+/// What became of a group tried on the writer's own head without the append lock.
+enum Unlocked {
+    /// Written: the head was the writer's.
+    Written(Box<(Group, Frontier)>, Vec<Plan>),
+    /// Nothing to write, and every answer stands whatever the head.
+    Unwritten(Vec<Plan>),
+    /// The write failed otherwise; its outcome is unknown.
+    Failed(Vec<Plan>, StorageError),
+    /// The head moved, or an answer may rest on a head the writer has not seen: nothing was
+    /// written, plan again under the lock.
+    Moved,
 }
 
 /// Answers a group none of whose appends is written: each its refusal or its replayed receipt.

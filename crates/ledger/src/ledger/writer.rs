@@ -110,6 +110,43 @@ fn writer_timer(
     (stop_tx, timer)
 }
 
+/// What wakes the writer besides appends: the checkpoint timer, and on a shared store the
+/// store's notifications of other ledgers' appends and the follow timer, their fallback.
+/// Answers the timer's stop and thread, if it runs.
+#[allow(clippy::type_complexity)]
+fn wake_ups(
+    storage: &Arc<dyn Storage>,
+    options: &LedgerOptions,
+    tx: &mpsc::Sender<Job>,
+) -> (
+    Option<std::sync::mpsc::Sender<()>>,
+    Option<std::thread::JoinHandle<()>>,
+) {
+    let writes = !storage.is_read_only();
+    let checkpoint = options
+        .checkpoint_interval
+        .filter(|every| !every.is_zero() && writes);
+    let follow = Some(options.follow_every)
+        .filter(|every| !every.is_zero() && storage.is_shared() && writes);
+    if storage.is_shared() && writes {
+        // Weak: the writer stops when the last handle lets go of the queue, whatever the
+        // store still holds.
+        let queue = tx.downgrade();
+        storage.watch(Arc::new(move || {
+            if let Some(queue) = queue.upgrade() {
+                // A full queue means the writer is busy: a group of its own that finds the
+                // head moved follows, and so does the poll.
+                let _ = queue.try_send(Job::Follow);
+            }
+        }));
+    }
+    if checkpoint.is_none() && follow.is_none() {
+        return (None, None);
+    }
+    let (stop, timer) = writer_timer(checkpoint, follow, tx.clone());
+    (Some(stop), timer)
+}
+
 impl Ledger {
     pub(super) fn start_checked(
         storage: Arc<dyn Storage>,
@@ -140,6 +177,8 @@ impl Ledger {
             origin: String::new(),
             configured_origin: options.origin.clone(),
             shared: storage.is_shared(),
+            contended: false,
+            follow_due: false,
             leads: storage.checkpoint_leader(),
         };
         if let Err(e) = writer.catch_up_tree() {
@@ -159,17 +198,7 @@ impl Ledger {
                 None
             }
         };
-        let writes = !storage.is_read_only();
-        let checkpoint = options
-            .checkpoint_interval
-            .filter(|every| !every.is_zero() && writes);
-        let follow = Some(super::follow::FOLLOW_EVERY).filter(|_| storage.is_shared() && writes);
-        let (timer_stop, timer) = if checkpoint.is_some() || follow.is_some() {
-            let (stop, timer) = writer_timer(checkpoint, follow, tx.clone());
-            (Some(stop), timer)
-        } else {
-            (None, None)
-        };
+        let (timer_stop, timer) = wake_ups(&storage, &options, &tx);
         let ledger = Ledger {
             handle: Arc::new(Handle {
                 core,
@@ -209,6 +238,12 @@ pub(super) struct Writer {
     pub(super) configured_origin: Option<String>,
     /// Other ledgers may append to the same store: follow them, retry on a moved head.
     pub(super) shared: bool,
+    /// On a shared store, another ledger wrote since this one last planned a group: plan the
+    /// next under the append lock rather than try it on this writer's head first.
+    pub(super) contended: bool,
+    /// Another ledger committed since this one last read or wrote on the store's head: follow
+    /// once no append is waiting.
+    pub(super) follow_due: bool,
     /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
     pub(super) leads: bool,
 }
@@ -218,7 +253,7 @@ impl Writer {
         let limits = self.core.limits.clone();
         let mut next: Option<Job> = None;
         loop {
-            let Some(job) = next.take().or_else(|| rx.blocking_recv()) else {
+            let Some(job) = next.take().or_else(|| self.next_job(&mut rx)) else {
                 break;
             };
             let (request, content, reply) = match job {
@@ -227,6 +262,12 @@ impl Writer {
                     content,
                     reply,
                 } => (request, content, reply),
+                // Appends waiting go first: a group that finds the head moved follows anyway,
+                // and one written on an unmoved head shows there was nothing to follow.
+                Job::Follow => {
+                    self.follow_due = true;
+                    continue;
+                }
                 other => {
                     self.run_other(other);
                     continue;
@@ -257,8 +298,8 @@ impl Writer {
                             reply,
                         });
                     }
-                    // The next write learns what others appended anyway.
-                    Ok(Job::Follow) => {}
+                    // This group learns what others appended, or that they appended nothing.
+                    Ok(Job::Follow) => self.follow_due = true,
                     Ok(other) => {
                         next = Some(other);
                         break;
@@ -268,6 +309,17 @@ impl Writer {
             }
             self.process(jobs);
         }
+    }
+
+    /// The next job, waiting for one; a follow that is due runs first if none is waiting.
+    fn next_job(&mut self, rx: &mut mpsc::Receiver<Job>) -> Option<Job> {
+        if let Ok(job) = rx.try_recv() {
+            return Some(job);
+        }
+        if self.follow_due {
+            self.follow_quietly();
+        }
+        rx.blocking_recv()
     }
 
     pub(super) fn run_other(&mut self, job: Job) {

@@ -573,6 +573,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
         let _ = head;
     }
 
+    /// Shared stores: calls `wake` whenever another ledger may have appended, so that the
+    /// writer follows at once rather than at its next poll (which stays the fallback, since a
+    /// store may miss telling). It may be called for nothing; it must return at once.
+    fn watch(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        let _ = wake;
+    }
+
     /// True when this ledger is the one that writes the periodic checkpoints of a shared
     /// store (one at a time holds the lead); always true for a store of its own.
     fn checkpoint_leader(&self) -> bool {

@@ -3,19 +3,25 @@
 //! Everything an acknowledged append needs is written in one transaction per group commit:
 //! the events with their stored bytes and hashes, the content blobs they cite (`content_blobs`,
 //! outside the chain), the idempotency records, the Merkle nodes the group completes and the
-//! new head of the chain. The transaction first locks the one row of
-//! `ledger_head` (`SELECT … FOR UPDATE`) and checks that the chain's head and each stream's
-//! version are still what the commits were computed against; a backend that finds otherwise
-//! writes nothing and answers [`StorageError::HeadMoved`]. An append returns only once its
-//! `COMMIT` returned, on a session with `synchronous_commit` on, on a server with `fsync` on
-//! (an open on a server without it refuses to write).
+//! new head of the chain. The group is sent with its `BEGIN` and its
+//! `COMMIT` in one pipeline; its first statement, `ledger_advance_head`, moves the one row of
+//! `ledger_head` on condition that the chain's head and each stream's version are still what
+//! the commits were computed against, and raises otherwise, which aborts the transaction and
+//! turns its `COMMIT` into a rollback: nothing is written and the backend answers
+//! [`StorageError::HeadMoved`]. A writer may also hold the head row first
+//! ([`Storage::hold_head`], `SELECT … FOR UPDATE`) and plan its group under that lock. An
+//! append returns only once its `COMMIT` returned, on a session with `synchronous_commit` on,
+//! on a server with `fsync` on (an open on a server without it refuses to write).
 //!
-//! Why no reader ever sees seq N+1 before seq N: every append holds the head row's lock from
-//! its first statement to its commit, and a transaction's commit becomes visible to new
-//! snapshots before its locks are released. The append of N+1 therefore takes the lock only
-//! once the append of N is visible, and commits after it; a snapshot that sees N+1 was taken
-//! after N+1 committed, so it sees N too. A reader tailing `WHERE seq >= k ORDER BY seq` in
-//! one statement (one snapshot) reads a gap-free prefix.
+//! Why no reader ever sees seq N+1 before seq N: every append takes the head row's lock before
+//! it inserts anything and holds it to its commit, and a transaction's commit becomes visible
+//! to new snapshots before its locks are released. The append of N+1 therefore gets past the
+//! lock only once the append of N is visible, and commits after it; a snapshot that sees N+1
+//! was taken after N+1 committed, so it sees N too. A reader tailing `WHERE seq >= k ORDER BY
+//! seq` in one statement (one snapshot) reads a gap-free prefix.
+//!
+//! Each commit notifies `ledger_appended`; every writable backend listens on a session of its
+//! own and wakes its ledger's writer for other nodes' commits ([`Storage::watch`]).
 //!
 //! The [`Storage`] trait is synchronous and the driver (`tokio-postgres`) is asynchronous: the
 //! backend owns a small tokio runtime of its own, runs every query there and blocks the calling
@@ -53,6 +59,9 @@ pub struct PostgresOptions {
     pub application_name: String,
     /// How long a connection attempt may take.
     pub connect_timeout: Duration,
+    /// How long a session may sit idle inside a transaction before the server ends it (and
+    /// with it the head row's lock, if it holds it).
+    pub idle_in_transaction: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -62,6 +71,7 @@ impl Default for PostgresOptions {
             read_connections: 4,
             application_name: "research-ledger".into(),
             connect_timeout: Duration::from_secs(10),
+            idle_in_transaction: IDLE_IN_TRANSACTION,
         }
     }
 }
@@ -98,21 +108,45 @@ fn digest(bytes: &[u8], what: &'static str) -> Result<Digest, StorageError> {
         })
 }
 
-/// How long a session may sit idle inside a transaction before the server ends it. The writer
-/// holds its transaction open only while it reads what other nodes committed and plans its
-/// group, which takes milliseconds.
-const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
+/// How long a session may sit idle inside a transaction before the server ends it, unless the
+/// options say otherwise. The writer holds its transaction open only while it reads what other
+/// nodes committed and plans its group, which takes milliseconds.
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
+
+/// The channel `ledger_advance_head` notifies when a group commits.
+const APPENDED_CHANNEL: &str = "ledger_appended";
+
+/// A name for this backend, unlike any other's: 16 random bytes as hex.
+fn node_name() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Unlike other nodes' all the same: they run elsewhere or with another pid or time.
+        let fallback = format!("{:?}/{}", std::time::SystemTime::now(), std::process::id());
+        bytes.copy_from_slice(&blake3::hash(fallback.as_bytes()).as_bytes()[..16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What every session of one backend is opened with.
+#[derive(Debug)]
+struct Setup {
+    config: Config,
+    idle_in_transaction: Duration,
+    /// Names this backend in the notifications its commits send, so that it does not wake
+    /// itself for them.
+    node: String,
+}
 
 /// The statements a session prepares once.
 #[derive(Debug)]
 struct Statements {
     lock_head: Statement,
-    stream_heads: Statement,
+    /// Only on the writer's session: a database opened read-only may predate the function.
+    advance_head: Option<Statement>,
     insert_events: Statement,
     insert_keys: Statement,
     insert_nodes: Statement,
     insert_content: Statement,
-    set_head: Statement,
     read_range: Statement,
     read_stream: Statement,
     stream_version: Statement,
@@ -127,9 +161,8 @@ struct Statements {
 mod sql {
     pub(super) const LOCK_HEAD: &str =
         "SELECT size, last_hash FROM ledger_head WHERE id = 1 FOR UPDATE";
-    pub(super) const STREAM_HEADS: &str = "SELECT s.stream, coalesce((SELECT \
-        max(e.stream_version) FROM ledger_events e WHERE e.stream = s.stream), 0) \
-        FROM unnest($1::text[]) AS s(stream)";
+    pub(super) const ADVANCE_HEAD: &str = "SELECT ledger_advance_head($1, $2, $3, $4, $5, \
+        $6::text[], $7::int8[])";
     pub(super) const INSERT_EVENTS: &str = "INSERT INTO ledger_events \
         (seq, stream, stream_version, event_id, hash, bytes) SELECT * FROM unnest($1::int8[], \
         $2::text[], $3::int8[], $4::uuid[], $5::bytea[], $6::bytea[])";
@@ -144,8 +177,6 @@ mod sql {
         SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO UPDATE \
         SET bytes = EXCLUDED.bytes WHERE content_blobs.bytes IS DISTINCT FROM EXCLUDED.bytes";
     pub(super) const READ_BLOB: &str = "SELECT bytes FROM content_blobs WHERE hash = $1";
-    pub(super) const SET_HEAD: &str = "UPDATE ledger_head SET size = $1, last_hash = $2, \
-        merkle_size = greatest(merkle_size, $3) WHERE id = 1";
     pub(super) const READ_RANGE: &str =
         "SELECT seq, bytes FROM ledger_events WHERE seq >= $1 ORDER BY seq LIMIT $2";
     pub(super) const READ_STREAM: &str = "SELECT seq, bytes FROM ledger_events \
@@ -161,15 +192,17 @@ mod sql {
 }
 
 impl Statements {
-    async fn prepare(client: &Client) -> Result<Statements, tokio_postgres::Error> {
+    async fn prepare(client: &Client, writes: bool) -> Result<Statements, tokio_postgres::Error> {
         Ok(Statements {
             lock_head: client.prepare(sql::LOCK_HEAD).await?,
-            stream_heads: client.prepare(sql::STREAM_HEADS).await?,
+            advance_head: match writes {
+                true => Some(client.prepare(sql::ADVANCE_HEAD).await?),
+                false => None,
+            },
             insert_events: client.prepare(sql::INSERT_EVENTS).await?,
             insert_keys: client.prepare(sql::INSERT_KEYS).await?,
             insert_nodes: client.prepare(sql::INSERT_NODES).await?,
             insert_content: client.prepare(sql::INSERT_CONTENT).await?,
-            set_head: client.prepare(sql::SET_HEAD).await?,
             read_range: client.prepare(sql::READ_RANGE).await?,
             read_stream: client.prepare(sql::READ_STREAM).await?,
             stream_version: client.prepare(sql::STREAM_VERSION).await?,
@@ -192,14 +225,17 @@ struct Session {
 /// A connection that is opened again when it is found closed.
 #[derive(Debug)]
 struct Link {
-    config: Arc<Config>,
+    setup: Arc<Setup>,
+    /// The session appends: it prepares the statements that write.
+    writes: bool,
     slot: tokio::sync::Mutex<Option<Arc<Session>>>,
 }
 
 impl Link {
-    fn new(config: Arc<Config>) -> Link {
+    fn new(setup: Arc<Setup>, writes: bool) -> Link {
         Link {
-            config,
+            setup,
+            writes,
             slot: tokio::sync::Mutex::new(None),
         }
     }
@@ -212,7 +248,7 @@ impl Link {
             return Ok(Arc::clone(session));
         }
         *slot = None;
-        let session = Arc::new(connect(&self.config).await?);
+        let session = Arc::new(connect(&self.setup, self.writes).await?);
         *slot = Some(Arc::clone(&session));
         Ok(session)
     }
@@ -223,8 +259,9 @@ impl Link {
     }
 }
 
-async fn connect(config: &Config) -> Result<Session, StorageError> {
-    let (client, connection) = config
+async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
+    let (client, connection) = setup
+        .config
         .connect(NoTls)
         .await
         .map_err(|e| db_error("connect", &e))?;
@@ -236,16 +273,19 @@ async fn connect(config: &Config) -> Result<Session, StorageError> {
     // Acknowledgement waits for the commit to be flushed (and, with a synchronous standby, for
     // the standby), whatever the server's default says.
     // A node that stops answering while it holds the head row (paused, its network cut) loses
-    // the lock, and its open transaction, after `IDLE_IN_TRANSACTION`, instead of stopping every
+    // the lock, and its open transaction, after `idle_in_transaction`, instead of stopping every
     // other node's writes until its connection is found dead.
+    // `ledger.node` names the node in the notifications its commits send.
     client
         .batch_execute(&format!(
-            "SET synchronous_commit TO on; SET idle_in_transaction_session_timeout TO {}",
-            IDLE_IN_TRANSACTION.as_millis()
+            "SET synchronous_commit TO on; SET idle_in_transaction_session_timeout TO {}; \
+             SET ledger.node TO '{}'",
+            setup.idle_in_transaction.as_millis().max(1),
+            setup.node
         ))
         .await
         .map_err(|e| db_error("set the session's settings", &e))?;
-    let st = Statements::prepare(&client)
+    let st = Statements::prepare(&client, writes)
         .await
         .map_err(|e| db_error("prepare statements", &e))?;
     Ok(Session { client, st })
@@ -268,6 +308,13 @@ impl Driver {
         Ok(Driver {
             runtime: Some(runtime),
         })
+    }
+
+    /// Runs `work` on the driver's runtime without waiting for it; it ends with the runtime.
+    fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(work);
+        }
     }
 
     /// Runs `work` on the driver's runtime and waits for it.
@@ -379,6 +426,7 @@ impl Pool {
 pub struct PostgresStorage {
     driver: Driver,
     pool: Arc<Pool>,
+    setup: Arc<Setup>,
     head: Mutex<ChainHead>,
     /// What the head row said at open, when it said more than the events hold.
     claimed: u64,
@@ -401,11 +449,16 @@ impl PostgresStorage {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
+        let setup = Arc::new(Setup {
+            config: config.clone(),
+            idle_in_transaction: options.idle_in_transaction,
+            node: node_name(),
+        });
         let config = Arc::new(config);
         let pool = Arc::new(Pool {
-            writer: Link::new(Arc::clone(&config)),
+            writer: Link::new(Arc::clone(&setup), !options.read_only),
             readers: (0..options.read_connections.max(1))
-                .map(|_| Link::new(Arc::clone(&config)))
+                .map(|_| Link::new(Arc::clone(&setup), false))
                 .collect(),
             next: AtomicUsize::new(0),
             lead: Lead {
@@ -423,6 +476,7 @@ impl PostgresStorage {
         let storage = PostgresStorage {
             driver,
             pool,
+            setup,
             head: Mutex::new(head),
             claimed,
             read_only: read_only || !problems.is_empty(),
@@ -438,6 +492,12 @@ impl PostgresStorage {
             pool.reader().session().await.map(|_| ())
         })?;
         Ok(storage)
+    }
+
+    /// Records the head a group this backend committed made, and the commit.
+    fn set_head(&self, next: ChainHead) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        *self.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
     }
 
     fn refuse_writes(&self) -> Result<(), StorageError> {
@@ -595,25 +655,26 @@ impl HeldHead for Held<'_> {
             ));
         };
         let pool = Arc::clone(&self.storage.pool);
-        let head = self.head;
-        let planned = plan_group(head, commits, content, tree);
-        let driver = &self.storage.driver;
-        let next = driver.run(async move {
-            let done = match planned {
-                Ok(Some((next, rows, new_size, merkle_size))) => {
-                    let (group, content) = tokio::join!(
-                        write_group(&session, &rows, new_size, &next.last_hash, merkle_size),
-                        insert_content(&session, &rows),
-                    );
-                    group.and(content).map(|()| next)
-                }
-                Ok(None) => Ok(head),
-                Err(e) => Err(e),
-            };
-            finish(&pool, &session, done).await
-        })?;
-        self.storage.syncs.fetch_add(1, Ordering::Relaxed);
-        *self.storage.head.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        let group = match GroupRows::of(commits, content, tree, self.head) {
+            Ok(Some(group)) if group.expected == self.head => group,
+            unwritten => {
+                // Nothing to write, or planned on another head: let go, having written nothing.
+                self.storage
+                    .driver
+                    .run(async move { roll_back(&pool, &session).await })?;
+                return match unwritten {
+                    Ok(Some(_)) => Err(StorageError::HeadMoved),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        let next = group.next;
+        // The lock is held already: the rows and the `COMMIT` go in one round trip.
+        self.storage
+            .driver
+            .run(async move { write_group(&pool, &session, &group, Begin::Held).await })?;
+        self.storage.set_head(next);
         Ok(())
     }
 }
@@ -622,49 +683,80 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Some(session) = self.session.take() {
             let pool = Arc::clone(&self.storage.pool);
-            // Nothing was written; a rollback that fails forgets the session.
-            let _ = self.storage.driver.run(async move {
-                finish::<()>(&pool, &session, Err(StorageError::HeadMoved)).await
-            });
+            // Nothing was written.
+            let _ = self
+                .storage
+                .driver
+                .run(async move { roll_back(&pool, &session).await });
         }
     }
 }
 
-/// The head after a group computed against `head`, its rows and its new sizes (`None` for a
-/// group of nothing); commits computed against another head are [`StorageError::HeadMoved`].
-/// A group of content alone leaves the head where it is.
-fn plan_group(
-    head: ChainHead,
-    commits: &[Commit],
-    content: &[Blob],
-    tree: &TreeGrowth,
-) -> Result<Option<(ChainHead, Rows, i64, i64)>, StorageError> {
-    let (Some(first), Some(last)) = (
-        commits.iter().find_map(|c| c.events.first()),
-        commits.iter().rev().find_map(|c| c.events.last()),
-    ) else {
-        if content.is_empty() {
-            return Ok(None);
-        }
-        let rows = Rows::of(commits, content, tree)?;
-        let size = to_i64(head.size, "a size")?;
-        return Ok(Some((head, rows, size, to_i64(tree.size, "a tree size")?)));
-    };
-    let expected = ChainHead {
-        size: first.seq,
-        last_hash: first.prev_hash,
-    };
-    if head != expected {
-        return Err(StorageError::HeadMoved);
+/// Rolls back the writer's open transaction; a session whose rollback fails is forgotten, so
+/// that the next use opens another instead of writing into a transaction left open.
+async fn roll_back(pool: &Pool, session: &Session) -> Result<(), StorageError> {
+    if let Err(e) = session.client.batch_execute("ROLLBACK").await {
+        pool.writer.forget().await;
+        return Err(db_error("roll back", &e));
     }
-    let next = ChainHead {
-        size: last.seq + 1,
-        last_hash: last.hash,
-    };
-    let rows = Rows::of(commits, content, tree)?;
-    let new_size = to_i64(next.size, "a size")?;
-    let merkle_size = to_i64(tree.size, "a tree size")?;
-    Ok(Some((next, rows, new_size, merkle_size)))
+    Ok(())
+}
+
+/// How long the listener waits before it connects again after its session failed; the
+/// followers' poll goes on meanwhile.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+
+/// Calls `wake` for every group another node commits, for as long as the runtime runs:
+/// `ledger_advance_head` notifies `ledger_appended` at each commit, naming the new size and
+/// the node. A session that fails is opened again; once it listens, `wake` is called once for
+/// whatever was committed while none did.
+async fn listen(setup: Arc<Setup>, wake: Arc<dyn Fn() + Send + Sync>) {
+    loop {
+        if let Err(e) = listen_once(&setup, &*wake).await {
+            tracing::debug!(error = %e, "not listening for other nodes' appends; polling only");
+        }
+        tokio::time::sleep(LISTEN_RETRY).await;
+    }
+}
+
+async fn listen_once(setup: &Setup, wake: &(dyn Fn() + Send + Sync)) -> Result<(), StorageError> {
+    let (client, mut connection) = setup
+        .config
+        .connect(NoTls)
+        .await
+        .map_err(|e| db_error("connect to listen", &e))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {APPENDED_CHANNEL}"))
+        .await
+        .map_err(|e| db_error("listen for appends", &e))?;
+    wake();
+    while let Some(payload) = rx.recv().await {
+        // This node's own commits need no following.
+        if payload
+            .split_once(' ')
+            .is_none_or(|(_, node)| node != setup.node)
+        {
+            wake();
+        }
+    }
+    Err(StorageError::Database {
+        op: "listen for appends",
+        detail: "the session closed".into(),
+    })
 }
 
 /// The ledger schema version the database at `url` holds: 0 when it holds no ledger.
@@ -703,11 +795,20 @@ async fn opening_state(config: &Config, read_only: bool) -> Result<OpeningState,
         .map_err(|e| db_error("connect", &e))?;
     tokio::spawn(connection);
     if read_only {
+        // Every version since the second holds the tables reads use (the content blobs came
+        // with it); only writes need the latest, and a read-only open writes nothing,
+        // migrations included.
         let found = schema::current(&client).await?;
-        if found != schema::latest() {
+        if found < schema::READABLE_FROM || found > schema::latest() {
             return Err(StorageError::Failed(format!(
-                "the database holds ledger schema version {found}, this program reads {}",
-                schema::latest()
+                "the database holds ledger schema version {found}, this program reads {} to {}{}",
+                schema::READABLE_FROM,
+                schema::latest(),
+                if found < schema::READABLE_FROM && found > 0 {
+                    "; open it once to write (serve, or any command that writes) to migrate it"
+                } else {
+                    ""
+                }
             )));
         }
     } else {
@@ -815,8 +916,9 @@ struct Rows {
     /// twice).
     blob_hash: Vec<Vec<u8>>,
     blob_bytes: Vec<Vec<u8>>,
-    /// Each stream the group writes, with its version before the group.
-    bases: Vec<(String, u64)>,
+    /// Each stream the group writes, and its version before the group.
+    streams: Vec<String>,
+    bases: Vec<i64>,
 }
 
 impl Rows {
@@ -830,31 +932,14 @@ impl Rows {
             }
         }
         for commit in commits {
-            if !rows.bases.iter().any(|(s, _)| *s == commit.stream) {
+            if !rows.streams.contains(&commit.stream) {
+                rows.streams.push(commit.stream.clone());
                 rows.bases
-                    .push((commit.stream.clone(), commit.base_version));
+                    .push(to_i64(commit.base_version, "a stream version")?);
             }
-            for event in &commit.events {
-                rows.seq.push(to_i64(event.seq, "a seq")?);
-                rows.stream.push(commit.stream.clone());
-                rows.version
-                    .push(to_i64(event.stream_version, "a stream version")?);
-                rows.id.push(event.event_id);
-                rows.hash.push(event.hash.as_bytes().to_vec());
-                rows.bytes.push(event.bytes.to_vec());
-            }
+            rows.add_events(commit)?;
             if let Some(record) = &commit.idempotency {
-                rows.key.push(record.key.clone());
-                rows.fingerprint
-                    .push(record.fingerprint.as_bytes().to_vec());
-                rows.key_stream.push(record.stream.clone());
-                rows.first_seq.push(to_i64(record.first_seq, "a seq")?);
-                rows.count
-                    .push(i32::try_from(record.event_count).map_err(|_| {
-                        StorageError::Failed("a commit of more than 2^31 events".into())
-                    })?);
-                rows.key_version
-                    .push(to_i64(record.stream_version, "a stream version")?);
+                rows.add_key(record)?;
             }
         }
         for node in &tree.nodes {
@@ -864,88 +949,198 @@ impl Rows {
         }
         Ok(rows)
     }
+
+    fn add_events(&mut self, commit: &Commit) -> Result<(), StorageError> {
+        for event in &commit.events {
+            self.seq.push(to_i64(event.seq, "a seq")?);
+            self.stream.push(commit.stream.clone());
+            self.version
+                .push(to_i64(event.stream_version, "a stream version")?);
+            self.id.push(event.event_id);
+            self.hash.push(event.hash.as_bytes().to_vec());
+            self.bytes.push(event.bytes.to_vec());
+        }
+        Ok(())
+    }
+
+    fn add_key(&mut self, record: &IdempotencyRecord) -> Result<(), StorageError> {
+        self.key.push(record.key.clone());
+        self.fingerprint
+            .push(record.fingerprint.as_bytes().to_vec());
+        self.key_stream.push(record.stream.clone());
+        self.first_seq.push(to_i64(record.first_seq, "a seq")?);
+        self.count.push(
+            i32::try_from(record.event_count)
+                .map_err(|_| StorageError::Failed("a commit of more than 2^31 events".into()))?,
+        );
+        self.key_version
+            .push(to_i64(record.stream_version, "a stream version")?);
+        Ok(())
+    }
 }
 
-/// Writes a group's rows inside the append's transaction, pipelined: the streams' versions
-/// first (the statements run in order, so they are the versions before this group), then the
-/// events, idempotency records, Merkle nodes and the new head. A stream found at another
-/// version than the group was checked against is [`StorageError::HeadMoved`].
-async fn write_group(
-    session: &Session,
-    rows: &Rows,
-    new_size: i64,
-    last_hash: &Digest,
+/// A group ready to be written: the head it was planned on, the head it makes, and its rows,
+/// each already as the statements take it, so that nothing can fail between the statements
+/// of the group's pipeline but the statements themselves.
+struct GroupRows {
+    /// False for a group of content alone: it leaves the head where it is.
+    has_events: bool,
+    expected: ChainHead,
+    next: ChainHead,
+    rows: Rows,
     merkle_size: i64,
-) -> Result<(), StorageError> {
-    let last_hash = last_hash.as_bytes().to_vec();
-    let streams: Vec<&str> = rows.bases.iter().map(|(s, _)| s.as_str()).collect();
-    let st = &session.st;
-    let c = &session.client;
-    let (versions, events, keys, nodes, moved) = tokio::join!(
-        async { c.query(&st.stream_heads, &[&streams]).await },
-        async {
-            let params: [&(dyn ToSql + Sync); 6] = [
-                &rows.seq,
-                &rows.stream,
-                &rows.version,
-                &rows.id,
-                &rows.hash,
-                &rows.bytes,
-            ];
-            c.execute(&st.insert_events, &params).await
-        },
-        async {
-            if rows.key.is_empty() {
-                return Ok(0);
+    expected_size: i64,
+    expected_hash: Vec<u8>,
+    new_size: i64,
+    new_hash: Vec<u8>,
+}
+
+impl GroupRows {
+    /// The group of `commits` and `content` (`None` when they hold neither an event nor a
+    /// blob): the head the commits were computed against is the first event's seq and
+    /// `prev_hash`; a group of content alone is written on `head` and leaves it there.
+    fn of(
+        commits: &[Commit],
+        content: &[Blob],
+        tree: &TreeGrowth,
+        head: ChainHead,
+    ) -> Result<Option<GroupRows>, StorageError> {
+        let (Some(first), Some(last)) = (
+            commits.iter().find_map(|c| c.events.first()),
+            commits.iter().rev().find_map(|c| c.events.last()),
+        ) else {
+            if content.is_empty() {
+                return Ok(None);
             }
-            let params: [&(dyn ToSql + Sync); 6] = [
-                &rows.key,
-                &rows.fingerprint,
-                &rows.key_stream,
-                &rows.first_seq,
-                &rows.count,
-                &rows.key_version,
-            ];
-            c.execute(&st.insert_keys, &params).await
-        },
-        async {
-            if rows.level.is_empty() {
-                return Ok(0);
-            }
-            c.execute(&st.insert_nodes, &[&rows.level, &rows.idx, &rows.node])
-                .await
-        },
-        async {
-            c.execute(&st.set_head, &[&new_size, &last_hash, &merkle_size])
-                .await
-        },
-    );
-    // The versions were read before the inserts (the statements run in order), so they
-    // are the streams' versions before this group.
-    for row in versions.map_err(|e| db_error("read stream versions", &e))? {
-        let stream: String = row.get(0);
-        let found = to_u64(row.get(1), "a stream version")?;
-        if rows
-            .bases
-            .iter()
-            .any(|(s, base)| *s == stream && *base != found)
-        {
-            return Err(StorageError::HeadMoved);
-        }
+            let size = to_i64(head.size, "a size")?;
+            return Ok(Some(GroupRows {
+                has_events: false,
+                expected: head,
+                next: head,
+                rows: Rows::of(commits, content, tree)?,
+                merkle_size: to_i64(tree.size, "a tree size")?,
+                expected_size: size,
+                expected_hash: head.last_hash.as_bytes().to_vec(),
+                new_size: size,
+                new_hash: head.last_hash.as_bytes().to_vec(),
+            }));
+        };
+        Ok(Some(GroupRows {
+            has_events: true,
+            expected: ChainHead {
+                size: first.seq,
+                last_hash: first.prev_hash,
+            },
+            next: ChainHead {
+                size: last.seq + 1,
+                last_hash: last.hash,
+            },
+            rows: Rows::of(commits, content, tree)?,
+            merkle_size: to_i64(tree.size, "a tree size")?,
+            expected_size: to_i64(first.seq, "a size")?,
+            expected_hash: first.prev_hash.as_bytes().to_vec(),
+            new_size: to_i64(last.seq + 1, "a size")?,
+            new_hash: last.hash.as_bytes().to_vec(),
+        }))
     }
+}
+
+/// How a group's transaction is begun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Begin {
+    /// In the group's own pipeline: its conditional head update takes the head row's lock.
+    Open,
+    /// Already, holding the head row's lock ([`Storage::hold_head`]).
+    Held,
+}
+
+/// Writes a group in one round trip: `BEGIN` (unless the transaction holds the lock already),
+/// the head moved on condition that it is the head the group was planned on and that every
+/// stream is at the version the group was planned on (`ledger_advance_head`, which takes the
+/// head row's lock first; a group of content alone moves nothing), the content blobs the
+/// events cite, the events, the idempotency records, the Merkle nodes, and `COMMIT`,
+/// pipelined: one commit makes the events and their content durable together. A statement that fails aborts the transaction, and the server then
+/// answers the `COMMIT` with a rollback: nothing of the group is written, and a head or a
+/// stream found elsewhere is [`StorageError::HeadMoved`]. Only a `COMMIT` that fails itself
+/// (the connection lost) leaves the outcome unknown. Every statement after `BEGIN` is a
+/// prepared one, sent on its first poll, so `join!` sends them in this order. The driver could
+/// fail a statement before sending it only on parameters of the wrong type, which these fixed
+/// statements do not take; were it to happen, the `COMMIT` would commit a partial group, and
+/// the head row would then disagree with the events, which the next locked group and every
+/// open report instead of writing on.
+async fn write_group(
+    pool: &Pool,
+    session: &Session,
+    group: &GroupRows,
+    begin: Begin,
+) -> Result<(), StorageError> {
+    let c = &session.client;
+    let Some(advance) = &session.st.advance_head else {
+        return Err(StorageError::Failed(
+            "this session was opened to read, not to write".into(),
+        ));
+    };
+    let (begun, advanced, content, events, keys, nodes, committed) = tokio::join!(
+        async {
+            match begin {
+                Begin::Open => c.batch_execute("BEGIN").await,
+                Begin::Held => Ok(()),
+            }
+        },
+        async {
+            match group.has_events {
+                true => advance_head(session, advance, group).await,
+                false => Ok(()),
+            }
+        },
+        insert_content(session, &group.rows),
+        insert_events(session, &group.rows),
+        insert_keys(session, &group.rows),
+        insert_nodes(session, &group.rows),
+        c.batch_execute("COMMIT"),
+    );
+    if committed.is_err() {
+        // The session may be gone or in a state nobody knows: the next write opens another.
+        pool.writer.forget().await;
+    }
+    // The first failure is the one to report: every later statement failed because of it.
+    begun.map_err(|e| db_error("begin", &e))?;
+    advanced?;
+    content.map_err(|e| db_error("insert content blobs", &e))?;
     events.map_err(|e| db_error("insert events", &e))?;
     keys.map_err(|e| db_error("insert idempotency records", &e))?;
     nodes.map_err(|e| db_error("insert Merkle nodes", &e))?;
-    moved.map_err(|e| db_error("move the head", &e))?;
+    committed.map_err(|e| db_error("commit", &e))?;
     Ok(())
 }
 
-/// Inserts a group's content blobs in the append's transaction, pipelined beside
-/// [`write_group`]'s statements, so one commit makes the events and the content they cite
-/// durable together, and a group that rolls back leaves neither.
-async fn insert_content(session: &Session, rows: &Rows) -> Result<(), StorageError> {
+/// `ledger_advance_head` for `group`: the head moved to the group's, on condition that it and
+/// every stream the group writes are where the group was planned.
+async fn advance_head(
+    session: &Session,
+    advance: &Statement,
+    group: &GroupRows,
+) -> Result<(), StorageError> {
+    let params: [&(dyn ToSql + Sync); 7] = [
+        &group.expected_size,
+        &group.expected_hash,
+        &group.new_size,
+        &group.new_hash,
+        &group.merkle_size,
+        &group.rows.streams,
+        &group.rows.bases,
+    ];
+    session
+        .client
+        .execute(advance, &params)
+        .await
+        .map(|_| ())
+        .map_err(|e| moved_or("move the head", &e))
+}
+
+async fn insert_content(session: &Session, rows: &Rows) -> Result<u64, tokio_postgres::Error> {
     if rows.blob_hash.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     session
         .client
@@ -954,8 +1149,65 @@ async fn insert_content(session: &Session, rows: &Rows) -> Result<(), StorageErr
             &[&rows.blob_hash, &rows.blob_bytes],
         )
         .await
-        .map_err(|e| db_error("insert content blobs", &e))?;
-    Ok(())
+}
+
+async fn insert_events(session: &Session, rows: &Rows) -> Result<u64, tokio_postgres::Error> {
+    if rows.seq.is_empty() {
+        return Ok(0);
+    }
+    let params: [&(dyn ToSql + Sync); 6] = [
+        &rows.seq,
+        &rows.stream,
+        &rows.version,
+        &rows.id,
+        &rows.hash,
+        &rows.bytes,
+    ];
+    session
+        .client
+        .execute(&session.st.insert_events, &params)
+        .await
+}
+
+async fn insert_keys(session: &Session, rows: &Rows) -> Result<u64, tokio_postgres::Error> {
+    if rows.key.is_empty() {
+        return Ok(0);
+    }
+    let params: [&(dyn ToSql + Sync); 6] = [
+        &rows.key,
+        &rows.fingerprint,
+        &rows.key_stream,
+        &rows.first_seq,
+        &rows.count,
+        &rows.key_version,
+    ];
+    session
+        .client
+        .execute(&session.st.insert_keys, &params)
+        .await
+}
+
+async fn insert_nodes(session: &Session, rows: &Rows) -> Result<u64, tokio_postgres::Error> {
+    if rows.level.is_empty() {
+        return Ok(0);
+    }
+    session
+        .client
+        .execute(
+            &session.st.insert_nodes,
+            &[&rows.level, &rows.idx, &rows.node],
+        )
+        .await
+}
+
+/// [`StorageError::HeadMoved`] for the errors `ledger_advance_head` raises when the group was
+/// planned on a head or a stream version that is no longer the database's, else `db_error`.
+fn moved_or(op: &'static str, e: &tokio_postgres::Error) -> StorageError {
+    let code = e.as_db_error().map(|db| db.code().code());
+    if code == Some(schema::HEAD_MOVED) || code == Some(schema::STREAM_MOVED) {
+        return StorageError::HeadMoved;
+    }
+    db_error(op, e)
 }
 
 fn raw(row: &tokio_postgres::Row) -> Result<RawEvent, StorageError> {
@@ -990,13 +1242,22 @@ impl Storage for PostgresStorage {
         content: &[Blob],
         tree: &TreeGrowth,
     ) -> Result<(), StorageError> {
-        if commits.iter().all(|c| c.events.is_empty()) && content.is_empty() {
-            return self.refuse_writes();
-        }
-        // A failed commit leaves the outcome unknown. Nothing here is stale: the next append
-        // checks the head under its lock, and the ledger's writer reads what the database
-        // holds past its head before it writes again.
-        Box::new(self.hold()?).append(commits, content, tree)
+        self.refuse_writes()?;
+        let Some(group) = GroupRows::of(commits, content, tree, self.head())? else {
+            return Ok(());
+        };
+        let next = group.next;
+        let pool = Arc::clone(&self.pool);
+        // Without a lock taken first: the group's conditional head update takes it, so a group
+        // is one round trip. Another writer's commit since the head the group was planned on
+        // is `HeadMoved`, nothing written; a failed commit leaves the outcome unknown, and the
+        // ledger's writer reads what the database holds past its head before it writes again.
+        self.driver.run(async move {
+            let session = pool.writer.session().await?;
+            write_group(&pool, &session, &group, Begin::Open).await
+        })?;
+        self.set_head(next);
+        Ok(())
     }
 
     fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
@@ -1258,6 +1519,10 @@ impl Storage for PostgresStorage {
         if head.size > ours.size {
             *ours = head;
         }
+    }
+
+    fn watch(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        self.driver.spawn(listen(Arc::clone(&self.setup), wake));
     }
 
     fn checkpoint_leader(&self) -> bool {

@@ -14,7 +14,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
-use ledger::storage::{Blob, Commit, SealedEvent, Storage, TreeGrowth, content_hash};
+use ledger::storage::{
+    Blob, Commit, SealedEvent, Storage, StorageError, TreeGrowth, content_hash,
+};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip};
 
@@ -962,4 +964,277 @@ fn content_commits_with_the_events_that_cite_it_or_not_at_all() {
 
 fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One commit of one made-up event on `head`, to drive the storage backend directly: the
+/// backend stores bytes and hashes as given.
+fn made_up_commit(head: ledger::storage::ChainHead, stream: &str, base: u64) -> Commit {
+    let hash =
+        Digest(*blake3::hash(&[head.last_hash.as_bytes(), stream.as_bytes()].concat()).as_bytes());
+    Commit {
+        stream: stream.into(),
+        base_version: base,
+        events: vec![SealedEvent {
+            seq: head.size,
+            stream_version: base + 1,
+            event_id: uuid::Uuid::from_bytes(hash.as_bytes()[..16].try_into().unwrap()),
+            prev_hash: head.last_hash,
+            hash,
+            bytes: Arc::from(&hash.as_bytes()[..]),
+        }],
+        idempotency: None,
+    }
+}
+
+fn tree(size: u64) -> TreeGrowth {
+    TreeGrowth {
+        nodes: Vec::new(),
+        size,
+    }
+}
+
+#[test]
+fn a_group_planned_on_a_moved_head_or_stream_writes_nothing_and_the_writer_writes_on() {
+    let Some((cluster, url)) = database("a_group_planned_on_a_moved_head") else {
+        return;
+    };
+    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let start = ours.head();
+    theirs
+        .append(&[made_up_commit(start, "a", 0)], &[], &tree(1))
+        .unwrap();
+    // Planned on the head before theirs: refused whole, in the same round trip as its commit.
+    let stale = made_up_commit(start, "b", 0);
+    let err = ours.append(&[stale], &[], &tree(1)).unwrap_err();
+    assert!(matches!(err, StorageError::HeadMoved), "{err}");
+    let count = |table: &str| sql(cluster, &url, &format!("SELECT count(*) FROM {table}"));
+    assert_eq!(count("ledger_events"), "1");
+    assert_eq!(sql(cluster, &url, "SELECT size FROM ledger_head"), "1");
+    // On the true head but on a stream version that is not the stream's: refused whole.
+    let head = theirs.head();
+    let err = ours
+        .append(&[made_up_commit(head, "a", 0)], &[], &tree(2))
+        .unwrap_err();
+    assert!(matches!(err, StorageError::HeadMoved), "{err}");
+    assert_eq!(count("ledger_events"), "1");
+    // The session was left usable, with no transaction open: the right group is written.
+    ours.append(&[made_up_commit(head, "a", 1)], &[], &tree(2))
+        .unwrap();
+    assert_eq!(count("ledger_events"), "2");
+    assert_eq!(ours.head().size, 2);
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND state LIKE 'idle in transaction%'"
+        ),
+        "0"
+    );
+}
+
+#[test]
+fn a_writer_behind_another_plans_again_under_the_lock_and_answers_no_stale_conflict() {
+    let Some((_, url)) = database("a_writer_behind_another") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let first = open(&url, keys.path(), 21);
+    let second = open(&url, keys.path(), 22);
+    let mut live = second.subscribe(0);
+    for round in 0..20u64 {
+        // `second` last saw the stream at version 2 * round + 1, which `first` moves on: its
+        // own view says conflict, the database says the expected version is the stream's.
+        let before = first
+            .append(request("s", ExpectedVersion::Exact(2 * round), &[b"first"]))
+            .unwrap();
+        let after = second
+            .append(request(
+                "s",
+                ExpectedVersion::Exact(2 * round + 1),
+                &[b"second"],
+            ))
+            .expect("written on the stream's true version");
+        assert_eq!(after.events[0].seq, before.events[0].seq + 1);
+        // A new stream another writer made: its version is read past this writer's head.
+        let stream = format!("new-{round}");
+        first
+            .append(request(&stream, ExpectedVersion::Exact(0), &[b"made"]))
+            .unwrap();
+        let receipt = second
+            .append(request(&stream, ExpectedVersion::Any, &[b"then"]))
+            .unwrap();
+        assert_eq!(receipt.stream_version, 2);
+    }
+    assert!(second.poisoned().is_none(), "{:?}", second.poisoned());
+    for seq in 0..second.head().size {
+        assert_eq!(live.next_blocking().unwrap().seq, seq, "in order, no gap");
+    }
+    assert!(second.verify_from_scratch(&mut |_, _| {}).failure.is_none());
+}
+
+#[test]
+fn writer_sessions_killed_under_load_lose_no_acknowledged_append() {
+    let Some((cluster, url)) = database("writer_sessions_killed") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_postgres(
+        &url,
+        keys.path(),
+        LedgerOptions {
+            checkpoint_interval: None,
+            ..options(23)
+        },
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let ledger = ledger.clone();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut acknowledged = Vec::new();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) || i < 5 {
+                    let key = format!("w{w}-{i}");
+                    // Retried with its key until acknowledged: an unknown outcome is learned.
+                    let receipt = loop {
+                        let r = keyed(request("s", ExpectedVersion::Any, &[key.as_bytes()]), &key);
+                        match ledger.append(r) {
+                            Ok(receipt) => break receipt,
+                            Err(AppendError::Storage(_)) => {
+                                std::thread::sleep(Duration::from_millis(5))
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    };
+                    acknowledged.push((key, receipt.events[0].seq));
+                    i += 1;
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(60));
+        sql(
+            cluster,
+            &url,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND application_name = 'research-ledger'",
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged: Vec<(String, u64)> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    let total: usize = sql(cluster, &url, "SELECT count(*) FROM ledger_events")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        total,
+        acknowledged.len(),
+        "every append written exactly once"
+    );
+    for (key, seq) in &acknowledged {
+        assert_eq!(ledger.get(*seq).unwrap().unwrap().payload, key.as_bytes());
+    }
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+    append_any(&ledger, "after", b"x").expect("the ledger writes on");
+}
+
+#[test]
+fn a_writer_paused_while_it_holds_the_head_loses_it_and_the_others_write_on() {
+    let Some((_, url)) = database("a_writer_paused") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = open(&url, keys.path(), 31);
+    append_any(&ledger, "s", b"before").unwrap();
+    let paused = PostgresStorage::open(
+        &url,
+        PostgresOptions {
+            idle_in_transaction: Duration::from_secs(1),
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    // Takes the head row's lock and then does nothing, as a node stopped mid-group does.
+    let held = paused.hold_head().unwrap().unwrap();
+    let held_head = held.head();
+    let started = std::time::Instant::now();
+    let receipt = append_any(&ledger, "s", b"while paused")
+        .expect("written once the paused session lost the lock");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the append waited for the lock the paused session held"
+    );
+    assert_eq!(receipt.events[0].seq, 1);
+    // The paused session's group is refused: its transaction ended with its session.
+    let stale = made_up_commit(held_head, "p", 0);
+    assert!(held.append(&[stale], &[], &tree(2)).is_err());
+    // It takes the lock again on a new session, at the head the others moved.
+    let again = paused.hold_head().unwrap().unwrap();
+    assert_eq!(again.head(), ledger.head());
+    drop(again);
+    assert_eq!(append_any(&ledger, "s", b"after").unwrap().events[0].seq, 2);
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+}
+
+/// Options whose poll for other ledgers' appends never fires within a test: only a
+/// notification makes the writer follow.
+fn notified_only(seed: u64) -> LedgerOptions {
+    LedgerOptions {
+        follow_every: Duration::ZERO,
+        checkpoint_interval: None,
+        ..options(seed)
+    }
+}
+
+#[test]
+fn a_commit_on_one_ledger_wakes_the_other_without_its_poll() {
+    let Some((cluster, url)) = database("a_commit_wakes_the_other") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let first = Ledger::open_postgres(&url, keys.path(), notified_only(41)).unwrap();
+    let second = Ledger::open_postgres(&url, keys.path(), notified_only(42)).unwrap();
+    let mut live = second.subscribe(0);
+    let next = |live: &mut ledger::Subscription| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(event) = live.try_next().unwrap() {
+                return event;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the other ledger's commit reached this one without a poll"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for i in 0..5u64 {
+        let receipt = append_any(&first, "s", format!("{i}").as_bytes()).unwrap();
+        let event = next(&mut live);
+        assert_eq!(event.seq, receipt.events[0].seq);
+    }
+    // The listening sessions are cut: a commit made while none listens is read once the
+    // listener is back, and later ones wake it again.
+    sql(
+        cluster,
+        &url,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    );
+    for i in 5..8u64 {
+        let receipt = append_any(&first, "s", format!("{i}").as_bytes()).unwrap();
+        assert_eq!(next(&mut live).seq, receipt.events[0].seq);
+    }
+    assert!(second.poisoned().is_none(), "{:?}", second.poisoned());
 }

@@ -302,7 +302,7 @@ fn notes(writers: usize) -> Vec<String> {
     vec![
         format!("Every append carries one event of {PAYLOAD_BYTES} payload bytes on a stream of its writer's own and expects any version; each caller waits for its acknowledgement before the next. Rates exclude opening the ledger."),
         format!("Raw baseline: on the same server, in the same scratch database, one INSERT … ON CONFLICT (stream, version) DO NOTHING per append in its own transaction (autocommit, synchronous_commit on): the least a durable conditional append costs without the ledger, on 1 and on {writers} connections."),
-        "Ledger: one transaction per group commit on one writer connection (the head row locked, the events, Merkle nodes and the head written pipelined). Two nodes: two ledgers on the same database sharing the writers; a group that finds the head moved reads what the other committed and is retried.".to_owned(),
+        "Ledger: one transaction per group commit on one writer connection, sent with its COMMIT in one round trip (BEGIN, the head moved on condition that it is the head the group was planned on, the events, Merkle nodes, COMMIT). Two nodes: two ledgers on the same database sharing the writers; a group that finds the head moved writes nothing, and is planned again under the head row's lock after reading what the other committed.".to_owned(),
         "Events per transaction: events over distinct xmin among the run's events.".to_owned(),
     ]
 }

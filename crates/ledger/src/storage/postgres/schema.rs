@@ -86,7 +86,62 @@ const MIGRATIONS: &[Migration] = &[
         );
     ",
     },
+    Migration {
+        version: 3,
+        description: "a group's head update that is conditional on the head it was planned on",
+        sql: ADVANCE_HEAD,
+    },
 ];
+
+/// The first schema version a read-only open reads: every table reads use, the content blobs
+/// among them, exists from it on. Writes need the latest.
+pub(super) const READABLE_FROM: i32 = 2;
+
+/// SQLSTATE raised by `ledger_advance_head` when the chain's head is not the one the group was
+/// planned on.
+pub(super) const HEAD_MOVED: &str = "RLH01";
+
+/// SQLSTATE raised by `ledger_advance_head` when a stream is not at the version the group was
+/// planned on.
+pub(super) const STREAM_MOVED: &str = "RLH02";
+
+/// Migration 3. A group is sent with its `COMMIT` in one pipeline, so a condition the group
+/// depends on must fail inside the server, where it aborts the transaction (which turns the
+/// `COMMIT` into a rollback), not in the client after the `COMMIT` was sent. The `UPDATE` takes
+/// the head row's lock first, waiting for any other writer's commit; it then sees the row that
+/// writer left (read committed re-checks the condition on the newest version), so a head that
+/// moved is found here. The stream versions are read after the lock, in a snapshot that holds
+/// everything committed before it. Each append's group calls this before its inserts. It also
+/// notifies `ledger_appended`, so that other nodes read the group as soon as it commits.
+const ADVANCE_HEAD: &str = r"
+        CREATE FUNCTION ledger_advance_head(
+            p_size bigint, p_hash bytea, p_new_size bigint, p_new_hash bytea,
+            p_merkle_size bigint, p_streams text[], p_bases bigint[]
+        ) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE ledger_head
+               SET size = p_new_size, last_hash = p_new_hash,
+                   merkle_size = greatest(merkle_size, p_merkle_size)
+             WHERE id = 1 AND size = p_size AND last_hash = p_hash;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the head of the chain is not at % events with the hash the group was planned on', p_size
+                    USING ERRCODE = 'RLH01';
+            END IF;
+            IF EXISTS (
+                SELECT 1 FROM unnest(p_streams, p_bases) AS s(stream, base)
+                 WHERE coalesce((SELECT max(e.stream_version) FROM ledger_events e
+                                  WHERE e.stream = s.stream), 0) <> s.base
+            ) THEN
+                RAISE EXCEPTION 'a stream is not at the version the group was planned on'
+                    USING ERRCODE = 'RLH02';
+            END IF;
+            -- Delivered at commit, never for a group rolled back: wakes the other nodes'
+            -- followers. The payload names the new size and the node that wrote.
+            PERFORM pg_notify('ledger_appended',
+                p_new_size::text || ' ' || coalesce(current_setting('ledger.node', true), ''));
+        END
+        $$;
+";
 
 /// The schema version this program writes.
 pub(super) fn latest() -> i32 {

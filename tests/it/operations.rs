@@ -125,6 +125,23 @@ fn json_logs_have_one_line_per_request_with_its_duration() {
     );
 }
 
+/// The allocator hands memory back and takes it again; with transparent huge pages each fault
+/// would zero 2 MiB, so the server turns them off for itself.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_server_runs_without_transparent_huge_pages() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    server.stop();
+    // Kernels before 6.0 do not report it.
+    let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) else {
+        eprintln!("this kernel does not report THP_enabled; nothing to check");
+        return;
+    };
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 #[test]
 fn a_graceful_shutdown_signs_a_checkpoint_of_everything_acknowledged() {
     let data = tempfile::tempdir().unwrap();

@@ -211,6 +211,11 @@ impl StateCache {
     pub(crate) fn len(&self) -> usize {
         self.states.len()
     }
+
+    /// Whether a task's state is held.
+    pub(crate) fn holds(&self, task_id: &str) -> bool {
+        self.states.contains_key(task_id)
+    }
 }
 
 /// Where states that are not in memory come from: the ledger, and the snapshots it confirms.
@@ -427,6 +432,11 @@ impl Model {
         // are written back by the next fold or snapshot round instead, loaded again if need be.
         drop(evicted);
         Ok(Some(state))
+    }
+
+    /// Whether a task's state is in memory: [`Model::state`] then reads nothing.
+    pub(crate) fn holds_state(&self, task_id: &str) -> bool {
+        lock(&self.states).holds(task_id)
     }
 
     /// The deterministic hash of a task's state at its head.

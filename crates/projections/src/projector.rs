@@ -787,6 +787,12 @@ impl Projector {
             .ok_or_else(|| not_found(task_id))
     }
 
+    /// Whether a task's state is held in memory, so that [`Projector::state`] reads neither
+    /// a snapshot nor the ledger for it.
+    pub fn holds_state(&self, task_id: &str) -> bool {
+        self.read().holds_state(task_id)
+    }
+
     /// A task's session version: its stream version.
     pub fn session_version(&self, task_id: &str) -> Result<u64, QueryError> {
         self.read()

@@ -14,9 +14,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
-use ledger::storage::{
-    Blob, Commit, SealedEvent, Storage, StorageError, TreeGrowth, content_hash,
-};
+use ledger::storage::{Blob, Commit, SealedEvent, Storage, StorageError, TreeGrowth, content_hash};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip};
 

@@ -143,6 +143,9 @@ type Check = fn(&Value) -> Result<(), ServiceError>;
 pub(crate) struct ToolDef {
     pub(crate) tool: Tool,
     pub(crate) spec: ToolSpec,
+    /// It reads nothing but its task's state: when that state is in memory, an async caller
+    /// runs it on its own thread rather than handing it to a blocking one.
+    in_memory: bool,
     check: Check,
     run: Handler,
 }
@@ -383,11 +386,26 @@ impl Service {
         arguments: Value,
         mut progress: Box<dyn FnMut(ToolProgress) + Send>,
     ) -> Result<ToolOutput, ServiceError> {
+        if self.answers_from_memory(&name, &arguments) {
+            return self.call_tool_with_progress(&caller, &name, &arguments, &mut *progress);
+        }
         let service = self.clone();
         tokio::task::spawn_blocking(move || {
             service.call_tool_with_progress(&caller, &name, &arguments, &mut *progress)
         })
         .await
         .map_err(|e| ServiceError::unavailable(format!("the call stopped: {e}")))?
+    }
+
+    /// Whether the call reads only a task state held in memory, which takes microseconds:
+    /// handing it to a blocking thread and back would cost more than the call (two wake-ups
+    /// and a thread switch each way). Anything that may touch a disk or a database — a state
+    /// not held, every write — goes to a blocking thread.
+    pub fn answers_from_memory(&self, name: &str, arguments: &Value) -> bool {
+        def(name).is_some_and(|d| d.in_memory)
+            && arguments
+                .get("task_id")
+                .and_then(Value::as_str)
+                .is_some_and(|task| self.inner.projector.holds_state(task))
     }
 }

@@ -44,6 +44,7 @@ fn define<A: DeserializeOwned + JsonSchema + 'static>(
                 Role::Writer
             },
         },
+        in_memory: false,
         check: check::<A>,
         run: Box::new(move |call| {
             let arguments = parse::<A>(call.arguments)?;
@@ -77,6 +78,12 @@ fn read<A: DeserializeOwned + JsonSchema + 'static>(
 impl ToolDef {
     fn for_role(mut self, role: Role) -> Self {
         self.spec.role = role;
+        self
+    }
+
+    /// Marks a tool that reads nothing but its task's state ([`ToolDef`]'s `in_memory`).
+    fn reading_state_alone(mut self) -> Self {
+        self.in_memory = true;
         self
     }
 }
@@ -194,6 +201,7 @@ fn retrieval_list_candidates(tool: Tool) -> ToolDef {
         ]),
         evidence::list_candidates,
     )
+    .reading_state_alone()
 }
 
 fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
@@ -309,6 +317,7 @@ fn research_summarize_state(tool: Tool) -> ToolDef {
         output(&[("summary", obj()), ("pending_actions", arr())]),
         task::summarize,
     )
+    .reading_state_alone()
 }
 
 fn research_close_task(tool: Tool) -> ToolDef {

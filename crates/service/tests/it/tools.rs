@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{add, call, open_task, service};
+use super::{add, alice, call, open_task, service};
 
 #[test]
 fn every_tool_name_is_valid_for_every_client_and_has_schemas() {
@@ -401,4 +401,44 @@ fn a_conclusion_warns_of_what_a_reader_should_know() {
     assert!(kinds.contains(&"unscreened_candidates"), "{card}");
     assert!(kinds.contains(&"single_source"), "{card}");
     assert!(!kinds.contains(&"pending_conflicts"), "{card}");
+}
+
+/// A read of a state held in memory is answered on the caller's own thread: it finishes while
+/// every blocking thread of the runtime is busy. A read of a task whose state is not held, and
+/// every write, still go to a blocking thread.
+#[test]
+fn a_read_of_a_state_in_memory_needs_no_blocking_thread() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    add(&service, &task, "stats.example.org", "supports");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    runtime.block_on(async {
+        // The one blocking thread, taken until the read below is answered.
+        let busy = tokio::task::spawn_blocking(move || held.recv());
+        let summary = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            service.call_tool_async(
+                alice(),
+                "research_summarize_state".into(),
+                json!({"task_id": task}),
+            ),
+        )
+        .await
+        .expect("answered without a blocking thread")
+        .unwrap();
+        assert_eq!(summary.structured["task_id"], json!(task));
+        release.send(()).unwrap();
+        busy.await.unwrap().unwrap();
+    });
+    assert!(service.answers_from_memory("research_summarize_state", &json!({"task_id": task})));
+    assert!(
+        !service.answers_from_memory("research_summarize_state", &json!({"task_id": "t-none"}))
+    );
+    assert!(!service.answers_from_memory("retrieval_add_evidence", &json!({"task_id": task})));
+    assert!(!service.answers_from_memory("audit_verify", &json!({})));
 }

@@ -5,6 +5,7 @@ mod blobs;
 mod blobs_postgres;
 mod contracts;
 mod ingest;
+mod rank;
 mod search;
 mod summary;
 mod upgrade;

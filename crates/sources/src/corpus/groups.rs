@@ -113,3 +113,61 @@ impl TitleGroups {
             .ok_or_else(|| damaged("a title group outside its column's values"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn document(id: &str, title: &str) -> Document {
+        let content = format!("Passage {id} of its article.");
+        Document {
+            id: id.into(),
+            title: title.into(),
+            source: None,
+            url: None,
+            publish_date: NaiveDate::from_ymd_opt(2024, 1, 1).unwrap(),
+            source_type: SourceType::Other,
+            citation_count: None,
+            content_hash: content_hash(content.as_bytes()),
+            content,
+            defaulted: DefaultedFields::default(),
+        }
+    }
+
+    #[test]
+    fn a_title_met_in_several_segments_is_one_group() {
+        // Every ingest leaves one segment, but a reader may look between a commit and the
+        // merge: the groups must not depend on where the documents sit.
+        let corpus = Corpus::in_memory(CorpusLimits::default()).unwrap();
+        let mut writer = corpus.writer().unwrap();
+        for batch in [
+            [document("a", "Glaciers"), document("b", "")],
+            [document("c", "Glaciers"), document("d", "")],
+        ] {
+            for d in &batch {
+                corpus.add(&writer, d, &d.fingerprint()).unwrap();
+            }
+            writer.commit().unwrap();
+        }
+        corpus.reader.reload().unwrap();
+        let searcher = corpus.reader.searcher();
+        assert_eq!(searcher.segment_readers().len(), 2);
+        let groups = TitleGroups::of(Path::new(""), &searcher).unwrap();
+        // "Glaciers", and each untitled document on its own.
+        assert_eq!(groups.count(), 3);
+        let mut by_id = HashMap::new();
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for doc in segment.doc_ids_alive() {
+                let address = DocAddress::new(u32::try_from(ord).unwrap(), doc);
+                let id = corpus.fast_text(&searcher, address, "id").unwrap();
+                by_id.insert(id, groups.group_of(Path::new(""), address).unwrap());
+            }
+        }
+        assert_eq!(by_id["a"], by_id["c"]);
+        assert_eq!(groups.members(by_id["a"]), 2);
+        assert_ne!(by_id["b"], by_id["d"]);
+        assert_eq!(groups.members(by_id["b"]), 1);
+    }
+}

@@ -1,24 +1,26 @@
-//! The embedded corpus: a tantivy index of documents, searched with BM25.
+//! The embedded corpus: a tantivy index of documents, searched with BM25F.
 //!
 //! A query's content terms (its stop words out, unless it has nothing else) are matched, under
 //! the search analyzer (the corpus tokenizer with English words stemmed,
-//! [`crate::tokenize::search_terms`]), against each document's text and, at half weight, its
-//! title; the scores add up. Relevance and the statistics recorded for it are computed from the
-//! unstemmed terms of the text, as the rule sets define them, and do not depend on how the
-//! search ranks.
+//! [`crate::tokenize::search_terms`]), against each document's text, its title and its title
+//! group (the documents that share its title), weighted and saturated together (`rank.rs`).
+//! Relevance and the statistics recorded for it are computed from the unstemmed terms of the
+//! text, as the rule sets define them, and do not depend on how the search ranks.
 //!
 //! Reproducibility is the design goal. One writer thread indexes documents, merges are never left
 //! to a background policy, and after every ingest the index is left as one segment without
 //! deleted documents (rebuilt from its stored documents when a document was replaced), so BM25's
 //! statistics (document count, document frequencies, average length) are exactly those of the
-//! live documents and do not depend on the order or the batches they came in. Hits with equal scores are ordered by document id. The [`IndexState`] id is a
-//! hash of what the index holds (every document's id and fingerprint, the tokenizer, the index
-//! format and the index layout), so a search recorded with it can be reproduced: the same state
-//! and the same query give the same ids, order and scores, after a restart or on another machine.
+//! live documents and do not depend on the order or the batches they came in. Hits with equal
+//! scores are ordered by document id. The [`IndexState`] id is a hash of what the index holds
+//! (every document's id and fingerprint, the tokenizer, the index format, the ranking and its
+//! parameters, and the index layout), so a search recorded with it can be reproduced: the same
+//! state and the same query give the same ids, order and scores, after a restart or on another
+//! machine.
 //!
-//! A folder written in the first index format (no searchable title or stemmed text) is rebuilt
-//! when it is opened, from the documents it stores, into exactly the index an ingest of those
-//! documents gives (`upgrade.rs`).
+//! A folder written in an older index format (`v1`: no searchable title or stemmed text; `v2`:
+//! no title group) is rebuilt when it is opened, from the documents it stores, into exactly the
+//! index an ingest of those documents gives (`upgrade.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,19 +29,17 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use chrono::NaiveDate;
 use research::rules::{QuestionTerm, RuleSet, SourceType, idf_coverage, reliability};
 use serde::{Deserialize, Serialize};
-use tantivy::collector::sort_key::{SortBySimilarityScore, SortByString};
-use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::collector::DocSetCollector;
 use tantivy::directory::MmapDirectory;
 use tantivy::indexer::NoMergePolicy;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::TermQuery;
 use tantivy::schema::{
     FAST, Field as IndexField, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value as _,
 };
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, TantivyDocument,
-    Term,
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
 };
 
 use crate::blobs::{ContentHash, content_hash};
@@ -53,20 +53,26 @@ use crate::tokenize::{
 };
 
 mod documents;
+mod groups;
+mod rank;
 mod schema;
 mod search;
 mod state;
 mod upgrade;
 mod write;
 
+use groups::TitleGroups;
+use rank::Scored;
+pub use rank::{Bm25f, RANKING};
 use schema::{Fields, schema};
+use search::Ranked;
 pub use search::{IngestProgress, SearchHit, SearchResult, TermFrequency};
 pub use state::IndexState;
 use state::compute_state;
 pub use write::{AddReport, IngestReport, Rejected};
 
 /// Version of the index layout below; part of every index state id.
-const INDEX_FORMAT: &str = "research-ledger-corpus-v2";
+const INDEX_FORMAT: &str = "research-ledger-corpus-v3";
 
 /// Why the corpus could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -142,11 +148,12 @@ pub enum SearchError {
     Corpus(#[from] CorpusError),
 }
 
-/// What searches read: one searcher and the state it shows.
+/// What searches read: one searcher, the state it shows, and its title groups.
 #[derive(Debug)]
 struct Snapshot {
     searcher: Searcher,
     state: IndexState,
+    groups: TitleGroups,
 }
 
 /// The embedded full-text corpus in one folder.
@@ -210,10 +217,9 @@ impl Corpus {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e| index_error(&dir, e))?;
-        let searcher = reader.searcher();
-        let state = compute_state(&dir, &searcher)?.0;
+        let snapshot = Snapshot::of(&dir, reader.searcher())?;
         Ok(Self {
-            snapshot: RwLock::new(Arc::new(Snapshot { searcher, state })),
+            snapshot: RwLock::new(Arc::new(snapshot)),
             dir,
             index,
             reader,
@@ -253,17 +259,28 @@ impl Corpus {
         self.reader
             .reload()
             .map_err(|e| index_error(&self.dir, e))?;
-        let searcher = self.reader.searcher();
-        let state = compute_state(&self.dir, &searcher)?.0;
+        let snapshot = Snapshot::of(&self.dir, self.reader.searcher())?;
         *self
             .snapshot
             .write()
-            .unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot { searcher, state });
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
         Ok(())
     }
 
     fn current(&self) -> Arc<Snapshot> {
         Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Snapshot {
+    fn of(dir: &Path, searcher: Searcher) -> Result<Self, CorpusError> {
+        let state = compute_state(dir, &searcher)?.0;
+        let groups = TitleGroups::of(dir, &searcher)?;
+        Ok(Self {
+            searcher,
+            state,
+            groups,
+        })
     }
 }
 

@@ -20,6 +20,19 @@ pub(super) struct Fields {
     pub(super) title_search: IndexField,
     /// The text under the search analyzer (stemmed), not stored: what BM25 ranks the text by.
     pub(super) content_search: IndexField,
+    /// The document's title group ([`title_group`]), indexed whole and as a fast column, not
+    /// stored: how the ranking finds the other passages of a document's article.
+    pub(super) title_group: IndexField,
+}
+
+/// The key of a document's title group: the documents that share its title, exactly as stored,
+/// are the passages of one article. A document without a title is a group of its own.
+pub(super) fn title_group(document: &Document) -> String {
+    if document.title.is_empty() {
+        format!("id:{}", document.id)
+    } else {
+        format!("title:{}", document.title)
+    }
 }
 
 /// The schema of index format `v1`, which had no searchable title or stemmed text: how a folder
@@ -30,26 +43,43 @@ pub(super) fn schema_v1() -> Schema {
     builder.build()
 }
 
-/// The schema of the current format: `v1`'s fields, with the same ids, and then the searchable
-/// ones. A `v1` document therefore reads back through these [`Fields`].
+/// The schema of index format `v2`, which had no title group: how a folder written in that
+/// format is recognised, to be rebuilt.
+pub(super) fn schema_v2() -> Schema {
+    let mut builder = Schema::builder();
+    searchable_fields(&mut builder);
+    builder.build()
+}
+
+/// The schema of the current format (`v3`): `v2`'s fields, with the same ids, and then the title
+/// group. A `v1` or `v2` document therefore reads back through these [`Fields`].
 pub(super) fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let stored = stored_fields(&mut builder);
+    let searchable = searchable_fields(&mut builder);
+    let fields = Fields {
+        title_group: builder.add_text_field("title_group", STRING | FAST),
+        ..searchable
+    };
+    (builder.build(), fields)
+}
+
+/// The fields of format `v2`: `v1`'s, and then the title and the text under the search analyzer.
+fn searchable_fields(builder: &mut tantivy::schema::SchemaBuilder) -> Fields {
+    let stored = stored_fields(builder);
     let search = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer(SEARCH_ANALYZER_VERSION)
             .set_index_option(IndexRecordOption::WithFreqs),
     );
-    let fields = Fields {
+    Fields {
         title_search: builder.add_text_field("title_search", search.clone()),
         content_search: builder.add_text_field("content_search", search),
         ..stored
-    };
-    (builder.build(), fields)
+    }
 }
 
-/// The fields of format `v1`, added to `builder` in their order; the searchable fields are
-/// placeholders the caller fills.
+/// The fields of format `v1`, added to `builder` in their order; the fields added since are
+/// placeholders the callers fill.
 fn stored_fields(builder: &mut tantivy::schema::SchemaBuilder) -> Fields {
     // Frequencies without positions: BM25 needs no more, and phrase queries are not offered.
     let text = TextOptions::default()
@@ -73,6 +103,7 @@ fn stored_fields(builder: &mut tantivy::schema::SchemaBuilder) -> Fields {
         fingerprint: builder.add_text_field("fingerprint", STRING | STORED | FAST),
         title_search: IndexField::from_field_id(u32::MAX),
         content_search: IndexField::from_field_id(u32::MAX),
+        title_group: IndexField::from_field_id(u32::MAX),
     }
 }
 

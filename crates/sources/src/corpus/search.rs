@@ -1,5 +1,5 @@
-//! Searching the corpus: BM25 hits ranked reproducibly (equal scores by document id), one hit
-//! per distinct text, scored for relevance and reliability by the task's rule set.
+//! Searching the corpus: hits ranked reproducibly by BM25F (`rank.rs`; equal scores by document
+//! id), one hit per distinct text, scored for relevance and reliability by the task's rule set.
 
 use super::*;
 
@@ -16,12 +16,12 @@ pub struct TermFrequency {
 /// One hit of a search.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchHit {
-    /// Place in BM25 order, from 1.
+    /// Place in the ranking, from 1.
     pub rank: u32,
     /// Document id.
     pub id: String,
-    /// BM25 score as the index computed it (an `f32`, widened exactly): of the stemmed text and
-    /// title for the query's terms; for a folded group, that of its best-ranked member.
+    /// BM25F score of the query's terms over the stemmed text, title and title group
+    /// ([`crate::corpus::Bm25f`]); for a folded group, that of its best-ranked member.
     pub raw_score: f64,
     /// `raw_score / top raw_score`: 1 for the first hit, in (0, 1] for the others.
     pub normalised_score: f64,
@@ -67,14 +67,14 @@ pub struct SearchResult {
     pub corpus_docs: u64,
     /// The research question's distinct terms with their document frequencies.
     pub question_terms: Vec<TermFrequency>,
-    /// Hits in BM25 order: score descending, then id ascending (a folded group ranks where its
+    /// Hits in ranking order: score descending, then id ascending (a folded group ranks where its
     /// best-ranked member does). Documents with identical text appear once.
     pub hits: Vec<SearchHit>,
 }
 
 impl SearchResult {
     /// The hits as candidates: by reliability pre-score, highest first; equal pre-scores keep
-    /// BM25 order. Each hit keeps its BM25 `rank`.
+    /// ranking order. Each hit keeps its `rank`.
     pub fn candidates(&self) -> Vec<&SearchHit> {
         let mut out: Vec<&SearchHit> = self.hits.iter().collect();
         out.sort_by(|a, b| {
@@ -129,6 +129,46 @@ impl Corpus {
         question_terms: &[String],
         rules: &RuleSet,
     ) -> Result<SearchResult, SearchError> {
+        let question = self.check_search(query, limit, question_terms)?;
+        let (terms, content_terms) = query_terms_and_kind(query);
+        if terms.is_empty() {
+            return Err(SearchError::NoTerms);
+        }
+        let snapshot = self.current();
+        let searcher = &snapshot.searcher;
+        let corpus_docs = searcher.num_docs();
+        let question_stats = self.question_stats(searcher, &question)?;
+        let scored = self.scored(searcher, &terms, content_terms, &snapshot.groups)?;
+        let (ranked, representatives) = self.distinct_top(searcher, &scored, limit)?;
+        let top_score = ranked.first().map_or(0.0, |r| r.score);
+        let scoring = HitScoring {
+            question: &question,
+            question_stats: &question_stats,
+            corpus_docs,
+            rules,
+            top_score,
+        };
+        let mut hits = Vec::with_capacity(limit);
+        for (rank, &at) in representatives.iter().take(limit).enumerate() {
+            hits.push(self.hit(searcher, &ranked[at], rank, &scoring)?);
+        }
+        Ok(SearchResult {
+            query: query.to_string(),
+            index_state: snapshot.state.clone(),
+            corpus_docs,
+            question_terms: question_stats,
+            hits,
+        })
+    }
+
+    /// Checks a search's query, limit and question against the limits; the question's distinct
+    /// terms, in order.
+    fn check_search<'q>(
+        &self,
+        query: &str,
+        limit: usize,
+        question_terms: &'q [String],
+    ) -> Result<Vec<&'q str>, SearchError> {
         let chars = research::text::char_count(query);
         if chars > self.limits.query_chars_max {
             return Err(SearchError::QueryTooLong {
@@ -154,125 +194,102 @@ impl Corpus {
                 });
             }
         }
-        let (terms, content_terms) = query_terms_and_kind(query);
-        if terms.is_empty() {
-            return Err(SearchError::NoTerms);
-        }
+        Ok(question)
+    }
 
-        let snapshot = self.current();
-        let searcher = &snapshot.searcher;
-        let f = self.fields;
-        let query_tree = ranking_query(&f, &terms, content_terms);
-
-        let corpus_docs = searcher.num_docs();
-        let mut question_stats = Vec::with_capacity(question.len());
-        for term in &question {
+    /// The question's terms with the number of texts that hold each (unstemmed, as relevance
+    /// counts them).
+    fn question_stats(
+        &self,
+        searcher: &Searcher,
+        question: &[&str],
+    ) -> Result<Vec<TermFrequency>, CorpusError> {
+        let mut stats = Vec::with_capacity(question.len());
+        for term in question {
             let doc_freq = searcher
-                .doc_freq(&Term::from_field_text(f.content, term))
+                .doc_freq(&Term::from_field_text(self.fields.content, term))
                 .map_err(|e| index_error(&self.dir, e))?;
-            question_stats.push(TermFrequency {
+            stats.push(TermFrequency {
                 term: (*term).to_string(),
                 doc_freq,
             });
         }
-        let weights: Vec<QuestionTerm<'_>> = question_stats
+        Ok(stats)
+    }
+
+    /// A prefix of the ranking long enough to give `limit` distinct texts (folded duplicates do
+    /// not use up the limit), and the positions in it of the first document of each text.
+    fn distinct_top(
+        &self,
+        searcher: &Searcher,
+        scored: &[Scored],
+        limit: usize,
+    ) -> Result<(Vec<Ranked>, Vec<usize>), CorpusError> {
+        let all = scored.len().max(1);
+        let mut wanted = limit.min(all);
+        loop {
+            let ranked = self.top(searcher, scored, wanted)?;
+            let representatives = first_of_each_text(&ranked);
+            let exhausted = ranked.len() < wanted || wanted >= all;
+            if representatives.len() >= limit || exhausted {
+                return Ok((ranked, representatives));
+            }
+            wanted = wanted.saturating_mul(2).min(all);
+        }
+    }
+
+    /// One hit: the original of `found`'s text, scored for relevance and reliability.
+    fn hit(
+        &self,
+        searcher: &Searcher,
+        found: &Ranked,
+        rank: usize,
+        scoring: &HitScoring<'_>,
+    ) -> Result<SearchHit, CorpusError> {
+        let first = self.read(searcher, found.address)?;
+        let (document, folded_ids) = self.original_of(searcher, first)?;
+        let in_text: HashSet<String> = tokenize(&document.content).into_iter().collect();
+        let question = scoring.question;
+        let terms_found: Vec<bool> = question.iter().map(|t| in_text.contains(*t)).collect();
+        let question_found: Vec<&str> = question
+            .iter()
+            .copied()
+            .filter(|t| in_text.contains(*t))
+            .collect();
+        let weights: Vec<QuestionTerm<'_>> = scoring
+            .question_stats
             .iter()
             .map(|t| QuestionTerm {
                 term: &t.term,
                 doc_freq: t.doc_freq,
             })
             .collect();
-
-        // Collect a prefix of the ranking long enough to give `limit` distinct texts: folded
-        // duplicates do not use up the limit.
-        let all = usize::try_from(corpus_docs).unwrap_or(usize::MAX).max(1);
-        let mut wanted = limit.min(all);
-        let (ranked, representatives) = loop {
-            let ranked = self.ranked(searcher, &query_tree, wanted)?;
-            let representatives = first_of_each_text(&ranked);
-            let exhausted = ranked.len() < wanted || wanted >= all;
-            if representatives.len() >= limit || exhausted {
-                break (ranked, representatives);
-            }
-            wanted = wanted.saturating_mul(2).min(all);
-        };
-        let top_score = ranked.first().map_or(0.0, |r| f64::from(r.score));
-
-        let mut hits = Vec::with_capacity(limit);
-        for (rank, &at) in representatives.iter().take(limit).enumerate() {
-            let found = &ranked[at];
-            let first = self.read(searcher, found.address)?;
-            let (document, folded_ids) = self.original_of(searcher, first)?;
-            let in_text: HashSet<String> = tokenize(&document.content).into_iter().collect();
-            let terms_found: Vec<bool> = question.iter().map(|t| in_text.contains(*t)).collect();
-            let question_found: Vec<&str> = question
-                .iter()
-                .copied()
-                .filter(|t| in_text.contains(*t))
-                .collect();
-            let raw_score = f64::from(found.score);
-            hits.push(SearchHit {
-                rank: u32::try_from(rank + 1).unwrap_or(u32::MAX),
-                id: document.id,
-                raw_score,
-                normalised_score: if top_score > 0.0 {
-                    raw_score / top_score
-                } else {
-                    0.0
-                },
-                relevance: idf_coverage(&weights, &question_found, corpus_docs),
-                reliability: reliability(
-                    rules.authority_of(document.source_type),
-                    document.citation_count,
-                ),
-                terms_found,
-                summary: summarize(&document.content, summary_budget(&self.limits)),
-                title: document.title,
-                source: document.source,
-                url: document.url,
-                publish_date: document.publish_date,
-                source_type: document.source_type,
-                citation_count: document.citation_count,
-                content_hash: document.content_hash,
-                defaulted: document.defaulted,
-                folded_ids,
-            });
-        }
-        Ok(SearchResult {
-            query: query.to_string(),
-            index_state: snapshot.state.clone(),
-            corpus_docs,
-            question_terms: question_stats,
-            hits,
+        Ok(SearchHit {
+            rank: u32::try_from(rank + 1).unwrap_or(u32::MAX),
+            id: document.id,
+            raw_score: found.score,
+            normalised_score: if scoring.top_score > 0.0 {
+                found.score / scoring.top_score
+            } else {
+                0.0
+            },
+            relevance: idf_coverage(&weights, &question_found, scoring.corpus_docs),
+            reliability: reliability(
+                scoring.rules.authority_of(document.source_type),
+                document.citation_count,
+            ),
+            terms_found,
+            summary: summarize(&document.content, summary_budget(&self.limits)),
+            title: document.title,
+            source: document.source,
+            url: document.url,
+            publish_date: document.publish_date,
+            source_type: document.source_type,
+            citation_count: document.citation_count,
+            content_hash: document.content_hash,
+            defaulted: document.defaulted,
+            folded_ids,
         })
-    }
-
-    /// The first `wanted` matches by score, descending, then id, ascending. Ties are broken
-    /// inside the collector, so which of several equal-scored documents make the cut never
-    /// depends on where they sit in the index.
-    fn ranked(
-        &self,
-        searcher: &Searcher,
-        query: &dyn Query,
-        wanted: usize,
-    ) -> Result<Vec<Ranked>, CorpusError> {
-        let collector = TopDocs::with_limit(wanted.max(1)).order_by((
-            (SortBySimilarityScore, Order::Desc),
-            (SortByString::for_field("id"), Order::Asc),
-        ));
-        let found = searcher
-            .search(query, &collector)
-            .map_err(|e| index_error(&self.dir, e))?;
-        let mut ranked = Vec::with_capacity(found.len());
-        for ((score, _id), address) in found {
-            let hash = self.fast_text(searcher, address, "content_hash")?;
-            ranked.push(Ranked {
-                address,
-                score,
-                content_hash: hash,
-            });
-        }
-        Ok(ranked)
     }
 
     pub(super) fn fast_text(
@@ -374,52 +391,26 @@ impl Corpus {
     }
 }
 
-/// The query BM25 ranks by: each term against the stemmed text, and each content term against
-/// the stemmed title with [`TITLE_WEIGHT`], summed. The title names a passage's subject, which
-/// the passage itself often leaves implicit ("It has declined since 1979" under "Arctic sea
-/// ice"); only content terms are matched against it, since a title's function words say nothing.
-fn ranking_query(f: &Fields, terms: &[String], content_terms: bool) -> BooleanQuery {
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-    for term in terms {
-        clauses.push((
-            Occur::Should,
-            Box::new(TermQuery::new(
-                Term::from_field_text(f.content_search, term),
-                IndexRecordOption::WithFreqs,
-            )),
-        ));
-        if content_terms {
-            clauses.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(f.title_search, term),
-                        IndexRecordOption::WithFreqs,
-                    )),
-                    TITLE_WEIGHT,
-                )),
-            ));
-        }
-    }
-    BooleanQuery::new(clauses)
+/// What every hit of one search is scored with.
+struct HitScoring<'a> {
+    question: &'a [&'a str],
+    question_stats: &'a [TermFrequency],
+    corpus_docs: u64,
+    rules: &'a RuleSet,
+    top_score: f64,
 }
-
-/// The weight of a title match against a text match of the same term. A title is shared by every
-/// passage of its document and says what they are about, not which of them answers: at half
-/// weight it lifts the passages of the right document without burying a passage that matches the
-/// query in its own words (`docs/rules.md` gives the figures it was chosen by).
-const TITLE_WEIGHT: f32 = 0.5;
 
 /// The summary budget in characters, as a `usize`.
 fn summary_budget(limits: &CorpusLimits) -> usize {
     usize::try_from(limits.summary_chars_max).unwrap_or(usize::MAX)
 }
 
+/// A document of the ranking, with its score and its text's hash.
 #[derive(Debug)]
-struct Ranked {
-    address: DocAddress,
-    score: f32,
-    content_hash: String,
+pub(super) struct Ranked {
+    pub(super) address: DocAddress,
+    pub(super) score: f64,
+    pub(super) content_hash: String,
 }
 
 /// Positions in `ranked` of the first document of each distinct text.

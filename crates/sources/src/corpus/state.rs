@@ -7,8 +7,8 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexState {
     /// 64 hex digits: blake3 of the index format, the tokenizer, the search analyzer, the search
-    /// engine's version,
-    /// the segment layout and every live document's id and fingerprint, in id order.
+    /// engine's version, the ranking with its parameters ([`super::Bm25f::name`]), the segment
+    /// layout and every live document's id and fingerprint, in id order.
     pub id: String,
     /// Live documents.
     pub documents: u64,
@@ -56,32 +56,39 @@ pub(super) fn compute_state(
     }
     // Segment order is not stable across opens; the layout is hashed in a canonical order.
     layout.sort_unstable();
+    let state = IndexState {
+        id: state_id(&layout, &documents),
+        documents: documents.len() as u64,
+    };
+    Ok((state, documents))
+}
+
+/// The hash [`IndexState::id`] describes, of a canonical layout and the live documents.
+fn state_id(layout: &[(u32, u32)], documents: &BTreeMap<String, String>) -> String {
     let mut hasher = blake3::Hasher::new();
+    let ranking = super::RANKING.name();
     for part in [
         "research-ledger/corpus-state/v1",
         INDEX_FORMAT,
         TOKENIZER_VERSION,
         SEARCH_ANALYZER_VERSION,
         tantivy::version_string(),
+        &ranking,
     ] {
         hasher.update(&(part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
     hasher.update(&(layout.len() as u64).to_le_bytes());
-    for (max_doc, deleted) in &layout {
+    for (max_doc, deleted) in layout {
         hasher.update(&u64::from(*max_doc).to_le_bytes());
         hasher.update(&u64::from(*deleted).to_le_bytes());
     }
     hasher.update(&(documents.len() as u64).to_le_bytes());
-    for (id, fingerprint) in &documents {
+    for (id, fingerprint) in documents {
         for part in [id, fingerprint] {
             hasher.update(&(part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
     }
-    let state = IndexState {
-        id: hasher.finalize().to_hex().to_string(),
-        documents: documents.len() as u64,
-    };
-    Ok((state, documents))
+    hasher.finalize().to_hex().to_string()
 }

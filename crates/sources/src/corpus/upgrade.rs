@@ -1,7 +1,7 @@
 //! Opening a folder: the index in the current format as it is, none as a new empty index, and
-//! one written in format `v1` rebuilt from the documents it stores.
+//! one written in an older format (`v1` or `v2`) rebuilt from the documents it stores.
 //!
-//! A `v1` index stores every document whole (its text, metadata and fingerprint), so nothing is
+//! An older index stores every document whole (its text, metadata and fingerprint), so nothing is
 //! lost by rebuilding it: the documents are read back (each checked against its content hash),
 //! written in id order into a new index in a staging folder inside the corpus folder, compacted
 //! to one segment as every ingest leaves it, and swapped in. The new index then answers exactly
@@ -14,13 +14,13 @@ use std::io;
 
 use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
 
-use super::schema::schema_v1;
+use super::schema::{schema_v1, schema_v2};
 use super::*;
 
 /// Where a rebuild writes the new index before swapping it in.
 const STAGING: &str = ".rebuild";
 
-/// The index in `dir`, rebuilt first when it is in format `v1`.
+/// The index in `dir`, rebuilt first when it is in an older format.
 pub(super) fn open_index(dir: &Path, limits: &CorpusLimits) -> Result<Index, CorpusError> {
     let (schema, _) = schema();
     let directory = mmap(dir)?;
@@ -36,7 +36,7 @@ pub(super) fn open_index(dir: &Path, limits: &CorpusLimits) -> Result<Index, Cor
     if existing.schema() == schema {
         return Ok(existing);
     }
-    if existing.schema() != schema_v1() {
+    if existing.schema() != schema_v1() && existing.schema() != schema_v2() {
         return Err(CorpusError::Incompatible {
             dir: dir.to_path_buf(),
             detail: "its fields are those of no index format this version knows".into(),
@@ -89,8 +89,8 @@ fn rebuild(dir: &Path, old: &Index, limits: &CorpusLimits) -> Result<(), CorpusE
     let new = Index::create_in_dir(&staging, schema).map_err(|e| index_error(dir, e))?;
     let target = Corpus::over(staging.clone(), new, fields, limits.clone())?;
     let writer = target.writer()?;
-    // `v1`'s stored fields have the same ids in the current schema, so its documents read back
-    // through the current fields.
+    // The older formats' stored fields have the same ids in the current schema, so their
+    // documents read back through the current fields.
     for address in addresses_by_id(&target, &searcher)? {
         let document = target.read(&searcher, address)?;
         target.add(&writer, &document, &document.fingerprint())?;

@@ -308,6 +308,7 @@ impl Corpus {
         doc.add_text(f.content, &document.content);
         doc.add_text(f.title_search, &document.title);
         doc.add_text(f.content_search, &document.content);
+        doc.add_text(f.title_group, schema::title_group(document));
         doc.add_text(f.content_hash, document.content_hash.to_hex());
         doc.add_text(f.fingerprint, fingerprint);
         writer

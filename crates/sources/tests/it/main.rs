@@ -4,6 +4,7 @@
 mod blobs;
 mod contracts;
 mod ingest;
+mod rank;
 mod search;
 mod summary;
 mod upgrade;

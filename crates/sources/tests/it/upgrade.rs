@@ -1,6 +1,6 @@
-//! A corpus folder written in the first index format opens: it is rebuilt from the documents it
-//! stores into exactly the index a fresh ingest of them gives, and searches it as the current
-//! format does.
+//! A corpus folder written in an older index format (the first, or the second, which had no
+//! title group) opens: it is rebuilt from the documents it stores into exactly the index a fresh
+//! ingest of them gives, and searches it as the current format does.
 
 use std::path::{Path, PathBuf};
 
@@ -8,18 +8,33 @@ use sources::{Corpus, CorpusLimits, Defaults, tokenize};
 
 use crate::ingest_into;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus-v1")
+fn fixture(format: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/corpus-{format}"))
 }
 
-/// The state id the fixture had in its own format (its README says how it was made).
-const V1_STATE: &str = "4f6756caf62135fc825bb92b50afe23f67a65a99d62b294c52dfd843c1638445";
+/// The older formats, each with the state id its fixture had in it (its README says how it was
+/// made). Both fixtures hold the documents of `corpus-v1/documents.jsonl`.
+const OLD_FORMATS: [(&str, &str); 2] = [
+    (
+        "v1",
+        "4f6756caf62135fc825bb92b50afe23f67a65a99d62b294c52dfd843c1638445",
+    ),
+    (
+        "v2",
+        "49d7283f60f0747a4855e228e33f42620787cc4cb5b08da9a91de685e5d0a137",
+    ),
+];
 
-/// A copy of the pinned `v1` index in a new folder.
-fn old_copy(parent: &Path) -> PathBuf {
+/// The state id of those documents in the current format, with the current ranking: a change of
+/// format, analyzer, ranking or its parameters changes it, so that a search recorded on one is
+/// never taken for a search on the other.
+const CURRENT_STATE: &str = "04a506e059a685619836ef586b83cf62a48b2830e2f415be1392f163071bc5df";
+
+/// A copy of the pinned index of `format` in a new folder.
+fn old_copy(parent: &Path, format: &str) -> PathBuf {
     let dir = parent.join("corpus");
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(fixture().join("index")).unwrap() {
+    for entry in std::fs::read_dir(fixture(format).join("index")).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
@@ -29,7 +44,7 @@ fn old_copy(parent: &Path) -> PathBuf {
 fn fresh(parent: &Path) -> Corpus {
     let (corpus, report) = ingest_into(
         &parent.join("fresh"),
-        &[fixture().join("documents.jsonl")],
+        &[fixture("v1").join("documents.jsonl")],
         &Defaults::default(),
     );
     assert!(report.is_clean(), "{report:?}");
@@ -38,8 +53,14 @@ fn fresh(parent: &Path) -> Corpus {
 
 #[test]
 fn an_old_format_folder_is_rebuilt_at_open_into_what_an_ingest_gives() {
+    for (format, state) in OLD_FORMATS {
+        rebuilt_at_open(format, state);
+    }
+}
+
+fn rebuilt_at_open(format: &str, old_state: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = old_copy(tmp.path());
+    let dir = old_copy(tmp.path(), format);
     let old_files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -47,7 +68,8 @@ fn an_old_format_folder_is_rebuilt_at_open_into_what_an_ingest_gives() {
     let rebuilt = Corpus::open(&dir, CorpusLimits::default()).unwrap();
     let fresh = fresh(tmp.path());
     assert_eq!(rebuilt.len(), 6);
-    assert_ne!(rebuilt.index_state().id, V1_STATE);
+    assert_ne!(rebuilt.index_state().id, old_state, "{format}");
+    assert_eq!(fresh.index_state().id, CURRENT_STATE);
     assert_eq!(rebuilt.index_state(), fresh.index_state());
     // Every document came back whole.
     for id in [
@@ -87,8 +109,8 @@ fn an_old_format_folder_is_rebuilt_at_open_into_what_an_ingest_gives() {
         let terms = tokenize(query);
         let a = rebuilt.search(query, 3, &terms).unwrap();
         let b = fresh.search(query, 3, &terms).unwrap();
-        assert_eq!(a, b, "{query}");
-        assert_eq!(a.hits[0].id, first, "{query}");
+        assert_eq!(a, b, "{format}: {query}");
+        assert_eq!(a.hits[0].id, first, "{format}: {query}");
     }
 
     // Reopened, it is not rebuilt again; a second copy rebuilds to the same state.
@@ -96,14 +118,14 @@ fn an_old_format_folder_is_rebuilt_at_open_into_what_an_ingest_gives() {
     let again = Corpus::open(&dir, CorpusLimits::default()).unwrap();
     assert_eq!(again.index_state(), fresh.index_state());
     let other = tempfile::tempdir().unwrap();
-    let second = Corpus::open(old_copy(other.path()), CorpusLimits::default()).unwrap();
+    let second = Corpus::open(old_copy(other.path(), format), CorpusLimits::default()).unwrap();
     assert_eq!(second.index_state(), fresh.index_state());
 }
 
 #[test]
 fn a_rebuild_cut_short_is_done_again() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = old_copy(tmp.path());
+    let dir = old_copy(tmp.path(), "v2");
     // A staging folder left behind by a rebuild that stopped before the swap.
     std::fs::create_dir_all(dir.join(".rebuild")).unwrap();
     std::fs::write(dir.join(".rebuild/meta.json"), "half written").unwrap();
@@ -115,7 +137,7 @@ fn a_rebuild_cut_short_is_done_again() {
 #[test]
 fn an_old_folder_another_process_writes_is_not_rebuilt_under_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = old_copy(tmp.path());
+    let dir = old_copy(tmp.path(), "v1");
     // The writer lock of the old index, held as a writing process holds it.
     let old = tantivy::Index::open_in_dir(&dir).unwrap();
     let writer: tantivy::IndexWriter = old.writer_with_num_threads(1, 15_000_000).unwrap();

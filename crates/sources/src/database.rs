@@ -16,7 +16,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{Client, Config, NoTls};
+use pg_connect::Connector;
+use tokio_postgres::Client;
 
 /// The advisory lock key under which shared migrations run ("rl-migra" in ASCII).
 const MIGRATION_LOCK: i64 = 0x726c_2d6d_6967_7261;
@@ -45,7 +46,7 @@ impl DatabaseError {
 pub fn db_error(op: &'static str, e: &tokio_postgres::Error) -> DatabaseError {
     let detail = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => pg_connect::describe(e),
     };
     DatabaseError { op, detail }
 }
@@ -59,7 +60,7 @@ pub fn is_undefined_table(e: &tokio_postgres::Error) -> bool {
 /// Connections to the database, for work running on a [`Database`]'s runtime.
 #[derive(Debug, Clone)]
 pub struct Pool {
-    config: Arc<Config>,
+    connector: Arc<Connector>,
     shared: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
 }
 
@@ -80,8 +81,8 @@ impl Pool {
     /// A connection of the caller's own: for a transaction, or a session that holds locks.
     pub async fn alone(&self) -> Result<Client, DatabaseError> {
         let (client, connection) = self
-            .config
-            .connect(NoTls)
+            .connector
+            .connect()
             .await
             .map_err(|e| db_error("connect", &e))?;
         tokio::spawn(async move {
@@ -105,12 +106,12 @@ pub struct Database {
 }
 
 impl Database {
-    /// A handle on the database at `url` (`postgres://USER@HOST:PORT/DB`); nothing is
-    /// connected until the first piece of work.
+    /// A handle on the database at `url` (`postgres://USER@HOST:PORT/DB`, with its TLS
+    /// parameters, read by [`pg_connect`]); nothing is connected until the first piece of work.
     pub fn open(url: &str, application: &str) -> Result<Database, DatabaseError> {
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| DatabaseError::new("read the storage URL", format!("{e}")))?;
+        let mut connector = Connector::parse(url)
+            .map_err(|e| DatabaseError::new("read the storage URL", e.to_string()))?;
+        let config = connector.config_mut();
         config.application_name(application);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
@@ -124,7 +125,7 @@ impl Database {
         Ok(Database {
             runtime: Some(runtime),
             pool: Pool {
-                config: Arc::new(config),
+                connector: Arc::new(connector),
                 shared: Arc::new(tokio::sync::Mutex::new(None)),
             },
         })

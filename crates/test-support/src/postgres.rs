@@ -154,6 +154,41 @@ impl PgCluster {
     /// Starts a cluster with extra server settings (`name`, `value`) after the durable ones,
     /// so a test may override them.
     pub fn start_with(settings: &[(&str, &str)]) -> Result<PgCluster, ClusterError> {
+        PgCluster::start_prepared(settings, |_| Ok(()))
+    }
+
+    /// Starts a cluster that takes TLS connections only: `ssl` on with the given server
+    /// certificate and key (PEM), and `pg_hba.conf` allowing TCP only as `hostssl` (a plain
+    /// connection is refused by the server).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<PgCluster, ClusterError> {
+        PgCluster::start_prepared(&[("ssl", "on")], |data| {
+            std::fs::write(data.join("server.crt"), cert_pem)?;
+            std::fs::write(data.join("server.key"), key_pem)?;
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            )?;
+            let mut chmod = Command::new("chmod");
+            chmod.arg("600").arg(data.join("server.key"));
+            run(chmod)?;
+            if running_as_root() {
+                let mut chown = Command::new("chown");
+                chown
+                    .arg("postgres:postgres")
+                    .arg(data.join("server.crt"))
+                    .arg(data.join("server.key"))
+                    .arg(data.join("pg_hba.conf"));
+                run(chown)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Starts a cluster after `prepare` changed its data directory (made by `initdb`).
+    fn start_prepared(
+        settings: &[(&str, &str)],
+        prepare: impl FnOnce(&Path) -> Result<(), ClusterError>,
+    ) -> Result<PgCluster, ClusterError> {
         let bin = bin_dir().ok_or(ClusterError::NotInstalled)?;
         let root = tempfile::Builder::new().prefix("rl-pg-").tempdir()?.keep();
         if running_as_root() {
@@ -169,7 +204,7 @@ impl PgCluster {
             .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"])
             // Only initdb's own final sync of the new files: the server itself runs with fsync.
             .arg("--no-sync");
-        if let Err(e) = run(initdb) {
+        if let Err(e) = run(initdb).and_then(|_| prepare(&data)) {
             let _ = std::fs::remove_dir_all(&root);
             return Err(e);
         }

@@ -38,8 +38,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ledger_proof::PerfectNode;
+use pg_connect::Connector;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 use uuid::Uuid;
 
 use super::{
@@ -80,7 +81,7 @@ impl Default for PostgresOptions {
 pub(crate) fn db_error(op: &'static str, e: &tokio_postgres::Error) -> StorageError {
     let detail = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => pg_connect::describe(e),
     };
     StorageError::Database { op, detail }
 }
@@ -130,7 +131,7 @@ fn node_name() -> String {
 /// What every session of one backend is opened with.
 #[derive(Debug)]
 struct Setup {
-    config: Config,
+    connector: Connector,
     idle_in_transaction: Duration,
     /// Names this backend in the notifications its commits send, so that it does not wake
     /// itself for them.
@@ -261,8 +262,8 @@ impl Link {
 
 async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
     let (client, connection) = setup
-        .config
-        .connect(NoTls)
+        .connector
+        .connect()
         .await
         .map_err(|e| db_error("connect", &e))?;
     tokio::spawn(async move {
@@ -364,7 +365,7 @@ const LEAD_LOCK: i64 = 0x0072_6c2d_6c65_6164;
 /// next node to ask takes it.
 #[derive(Debug)]
 struct Lead {
-    config: Arc<Config>,
+    connector: Arc<Connector>,
     /// The session, and whether it holds the lock.
     slot: tokio::sync::Mutex<Option<(Client, bool)>>,
 }
@@ -386,8 +387,8 @@ impl Lead {
         }
         if slot.is_none() {
             let (client, connection) = self
-                .config
-                .connect(NoTls)
+                .connector
+                .connect()
                 .await
                 .map_err(|e| db_error("connect for the checkpoint lead", &e))?;
             tokio::spawn(async move {
@@ -441,20 +442,18 @@ impl PostgresStorage {
     /// migrations (unless read-only) and reads the head of the chain. A head row that claims
     /// more or other events than the table holds is a problem: the ledger then refuses appends.
     pub fn open(url: &str, options: PostgresOptions) -> Result<PostgresStorage, StorageError> {
-        let mut config: Config = url.parse().map_err(|e| StorageError::Database {
-            op: "read the storage URL",
-            detail: format!("{e}"),
-        })?;
+        let mut connector = read_url(url)?;
+        let config = connector.config_mut();
         config.application_name(&options.application_name);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
         let setup = Arc::new(Setup {
-            config: config.clone(),
+            connector: connector.clone(),
             idle_in_transaction: options.idle_in_transaction,
             node: node_name(),
         });
-        let config = Arc::new(config);
+        let connector = Arc::new(connector);
         let pool = Arc::new(Pool {
             writer: Link::new(Arc::clone(&setup), !options.read_only),
             readers: (0..options.read_connections.max(1))
@@ -462,13 +461,13 @@ impl PostgresStorage {
                 .collect(),
             next: AtomicUsize::new(0),
             lead: Lead {
-                config: Arc::clone(&config),
+                connector: Arc::clone(&connector),
                 slot: tokio::sync::Mutex::new(None),
             },
         });
         let driver = Driver::new()?;
         let read_only = options.read_only;
-        let config_for_setup = Arc::clone(&config);
+        let config_for_setup = Arc::clone(&connector);
         let opened =
             driver.run(async move { opening_state(&config_for_setup, read_only).await })?;
         let problems = opening_problems(&opened);
@@ -721,8 +720,8 @@ async fn listen(setup: Arc<Setup>, wake: Arc<dyn Fn() + Send + Sync>) {
 
 async fn listen_once(setup: &Setup, wake: &(dyn Fn() + Send + Sync)) -> Result<(), StorageError> {
     let (client, mut connection) = setup
-        .config
-        .connect(NoTls)
+        .connector
+        .connect()
         .await
         .map_err(|e| db_error("connect to listen", &e))?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -759,18 +758,24 @@ async fn listen_once(setup: &Setup, wake: &(dyn Fn() + Send + Sync)) -> Result<(
     })
 }
 
+/// The storage URL read, with the TLS it asks for (`sslmode`, `sslrootcert`).
+fn read_url(url: &str) -> Result<Connector, StorageError> {
+    Connector::parse(url).map_err(|e| StorageError::Database {
+        op: "read the storage URL",
+        detail: e.to_string(),
+    })
+}
+
 /// The ledger schema version the database at `url` holds: 0 when it holds no ledger.
 pub fn schema_version(url: &str) -> Result<i32, StorageError> {
-    let mut config: Config = url.parse().map_err(|e| StorageError::Database {
-        op: "read the storage URL",
-        detail: format!("{e}"),
-    })?;
+    let mut connector = read_url(url)?;
+    let config = connector.config_mut();
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(PostgresOptions::default().connect_timeout);
     }
     Driver::new()?.run(async move {
-        let (client, connection) = config
-            .connect(NoTls)
+        let (client, connection) = connector
+            .connect()
             .await
             .map_err(|e| db_error("connect", &e))?;
         tokio::spawn(connection);
@@ -788,9 +793,12 @@ struct OpeningState {
 
 /// Brings the schema up to date (or checks it, read-only) and reads the server's `fsync`, the
 /// head row and the last event, on a plain session: the prepared ones need the schema first.
-async fn opening_state(config: &Config, read_only: bool) -> Result<OpeningState, StorageError> {
-    let (client, connection) = config
-        .connect(NoTls)
+async fn opening_state(
+    connector: &Connector,
+    read_only: bool,
+) -> Result<OpeningState, StorageError> {
+    let (client, connection) = connector
+        .connect()
         .await
         .map_err(|e| db_error("connect", &e))?;
     tokio::spawn(connection);

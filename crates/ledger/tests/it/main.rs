@@ -8,6 +8,7 @@ mod content;
 mod crash;
 mod fuzz_regressions;
 mod postgres;
+mod postgres_tls;
 mod proofs;
 mod sim;
 mod subscribe;

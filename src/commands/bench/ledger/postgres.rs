@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow};
 use ledger::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, NewEvent};
 use serde::Serialize;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use super::super::phase;
 use super::super::stats::rate;
@@ -56,7 +56,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 async fn client(url: &str) -> anyhow::Result<Client> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
+    let connector = pg_connect::Connector::parse(url)?;
+    let (client, connection) = connector
+        .connect()
         .await
         .with_context(|| format!("cannot connect to {url}"))?;
     tokio::spawn(async move {

@@ -48,6 +48,11 @@ pub enum AppendError {
     /// and retry with the same idempotency key to learn which.
     #[error("storage failed; the append may or may not be durable: {0}")]
     Storage(Arc<StorageError>),
+    /// On a shared store, another node rotated the key: the key this node holds is retired
+    /// and signs nothing more. Nothing was written. The operator puts the key the log names
+    /// in this node's key folder, where the node picks it up.
+    #[error("the signing key is retired: {0}")]
+    KeyRetired(String),
     /// The ledger has been shut down.
     #[error("the ledger is shut down")]
     Closed,
@@ -116,6 +121,11 @@ pub enum SigningError {
     /// log. Nothing was written.
     #[error("the cosignature is refused: {0}")]
     Cosignature(String),
+    /// On a shared store, another node rotated the key: the key this node holds is retired
+    /// and signs nothing more. Nothing was written. The operator puts the key the log names
+    /// in this node's key folder, where the node picks it up.
+    #[error("the signing key is retired: {0}")]
+    KeyRetired(String),
     /// The ledger has been shut down.
     #[error("the ledger is shut down")]
     Closed,

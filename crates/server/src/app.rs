@@ -484,7 +484,14 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     let head = ledger.head();
     let checkpoint = ledger.latest_checkpoint().ok().flatten();
     let refusing = state.service.refusing_writes();
+    // Writes go on without a usable key; checkpoints do not, and this says why (on a shared
+    // database, another node rotated the key and this one waits for it).
+    let signing = match ledger.public_key() {
+        Ok(key) => json!({"key": key.fingerprint(), "reason": null}),
+        Err(reason) => json!({"key": null, "reason": reason}),
+    };
     Json(json!({
+        "signing": signing,
         "status": if refusing.is_none() { "ok" } else { "refusing_writes" },
         "reason": refusing,
         "problems": ledger.problems(),

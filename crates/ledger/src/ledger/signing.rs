@@ -11,7 +11,7 @@ use super::Writer;
 use crate::error::SigningError;
 use crate::key_history::KeyHistory;
 use crate::keys::random_key;
-use crate::storage::CheckpointEntry;
+use crate::storage::{CheckpointEntry, SignedAppend};
 
 impl Writer {
     /// Makes sure `key` is the key the checkpoint log names as current (introducing it if the
@@ -46,6 +46,7 @@ impl Writer {
             .map_err(|e| e.to_string())?;
         let history = KeyHistory::of(&entries);
         self.last_signed = history.last_signed;
+        self.entries_seen = entries.len() as u64;
         if let Some(origin) = history.origin() {
             if let Some(configured) = &self.configured_origin
                 && configured != origin
@@ -178,7 +179,31 @@ impl Writer {
         })
     }
 
+    /// Signs a checkpoint of the tree as it stands. On a shared store, a key another node
+    /// retired is dropped, and the key the log names taken from this node's key folder when
+    /// the operator put it there; otherwise nothing is signed ([`SigningError::KeyRetired`]).
     pub(super) fn write_checkpoint(&mut self) -> Result<Checkpoint, SigningError> {
+        if self.shared && self.key.is_none() && self.core.poisoned().is_none() {
+            // Retired earlier: the operator may have put the new key in place since.
+            self.take_key_from_disk()?;
+        }
+        match self.sign_checkpoint()? {
+            Some(checkpoint) => Ok(checkpoint),
+            None => {
+                self.key_changed()?;
+                self.sign_checkpoint()?.ok_or_else(|| {
+                    SigningError::KeyRetired(
+                        "the checkpoint log's key changed again while this node took the new one"
+                            .into(),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Signs and appends a checkpoint with the key held; `None` when the log's key changed
+    /// since this writer last read it (nothing written).
+    fn sign_checkpoint(&mut self) -> Result<Option<Checkpoint>, SigningError> {
         if let Some(reason) = self.core.poisoned() {
             return Err(SigningError::Poisoned(reason));
         }
@@ -198,18 +223,112 @@ impl Writer {
         let checkpoint =
             Checkpoint::sign(key, &self.origin, size, self.frontier.root(&Sha256), time)
                 .map_err(|e| SigningError::NoKey(e.to_string()))?;
-        if let Err(e) = self
-            .core
-            .storage
-            .append_checkpoint_entry(&CheckpointEntry::Checkpoint(checkpoint.clone()))
-        {
-            let e = Arc::new(e);
-            self.core
-                .poison(format!("a checkpoint could not be written: {e}"));
-            return Err(SigningError::Storage(e));
+        match self.core.storage.append_signed_entry(
+            &CheckpointEntry::Checkpoint(checkpoint.clone()),
+            self.entries_seen,
+        ) {
+            Ok(SignedAppend::Appended { entries }) => self.entries_seen = entries,
+            Ok(SignedAppend::KeyChanged) => return Ok(None),
+            Err(e) => {
+                let e = Arc::new(e);
+                self.core
+                    .poison(format!("a checkpoint could not be written: {e}"));
+                return Err(SigningError::Storage(e));
+            }
         }
         self.last_signed = Some((size, time));
-        Ok(checkpoint)
+        Ok(Some(checkpoint))
+    }
+
+    /// Another node rotated the log's key: the key held is dropped at once (it is never used
+    /// again), and the key the log names is taken from this node's key folder if it is there.
+    pub(super) fn key_changed(&mut self) -> Result<(), SigningError> {
+        if let Some(retired) = self.key.take() {
+            tracing::warn!(
+                retired = %retired.public_key().fingerprint(),
+                "the checkpoint log names another signing key: this node's key is retired"
+            );
+        }
+        self.take_key_from_disk()
+    }
+
+    /// Reads this node's key folder and adopts the key there if the checkpoint log names it;
+    /// otherwise the node signs nothing, lets go of the checkpoint lead and says why.
+    pub(super) fn take_key_from_disk(&mut self) -> Result<(), SigningError> {
+        let on_disk = match &self.files {
+            Some(files) => files.load().map_err(|e| e.to_string()),
+            None => Err("this ledger has no key folder".into()),
+        };
+        self.tried_key = on_disk
+            .as_ref()
+            .ok()
+            .and_then(|k| k.as_ref().map(|k| k.public_key()));
+        let outcome = match on_disk {
+            Ok(Some(key)) => self.adopt_key(key),
+            Ok(None) => Err("there is no signing key in the data directory".into()),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(key) => {
+                tracing::info!(
+                    key = %key.public_key().fingerprint(),
+                    "took the signing key the checkpoint log names from the key folder"
+                );
+                *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Ok(key.public_key());
+                self.key = Some(key);
+                Ok(())
+            }
+            Err(reason) => {
+                let reason = format!(
+                    "{reason}; this node signs nothing until the key the log names is put in \
+                     its key folder (DATA_DIR/ledger/keys/signing.key), where it is taken at \
+                     the next checkpoint or checkpoint interval"
+                );
+                tracing::error!(%reason, "checkpoints cannot be signed");
+                *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Err(reason.clone());
+                self.key = None;
+                if self.shared {
+                    self.leads = false;
+                    self.core.storage.resign_checkpoint_lead();
+                }
+                Err(SigningError::KeyRetired(reason))
+            }
+        }
+    }
+
+    /// Shared stores, at each checkpoint interval: finds a rotation another node recorded
+    /// (dropping the retired key), and takes a key the operator put in the key folder since
+    /// the last look.
+    pub(super) fn check_key(&mut self) {
+        if self.core.poisoned().is_some() || self.core.storage.is_read_only() {
+            return;
+        }
+        if self.key.is_none() {
+            let on_disk = self
+                .files
+                .as_ref()
+                .and_then(|files| files.load().ok().flatten())
+                .map(|k| k.public_key());
+            if on_disk.is_some() && on_disk != self.tried_key {
+                let _ = self.take_key_from_disk();
+            }
+            return;
+        }
+        match self.core.storage.checkpoint_entries_from(self.entries_seen) {
+            Ok(entries) => {
+                if entries.iter().any(|e| {
+                    matches!(
+                        e,
+                        CheckpointEntry::KeyIntroduced { .. } | CheckpointEntry::Rotation(_)
+                    )
+                }) {
+                    let _ = self.key_changed();
+                } else {
+                    self.entries_seen += entries.len() as u64;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the checkpoint log's keys"),
+        }
     }
 
     pub(super) fn rotate(&mut self) -> Result<KeyRotation, SigningError> {
@@ -220,6 +339,11 @@ impl Writer {
             return Err(SigningError::NoKey("there is no key to rotate from".into()));
         };
         let result = self.rotate_from(&old);
+        if let Err(SigningError::KeyRetired(_)) = &result {
+            // Another node rotated first: the old key is retired, not put back.
+            let _ = self.key_changed();
+            return result.map(|(statement, _)| statement);
+        }
         match result {
             Ok((statement, new)) => {
                 *self.core.signer.write().unwrap_or_else(|p| p.into_inner()) = Ok(new.public_key());
@@ -259,15 +383,28 @@ impl Writer {
             time,
         )
         .map_err(|e| SigningError::NoKey(e.to_string()))?;
-        if let Err(e) = self
-            .core
-            .storage
-            .append_checkpoint_entry(&CheckpointEntry::Rotation(statement.clone()))
-        {
-            let e = Arc::new(e);
-            self.core
-                .poison(format!("a key rotation could not be written: {e}"));
-            return Err(SigningError::Storage(e));
+        match self.core.storage.append_signed_entry(
+            &CheckpointEntry::Rotation(statement.clone()),
+            self.entries_seen,
+        ) {
+            Ok(SignedAppend::Appended { entries }) => self.entries_seen = entries,
+            Ok(SignedAppend::KeyChanged) => {
+                // Never recorded: the staged key goes.
+                if let Some(files) = &self.files {
+                    files
+                        .discard_staged()
+                        .map_err(|e| SigningError::Storage(Arc::new(e)))?;
+                }
+                return Err(SigningError::KeyRetired(
+                    "another node rotated the key first; nothing was rotated here".into(),
+                ));
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                self.core
+                    .poison(format!("a key rotation could not be written: {e}"));
+                return Err(SigningError::Storage(e));
+            }
         }
         if let Some(files) = &self.files
             && let Err(e) = files.commit_staged()

@@ -172,6 +172,8 @@ impl Ledger {
             key: None,
             files,
             last_signed: None,
+            entries_seen: 0,
+            tried_key: None,
             checkpoint_every_events: options.checkpoint_every_events,
             unadopted: None,
             origin: String::new(),
@@ -187,6 +189,11 @@ impl Ledger {
             ));
         }
         writer.set_up_key(key);
+        if writer.shared && writer.key.is_none() && writer.leads {
+            // A node that cannot sign leaves the checkpoints to one that can.
+            writer.leads = false;
+            storage.resign_checkpoint_lead();
+        }
         let accepted = writer.check_on_open(accept_loss);
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -228,6 +235,12 @@ pub(super) struct Writer {
     pub(super) files: Option<KeyFiles>,
     /// Size and time of the last checkpoint or rotation.
     pub(super) last_signed: Option<(u64, Timestamp)>,
+    /// Entries of the checkpoint log this writer has read or written: it knows which key the
+    /// log names up to there, and a signed entry is appended only if none after changed it.
+    pub(super) entries_seen: u64,
+    /// The key last read from the key folder after this one's was retired: the folder is
+    /// read again at each interval, and a key is tried again only once it changed.
+    pub(super) tried_key: Option<ledger_proof::PublicKey>,
     pub(super) checkpoint_every_events: Option<u64>,
     /// The key found on disk, whether or not the checkpoint log names it: what signs the
     /// acceptance of a loss that took the checkpoint log with it.
@@ -352,7 +365,11 @@ impl Writer {
             }
             Job::Tick => {
                 if self.shared {
-                    self.leads = self.core.storage.checkpoint_leader();
+                    // A node whose key another node retired learns it here, even when it does
+                    // not lead, and takes the key the log names once the operator put it in
+                    // place; until then it signs nothing and does not lead.
+                    self.check_key();
+                    self.leads = self.key.is_some() && self.core.storage.checkpoint_leader();
                 }
                 if self.leads
                     && self

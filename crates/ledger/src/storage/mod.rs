@@ -47,6 +47,19 @@ use uuid::Uuid;
 
 use crate::envelope::Digest;
 
+/// What [`Storage::append_signed_entry`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignedAppend {
+    /// The entry was appended; the log holds `entries` entries with it (as far as this writer
+    /// knows: at least that many).
+    Appended {
+        /// Entries in the log, the new one included.
+        entries: u64,
+    },
+    /// An entry past the ones the writer had seen changed the log's key: nothing was written.
+    KeyChanged,
+}
+
 /// One entry of the checkpoint log, which is kept apart from the events so that writing a
 /// checkpoint never changes a seq.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -549,6 +562,31 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Every entry of the checkpoint log, in order.
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError>;
+
+    /// The entries of the checkpoint log past its first `from`, in order.
+    fn checkpoint_entries_from(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
+        let skip = usize::try_from(from).unwrap_or(usize::MAX);
+        Ok(self.checkpoint_entries()?.into_iter().skip(skip).collect())
+    }
+
+    /// Appends `entry` (a checkpoint or a rotation, signed with the key the writer holds)
+    /// unless an entry past the first `seen` of the log changed the key (a rotation, a key
+    /// introduced): then nothing is written and the answer is [`SignedAppend::KeyChanged`]. A
+    /// shared store makes the check and the append one step under the lock every append takes,
+    /// so no ledger signs into the log with a key another one retired. The default, for a store
+    /// with one writer (whose own rotations are the only ones), appends.
+    fn append_signed_entry(
+        &self,
+        entry: &CheckpointEntry,
+        seen: u64,
+    ) -> Result<SignedAppend, StorageError> {
+        self.append_checkpoint_entry(entry)?;
+        Ok(SignedAppend::Appended { entries: seen + 1 })
+    }
+
+    /// Shared stores: lets go of the periodic checkpoints' lead, if this ledger holds it, so
+    /// that a ledger able to sign takes it.
+    fn resign_checkpoint_lead(&self) {}
 
     /// True when other ledgers may append to the same store (a shared database): the writer
     /// then follows what they commit, plans each group under [`Storage::hold_head`], and keeps

@@ -44,8 +44,8 @@ use tokio_postgres::{Client, Statement};
 use uuid::Uuid;
 
 use super::{
-    Blob, ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, Storage,
-    StorageError, StorageProblem, TreeGrowth,
+    Blob, ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, SignedAppend,
+    Storage, StorageError, StorageProblem, TreeGrowth,
 };
 use crate::envelope::Digest;
 
@@ -411,6 +411,16 @@ impl Lead {
                 *slot = None;
                 Err(db_error("take the checkpoint lead", &e))
             }
+        }
+    }
+}
+
+impl Lead {
+    /// Lets go of the lead: the session that holds the lock is closed, and the lock with it.
+    async fn resign(&self) {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|(_, held)| *held) {
+            *slot = None;
         }
     }
 }
@@ -1522,6 +1532,76 @@ impl Storage for PostgresStorage {
         true
     }
 
+    fn checkpoint_entries_from(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
+        let from = to_i64(from, "an entry count")?;
+        self.read(move |s| async move {
+            let rows = s
+                .client
+                .query(
+                    "SELECT n, entry FROM ledger_checkpoints WHERE n > $1 ORDER BY n",
+                    &[&from],
+                )
+                .await
+                .map_err(|e| db_error("read the checkpoint log", &e))?;
+            rows.iter()
+                .map(|row| parse_entry(row.get(0), row.get(1)))
+                .collect()
+        })
+    }
+
+    fn append_signed_entry(
+        &self,
+        entry: &CheckpointEntry,
+        seen: u64,
+    ) -> Result<SignedAppend, StorageError> {
+        self.refuse_writes()?;
+        let line = serde_json::to_string(entry)
+            .map_err(|e| StorageError::Index(format!("checkpoint entry: {e}")))?;
+        let seen = to_i64(seen, "an entry count")?;
+        // Under the head row's lock, which every append to the checkpoint log takes: a
+        // rotation committed by another node is either seen here or ordered after this entry.
+        self.write(move |s, _| async move {
+            let rows = s
+                .client
+                .query(
+                    "SELECT n, entry FROM ledger_checkpoints WHERE n > $1 ORDER BY n",
+                    &[&seen],
+                )
+                .await
+                .map_err(|e| db_error("read the checkpoint log", &e))?;
+            for row in &rows {
+                if matches!(
+                    parse_entry(row.get(0), row.get(1))?,
+                    CheckpointEntry::KeyIntroduced { .. } | CheckpointEntry::Rotation(_)
+                ) {
+                    return Ok(SignedAppend::KeyChanged);
+                }
+            }
+            let row = s
+                .client
+                .query_one(
+                    "INSERT INTO ledger_checkpoints (n, entry) \
+                     SELECT coalesce(max(n), 0) + 1, $1 FROM ledger_checkpoints RETURNING n",
+                    &[&line],
+                )
+                .await
+                .map_err(|e| db_error("append to the checkpoint log", &e))?;
+            Ok(SignedAppend::Appended {
+                entries: to_u64(row.get(0), "an entry's number")?,
+            })
+        })
+    }
+
+    fn resign_checkpoint_lead(&self) {
+        let pool = Arc::clone(&self.pool);
+        if let Err(e) = self.driver.run(async move {
+            pool.lead.resign().await;
+            Ok(())
+        }) {
+            tracing::warn!(error = %e, "could not let go of the checkpoint lead");
+        }
+    }
+
     fn followed(&self, head: ChainHead) {
         let mut ours = self.head.lock().unwrap_or_else(|p| p.into_inner());
         if head.size > ours.size {
@@ -1555,14 +1635,16 @@ impl Storage for PostgresStorage {
                 .await
                 .map_err(|e| db_error("read the checkpoint log", &e))?;
             rows.iter()
-                .map(|row| {
-                    let n: i64 = row.get(0);
-                    serde_json::from_str(row.get(1)).map_err(|e| StorageError::Corrupt {
-                        seq: None,
-                        detail: format!("checkpoint log entry {n}: {e}"),
-                    })
-                })
+                .map(|row| parse_entry(row.get(0), row.get(1)))
                 .collect()
         })
     }
+}
+
+/// A row of `ledger_checkpoints` as the entry its JSON holds.
+fn parse_entry(n: i64, json: &str) -> Result<CheckpointEntry, StorageError> {
+    serde_json::from_str(json).map_err(|e| StorageError::Corrupt {
+        seq: None,
+        detail: format!("checkpoint log entry {n}: {e}"),
+    })
 }

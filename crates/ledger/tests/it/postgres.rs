@@ -1236,3 +1236,134 @@ fn a_commit_on_one_ledger_wakes_the_other_without_its_poll() {
     }
     assert!(second.poisoned().is_none(), "{:?}", second.poisoned());
 }
+
+/// Copies the signing key of one node's key folder into another's, as an operator does.
+fn give_key(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::copy(from.join("signing.key"), to.join("signing.key")).unwrap();
+}
+
+/// Waits up to ten seconds for `done`.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rotation_on_one_node_retires_the_key_on_the_other_until_it_is_given_the_new_one() {
+    let Some((_, url)) = database("rotation_across_nodes") else {
+        return;
+    };
+    let (a_keys, b_keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // B opens first and leads the periodic checkpoints (every second); A has the same key.
+    let b = open(&url, b_keys.path(), 21);
+    append_any(&b, "s", b"first").unwrap();
+    give_key(b_keys.path(), a_keys.path());
+    let a = open(&url, a_keys.path(), 22);
+    let old = a.public_key().unwrap();
+    assert_eq!(b.public_key().unwrap(), old);
+    b.checkpoint().unwrap();
+    let old_key_file = std::fs::read(b_keys.path().join("signing.key")).unwrap();
+
+    let rotation = a.rotate_key().unwrap();
+    let new = rotation.new_public_key;
+    assert_ne!(new, old);
+    assert_eq!(a.public_key().unwrap(), new);
+
+    // B finds the rotation by itself within a checkpoint interval: it says why it cannot sign,
+    // and an explicit checkpoint through it is refused, writing nothing.
+    eventually("B notices the rotation", || b.public_key().is_err());
+    let reason = b.public_key().unwrap_err();
+    assert!(
+        reason.contains("not the key the checkpoint log names"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("DATA_DIR/ledger/keys/signing.key"),
+        "{reason}"
+    );
+    let entries = a.checkpoint_entries().unwrap().len();
+    let err = b.checkpoint().unwrap_err();
+    assert!(
+        matches!(err, ledger::SigningError::KeyRetired(_)),
+        "{err:?}"
+    );
+    assert_eq!(a.checkpoint_entries().unwrap().len(), entries);
+
+    // The lead passes to A, which signs the periodic checkpoint of what B writes, with the new
+    // key.
+    let receipt = append_any(&b, "s", b"after the rotation").unwrap();
+    let covered = receipt.events[0].seq + 1;
+    eventually("A writes the periodic checkpoint with the new key", || {
+        a.checkpoint_entries().unwrap().iter().any(|e| {
+            matches!(e, ledger::CheckpointEntry::Checkpoint(c)
+                if c.tree_size >= covered && c.verify(&new).is_ok())
+        })
+    });
+
+    // Nothing after the rotation is signed by the old key, and the log verifies.
+    let log = a.checkpoint_entries().unwrap();
+    let at = log
+        .iter()
+        .position(|e| matches!(e, ledger::CheckpointEntry::Rotation(_)))
+        .unwrap();
+    for entry in &log[at + 1..] {
+        if let ledger::CheckpointEntry::Checkpoint(c) = entry {
+            c.verify(&new).unwrap();
+        }
+    }
+    assert!(first_bad_seq(&a).is_none());
+
+    // Given the new key, B takes it without a restart and signs again.
+    give_key(a_keys.path(), b_keys.path());
+    eventually("B takes the new key", || b.public_key().is_ok());
+    assert_eq!(b.public_key().unwrap(), new);
+    append_any(&b, "s", b"signed again").unwrap();
+    b.checkpoint().unwrap().verify(&new).unwrap();
+
+    // A node started with the retired key is refused its key, as at any open.
+    let stale = tempfile::tempdir().unwrap();
+    std::fs::write(stale.path().join("signing.key"), &old_key_file).unwrap();
+    let c = open(&url, stale.path(), 23);
+    let reason = c.public_key().unwrap_err();
+    assert!(
+        reason.contains("not the key the checkpoint log names"),
+        "{reason}"
+    );
+    assert!(c.checkpoint().is_err());
+    assert!(a.poisoned().is_none());
+}
+
+#[test]
+fn two_nodes_rotating_at_once_record_one_rotation() {
+    let Some((_, url)) = database("rotation_race") else {
+        return;
+    };
+    let (a_keys, b_keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(&url, a_keys.path(), 31);
+    append_any(&a, "s", b"x").unwrap();
+    give_key(a_keys.path(), b_keys.path());
+    let b = open(&url, b_keys.path(), 32);
+    let first = a.rotate_key().unwrap();
+    // B still holds the old key: its rotation would hand over from a retired key.
+    let err = b.rotate_key().unwrap_err();
+    assert!(
+        matches!(err, ledger::SigningError::KeyRetired(_)),
+        "{err:?}"
+    );
+    let rotations = a
+        .checkpoint_entries()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, ledger::CheckpointEntry::Rotation(_)))
+        .count();
+    assert_eq!(rotations, 1);
+    // B's staged key of the rotation that never happened is gone; its key folder is as it was.
+    assert!(!b_keys.path().join("signing.key.new").exists());
+    assert!(b.public_key().is_err());
+    assert_eq!(a.public_key().unwrap(), first.new_public_key);
+    assert!(first_bad_seq(&a).is_none());
+}

@@ -70,6 +70,9 @@ pub(crate) fn set_storage_url(url: Option<String>) {
 /// Checks a storage URL's scheme: PostgreSQL is the one shared store there is.
 pub(crate) fn parse_storage_url(text: &str) -> Result<String, String> {
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        // Its TLS parameters are checked now (a bad sslmode, a CA file that cannot be read),
+        // rather than at the first connection.
+        pg_connect::Connector::parse(text).map_err(|e| e.to_string())?;
         Ok(text.to_owned())
     } else {
         Err("a storage URL is postgres://USER@HOST:PORT/DB".into())

@@ -24,6 +24,18 @@ enum Action {
         #[command(flatten)]
         allow: AllowArgs,
     },
+    /// With a storage database (--storage-url): store a contracts folder there for every
+    /// node. Its `semantic-tags.yaml` and `fallbacks.yaml` replace the database's (none when
+    /// the folder has none); its contracts (beside them and in `tools/`) join the registered
+    /// tools, replacing those of the same name. Everything is checked first, the tools kept in
+    /// the database included; on any problem nothing is stored (exit 1). Every node serves the
+    /// new set within a second or so.
+    Push {
+        /// The contracts folder.
+        dir: PathBuf,
+        #[command(flatten)]
+        allow: AllowArgs,
+    },
     /// Call each registered tool with arguments built from its contract and report whose reply
     /// matches its contract. Exit 1 if any does not.
     Health {
@@ -89,6 +101,36 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             } else {
                 Outcome::Failed
             })
+        }
+        Action::Push { dir, allow } => {
+            if crate::config::storage_url().is_none() {
+                bail!(
+                    "contracts push stores a folder in the storage database: give --storage-url \
+                     (without one, a node reads its own DATA_DIR/contracts/)"
+                );
+            }
+            if !dir.is_dir() {
+                bail!("{} is not a directory", dir.display());
+            }
+            let mut options = crate::config::service_options(data_dir);
+            if !allow.rules.is_empty() {
+                options.tool_endpoint_allow = allow.allow_list();
+            }
+            match service::push_contracts(&options, dir) {
+                Ok(tools) => {
+                    println!(
+                        "stored {} for every node: {} tool(s): {}",
+                        dir.display(),
+                        tools.len(),
+                        tools.join(", ")
+                    );
+                    Ok(Outcome::Passed)
+                }
+                Err(e) => {
+                    println!("{e}");
+                    Ok(Outcome::Failed)
+                }
+            }
         }
         Action::Health { dir, allow } => {
             let dir = dir

@@ -72,7 +72,6 @@ struct Source {
     bundle: Bundle,
     key: SigningKey,
     parts: SharedParts,
-    tags: Texts,
     documents: Vec<sources::Document>,
     index_state: String,
     root: ledger::Digest,
@@ -114,14 +113,15 @@ fn root_of(ledger: &Ledger) -> anyhow::Result<ledger::Digest> {
         .map_err(|e| anyhow::anyhow!("cannot compute the Merkle root: {e}"))
 }
 
-/// Files by name and their text.
-type Texts = Vec<(String, String)>;
+/// The contracts (by name), the tag dictionary and the fallback map of a data directory's
+/// `contracts/` folder.
+type DirContracts = (BTreeMap<String, String>, Option<String>, Option<String>);
 
 /// The contracts, tags and fallbacks of a data directory's `contracts/` folder.
-fn dir_contracts(dir: &Path) -> anyhow::Result<(BTreeMap<String, String>, Texts)> {
+fn dir_contracts(dir: &Path) -> anyhow::Result<DirContracts> {
     let root = dir.join("contracts");
     let mut tools = BTreeMap::new();
-    let mut kept = Vec::new();
+    let (mut tags, mut fallbacks) = (None, None);
     for folder in [root.clone(), root.join(TOOLS_DIR)] {
         let Ok(entries) = std::fs::read_dir(&folder) else {
             continue;
@@ -137,24 +137,26 @@ fn dir_contracts(dir: &Path) -> anyhow::Result<(BTreeMap<String, String>, Texts)
             }
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            if folder == root && (name == TAGS_FILE || name == FALLBACKS_FILE) {
-                kept.push((name.to_owned(), text));
+            if folder == root && name == TAGS_FILE {
+                tags = Some(text);
+            } else if folder == root && name == FALLBACKS_FILE {
+                fallbacks = Some(text);
             } else if let Ok(contract) = sources::contracts::Contract::parse(&text, None) {
                 tools.insert(contract.name, text);
             }
         }
     }
-    Ok((tools, kept))
+    Ok((tools, tags, fallbacks))
 }
 
 /// The tokens, contracts and jobs of a data directory, as the database would keep them.
-fn dir_parts(dir: &Path) -> anyhow::Result<(SharedParts, Texts)> {
+fn dir_parts(dir: &Path) -> anyhow::Result<SharedParts> {
     let tokens = match std::fs::read_to_string(dir.join("tokens.json")) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).context("cannot read tokens.json"),
     };
-    let (contracts, kept) = dir_contracts(dir)?;
+    let (contracts, tags, fallbacks) = dir_contracts(dir)?;
     let mut jobs = BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir(dir.join("jobs")) {
         for entry in entries {
@@ -171,12 +173,13 @@ fn dir_parts(dir: &Path) -> anyhow::Result<(SharedParts, Texts)> {
             jobs.insert(id, text);
         }
     }
-    let parts = SharedParts {
+    Ok(SharedParts {
         tokens,
         contracts,
+        tags,
+        fallbacks,
         jobs,
-    };
-    Ok((parts, kept))
+    })
 }
 
 fn read_source(from: &End, node: &Path) -> anyhow::Result<Source> {
@@ -190,7 +193,7 @@ fn read_source(from: &End, node: &Path) -> anyhow::Result<Source> {
     service.shutdown();
     drop(service);
     let key = read_key(dir)?;
-    let ((parts, tags), documents) = match from {
+    let (parts, documents) = match from {
         End::Dir(dir) if !dir.join("corpus").exists() => (dir_parts(dir)?, Vec::new()),
         End::Dir(dir) => {
             let corpus =
@@ -201,7 +204,7 @@ fn read_source(from: &End, node: &Path) -> anyhow::Result<Source> {
         End::Database(url) => {
             let parts = service::migration::read_shared_parts(url)?;
             let store = sources::PostgresDocuments::open_read_only(url)?;
-            ((parts, dir_contracts(node)?.1), store.all()?)
+            (parts, store.all()?)
         }
     };
     let index = sources::Corpus::in_memory(sources::CorpusLimits::default())?;
@@ -210,7 +213,6 @@ fn read_source(from: &End, node: &Path) -> anyhow::Result<Source> {
         bundle,
         key,
         parts,
-        tags,
         documents,
         index_state: index.index_state().id,
         root,
@@ -310,13 +312,6 @@ fn write_destination(to: &End, node: &Path, source: &Source) -> anyhow::Result<(
             service::migration::write_shared_parts(url, &source.parts)?;
             let store = sources::PostgresDocuments::open(url)?;
             store.put(&source.documents)?;
-            for (name, text) in &source.tags {
-                let path = node.join("contracts").join(name);
-                if !path.exists() {
-                    std::fs::create_dir_all(node.join("contracts"))?;
-                    super::write_atomically(&path, text.as_bytes())?;
-                }
-            }
         }
     }
     Ok(())
@@ -364,14 +359,17 @@ fn write_dir_parts(dir: &Path, source: &Source) -> anyhow::Result<()> {
         super::write_atomically(&dir.join("tokens.json"), tokens.as_bytes())?;
     }
     let tools = dir.join("contracts").join(TOOLS_DIR);
-    if !source.parts.contracts.is_empty() || !source.tags.is_empty() {
+    let parts = &source.parts;
+    if !parts.contracts.is_empty() || parts.tags.is_some() || parts.fallbacks.is_some() {
         std::fs::create_dir_all(&tools)?;
     }
-    for (name, text) in &source.parts.contracts {
+    for (name, text) in &parts.contracts {
         super::write_atomically(&tools.join(format!("{name}.yaml")), text.as_bytes())?;
     }
-    for (name, text) in &source.tags {
-        super::write_atomically(&dir.join("contracts").join(name), text.as_bytes())?;
+    for (name, text) in [(TAGS_FILE, &parts.tags), (FALLBACKS_FILE, &parts.fallbacks)] {
+        if let Some(text) = text {
+            super::write_atomically(&dir.join("contracts").join(name), text.as_bytes())?;
+        }
     }
     if !source.parts.jobs.is_empty() {
         std::fs::create_dir_all(dir.join("jobs"))?;
@@ -389,9 +387,9 @@ fn write_dir_parts(dir: &Path, source: &Source) -> anyhow::Result<()> {
 /// check, each starting `ok` or `MISMATCH`.
 fn check_destination(to: &End, node: &Path, source: &Source) -> anyhow::Result<Vec<String>> {
     let (dir, url) = to.service_dir(node);
-    let (parts, _) = match to {
+    let parts = match to {
         End::Dir(dir) => dir_parts(dir)?,
-        End::Database(url) => (service::migration::read_shared_parts(url)?, Vec::new()),
+        End::Database(url) => service::migration::read_shared_parts(url)?,
     };
     let service = open_service(dir, url, false)?;
     let ledger = service.ledger();

@@ -237,8 +237,9 @@ impl Service {
                 }
             },
         };
-        if let Some(texts) = from_database {
-            self.registry_mut().use_texts(texts);
+        if let Some(document) = from_database {
+            let extras = document.extras();
+            self.registry_mut().use_stored(document.tools, extras);
         } else if self.registry().changed() {
             self.registry_mut().reload();
         } else {
@@ -273,13 +274,16 @@ impl Service {
         let name = match &self.inner.shared_contracts {
             Some(shared) => {
                 let contract = self.registry().validate(text, None).map_err(invalid)?;
-                let texts = shared
-                    .change(|tools| {
-                        tools.insert(contract.name.clone(), text.to_owned());
+                let document = shared
+                    .change(|document| {
+                        document
+                            .tools
+                            .insert(contract.name.clone(), text.to_owned());
                         Ok(())
                     })
                     .map_err(ServiceError::unavailable)?;
-                self.registry_mut().use_texts(texts);
+                let extras = document.extras();
+                self.registry_mut().use_stored(document.tools, extras);
                 contract.name
             }
             None => {
@@ -303,8 +307,8 @@ impl Service {
         };
         match &self.inner.shared_contracts {
             Some(shared) => {
-                let texts = shared
-                    .change(|tools| match tools.remove(name) {
+                let document = shared
+                    .change(|document| match document.tools.remove(name) {
                         Some(_) => Ok(()),
                         None => Err(crate::shared_contracts::ContractsError::NotFound(
                             name.to_owned(),
@@ -314,7 +318,8 @@ impl Service {
                         crate::shared_contracts::ContractsError::NotFound(name) => not_found(name),
                         other => ServiceError::unavailable(other),
                     })?;
-                self.registry_mut().use_texts(texts);
+                let extras = document.extras();
+                self.registry_mut().use_stored(document.tools, extras);
             }
             None => self.registry_mut().unregister(name).map_err(|e| match e {
                 sources::contracts::RegistryError::NotFound(name) => not_found(name),

@@ -33,7 +33,9 @@ pub use projections;
 pub use research;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
+    push_contracts,
 };
+pub use shared_contracts::{ContractsError, PushError};
 pub use tokens::Role;
 pub use tools::{
     SHARED_ARGUMENTS, SHARED_RESULTS, ToolOutput, ToolProgress, ToolSpec, built_in_tools,

@@ -20,6 +20,10 @@ pub struct SharedParts {
     pub tokens: Option<String>,
     /// Each registered tool's contract text, by name.
     pub contracts: BTreeMap<String, String>,
+    /// The tag dictionary's text (`contracts/semantic-tags.yaml`), when there is one.
+    pub tags: Option<String>,
+    /// The fallback map's text (`contracts/fallbacks.yaml`), when there is one.
+    pub fallbacks: Option<String>,
     /// Each job file's text (its JSON), by job id.
     pub jobs: BTreeMap<String, String>,
 }
@@ -103,16 +107,15 @@ pub fn read_shared_parts(url: &str) -> Result<SharedParts, DatabaseError> {
         Ok((documents, jobs))
     })?;
     let contracts = match documents.get(CONTRACTS) {
-        None => BTreeMap::new(),
-        Some(text) => {
-            serde_json::from_str::<ContractsDocument>(text)
-                .map_err(|e| DatabaseError::new("read the contracts", e.to_string()))?
-                .tools
-        }
+        None => ContractsDocument::default(),
+        Some(text) => serde_json::from_str::<ContractsDocument>(text)
+            .map_err(|e| DatabaseError::new("read the contracts", e.to_string()))?,
     };
     Ok(SharedParts {
         tokens: documents.get(TOKENS).cloned(),
-        contracts,
+        contracts: contracts.tools,
+        tags: contracts.tags,
+        fallbacks: contracts.fallbacks,
         jobs,
     })
 }
@@ -140,9 +143,11 @@ pub fn write_shared_parts(url: &str, parts: &SharedParts) -> Result<(), Database
     if let Some(tokens) = &parts.tokens {
         documents.push((TOKENS.to_owned(), tokens.clone()));
     }
-    if !parts.contracts.is_empty() {
+    if !parts.contracts.is_empty() || parts.tags.is_some() || parts.fallbacks.is_some() {
         let body = serde_json::to_string(&ContractsDocument {
             tools: parts.contracts.clone(),
+            tags: parts.tags.clone(),
+            fallbacks: parts.fallbacks.clone(),
         })
         .map_err(|e| DatabaseError::new("write the contracts", e.to_string()))?;
         documents.push((CONTRACTS.to_owned(), body));

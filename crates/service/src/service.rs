@@ -296,12 +296,28 @@ fn missing_corpus(projector: &Projector, corpus: &Corpus) -> Option<String> {
     ))
 }
 
-/// The registered tools' contracts, none named like a built-in tool.
-fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
-    let built_in: Vec<String> = crate::tools::tool_specs()
+/// The built-in tools' names, which no contract may take.
+fn built_in_names() -> Vec<String> {
+    crate::tools::tool_specs()
         .into_iter()
         .map(|t| t.name)
-        .collect();
+        .collect()
+}
+
+/// A registry that takes everything from the storage database's contracts document.
+pub(crate) fn stored_registry(options: &ServiceOptions) -> sources::contracts::Registry {
+    let built_in = built_in_names();
+    let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
+    sources::contracts::Registry::stored(
+        options.tool_endpoint_allow.clone(),
+        options.contract_limits,
+        &reserved,
+    )
+}
+
+/// The registered tools' contracts, none named like a built-in tool.
+fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
+    let built_in = built_in_names();
     let reserved: Vec<&str> = built_in.iter().map(String::as_str).collect();
     let registry = sources::contracts::Registry::load(
         &options.layout.contracts,
@@ -362,14 +378,74 @@ fn shared_contracts(
     };
     let shared = crate::shared_contracts::SharedContracts::open(url)
         .map_err(|e| OpenError::Shared(e.to_string()))?;
-    let texts = shared
+    let document = shared
         .read()
         .map_err(|e| OpenError::Shared(e.to_string()))?;
-    registry.use_texts(texts);
+    // Every node serves what the database holds; a file placed by hand in this node's folder
+    // would make it serve something else, so the node refuses to start over one the database
+    // does not hold as it is.
+    let unshared = crate::shared_contracts::unshared_files(&options.layout.contracts, &document);
+    if !unshared.is_empty() {
+        return Err(OpenError::Shared(format!(
+            "{} holds {} that the storage database does not: with a storage database every \
+             node serves the contracts, tag dictionary and fallback map the database holds; \
+             store the folder for every node with `research-ledger --storage-url URL contracts \
+             push {}`, or remove the files",
+            options.layout.contracts.display(),
+            unshared.join(", "),
+            options.layout.contracts.display()
+        )));
+    }
+    *registry = stored_registry(options);
+    let extras = document.extras();
+    registry.use_stored(document.tools, extras);
     for problem in registry.problems() {
         tracing::warn!(%problem, "a contract is left out");
     }
     Ok(Some(shared))
+}
+
+/// Stores a contracts folder in the storage database for every node: its dictionary and its
+/// fallback map replace the database's (none when the folder has none), and its contracts
+/// join the registered ones, replacing those of the same name. Everything is checked first,
+/// the tools the database keeps included, against the new dictionary and the options'
+/// allow-list; on any problem nothing is stored. Answers the tools served after it.
+pub fn push_contracts(
+    options: &ServiceOptions,
+    dir: &std::path::Path,
+) -> Result<Vec<String>, crate::shared_contracts::PushError> {
+    use crate::shared_contracts::{ContractsError, SharedContracts, read_folder};
+    let url = options.storage_url.as_deref().ok_or_else(|| {
+        ContractsError::Invalid(
+            "contracts are pushed into a storage database (--storage-url)".into(),
+        )
+    })?;
+    let folder = read_folder(dir)?;
+    let shared = SharedContracts::open(url).map_err(ContractsError::from)?;
+    let document = shared.change(|document| {
+        let mut next = crate::shared_contracts::ContractsDocument {
+            tools: document.tools.clone(),
+            tags: folder.tags.clone(),
+            fallbacks: folder.fallbacks.clone(),
+        };
+        next.tools.extend(folder.tools.clone());
+        let mut registry = stored_registry(options);
+        let extras = next.extras();
+        registry.use_stored(next.tools.clone(), extras);
+        let problems = registry.problems();
+        if !problems.is_empty() {
+            return Err(ContractsError::Invalid(
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+        }
+        *document = next;
+        Ok(())
+    })?;
+    Ok(document.tools.into_keys().collect())
 }
 
 /// The content store of earlier versions, read as it is: the data directory's folder. With a
@@ -560,9 +636,19 @@ impl Service {
 
     /// What the service counts, in the Prometheus text format.
     pub fn metrics(&self) -> String {
-        self.inner
+        let mut text = self
+            .inner
             .metrics
-            .render(self.inner.ledger.head().size, self.inner.projector.lag())
+            .render(self.inner.ledger.head().size, self.inner.projector.lag());
+        // Whether this node can sign checkpoints: 0 when its key is not the one the checkpoint
+        // log names (another node rotated it), so an alert can ask for the new key.
+        let usable = u8::from(self.inner.ledger.public_key().is_ok());
+        text.push_str(
+            "# HELP research_ledger_signing_key_usable 1 when this node holds the key the checkpoint log names.\n\
+             # TYPE research_ledger_signing_key_usable gauge\n",
+        );
+        text.push_str(&format!("research_ledger_signing_key_usable {usable}\n"));
+        text
     }
 
     /// Verifies what was appended since the last verification, counting failures.

@@ -1,14 +1,23 @@
-//! The registered tools' contracts in the storage database: the shared document `contracts`
-//! (`{"tools": {NAME: CONTRACT TEXT}}`), changed under its row lock like the tokens, so a
-//! registration through any node lands and every node reads the same tools. A node compares
-//! the document's version on every refresh of its tools (each second in `serve`) and reloads
-//! them when it moved. The tag dictionary, the fallback map and contract files placed by hand
-//! stay in each data directory, per node.
+//! The tools' contracts in the storage database: the shared document `contracts`
+//! (`{"tools": {NAME: CONTRACT TEXT}, "tags": TEXT, "fallbacks": TEXT}` — the last two are
+//! the texts a contracts directory keeps in `semantic-tags.yaml` and `fallbacks.yaml`),
+//! changed under its row lock like the tokens, so a registration or a push through any node
+//! lands and every node serves the same tools with the same tags and fallbacks. A node
+//! compares the document's version on every refresh of its tools (each second in `serve`) and
+//! reloads them when it moved.
+//!
+//! A node over the database reads no contracts directory. Files placed by hand in its
+//! `DATA_DIR/contracts/` are refused at open unless the database holds exactly them already
+//! (as after `migrate`): `contracts push DIR` stores a folder's contracts, dictionary and
+//! fallback map for every node.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
+use sources::contracts::StoredExtras;
+use sources::contracts::registry::{FALLBACKS_FILE, TAGS_FILE, TOOLS_DIR};
 
 use crate::shared::{SharedDocuments, SharedError};
 
@@ -21,11 +30,27 @@ pub(crate) const DOCUMENT: &str = "contracts";
 pub(crate) struct ContractsDocument {
     /// Each tool's contract as it was registered, by name.
     pub(crate) tools: BTreeMap<String, String>,
+    /// The tag dictionary's text, as `semantic-tags.yaml` holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tags: Option<String>,
+    /// The fallback map's text, as `fallbacks.yaml` holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fallbacks: Option<String>,
+}
+
+impl ContractsDocument {
+    /// The dictionary and fallback map, as a registry takes them.
+    pub(crate) fn extras(&self) -> StoredExtras {
+        StoredExtras {
+            tags: self.tags.clone(),
+            fallbacks: self.fallbacks.clone(),
+        }
+    }
 }
 
 /// Why a change to the shared contracts failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ContractsError {
+pub enum ContractsError {
     /// The database failed.
     #[error(transparent)]
     Shared(#[from] SharedError),
@@ -35,7 +60,16 @@ pub(crate) enum ContractsError {
     /// No tool of that name is registered.
     #[error("no registered tool {0}")]
     NotFound(String),
+    /// What a push would store does not check: nothing was stored.
+    #[error("nothing was stored: {0}")]
+    Invalid(String),
+    /// A contracts folder could not be read.
+    #[error("{0}")]
+    Folder(String),
 }
+
+/// Why `contracts push` stored nothing.
+pub type PushError = ContractsError;
 
 fn parse(body: Option<&str>) -> Result<ContractsDocument, ContractsError> {
     match body {
@@ -61,16 +95,16 @@ impl SharedContracts {
         })
     }
 
-    /// Every contract's text, by name, as the database holds them now.
-    pub(crate) fn read(&self) -> Result<BTreeMap<String, String>, ContractsError> {
+    /// The whole document, as the database holds it now.
+    pub(crate) fn read(&self) -> Result<ContractsDocument, ContractsError> {
         let (version, body) = self.documents.read(DOCUMENT)?;
-        let tools = parse(body.as_deref())?.tools;
+        let document = parse(body.as_deref())?;
         *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = version;
-        Ok(tools)
+        Ok(document)
     }
 
-    /// The texts when the document moved since this node last read it.
-    pub(crate) fn changed(&self) -> Result<Option<BTreeMap<String, String>>, ContractsError> {
+    /// The document when it moved since this node last read it.
+    pub(crate) fn changed(&self) -> Result<Option<ContractsDocument>, ContractsError> {
         let (version, _) = self.documents.read(DOCUMENT)?;
         if version == *self.seen.lock().unwrap_or_else(PoisonError::into_inner) {
             return Ok(None);
@@ -78,16 +112,77 @@ impl SharedContracts {
         self.read().map(Some)
     }
 
-    /// Changes the tools under the row lock, then reads them back.
+    /// Changes the document under the row lock, then reads it back.
     pub(crate) fn change(
         &self,
-        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ContractsError>,
-    ) -> Result<BTreeMap<String, String>, ContractsError> {
+        change: impl FnOnce(&mut ContractsDocument) -> Result<(), ContractsError>,
+    ) -> Result<ContractsDocument, ContractsError> {
         self.documents.modify(DOCUMENT, |body| {
             let mut document = parse(body.as_deref())?;
-            change(&mut document.tools)?;
+            change(&mut document)?;
             serde_json::to_string(&document).map_err(|e| ContractsError::Damaged(e.to_string()))
         })??;
         self.read()
     }
+}
+
+/// What a contracts folder holds, as the document keeps it: its contracts (beside it and in
+/// its `tools/` folder) by name, its dictionary and its fallback map. Hidden files are left
+/// out, as the registry leaves them out.
+pub(crate) fn read_folder(dir: &Path) -> Result<ContractsDocument, ContractsError> {
+    let mut document = ContractsDocument::default();
+    for folder in [dir.to_path_buf(), dir.join(TOOLS_DIR)] {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ContractsError::Folder(format!("{}: {e}", folder.display()))),
+        };
+        for entry in entries {
+            let path = entry
+                .map_err(|e| ContractsError::Folder(format!("{}: {e}", folder.display())))?
+                .path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            if !path.is_file() || name.starts_with('.') {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| ContractsError::Folder(format!("{}: {e}", path.display())))?;
+            if folder == dir && name == TAGS_FILE {
+                document.tags = Some(text);
+            } else if folder == dir && name == FALLBACKS_FILE {
+                document.fallbacks = Some(text);
+            } else {
+                let contract = sources::contracts::Contract::parse(&text, Some(&path))
+                    .map_err(|p| ContractsError::Folder(p.to_string()))?;
+                document.tools.insert(contract.name, text);
+            }
+        }
+    }
+    Ok(document)
+}
+
+/// What of a node's own contracts folder the database does not hold as it is (each a line
+/// for the operator); empty when the folder is missing or every file in it is the database's.
+pub(crate) fn unshared_files(dir: &Path, stored: &ContractsDocument) -> Vec<String> {
+    let found = match read_folder(dir) {
+        Ok(found) => found,
+        Err(e) => return vec![e.to_string()],
+    };
+    let mut out = Vec::new();
+    for (name, text) in &found.tools {
+        if stored.tools.get(name) != Some(text) {
+            out.push(format!("the contract of {name}"));
+        }
+    }
+    if found.tags.is_some() && found.tags != stored.tags {
+        out.push(TAGS_FILE.to_owned());
+    }
+    if found.fallbacks.is_some() && found.fallbacks != stored.fallbacks {
+        out.push(FALLBACKS_FILE.to_owned());
+    }
+    out
 }

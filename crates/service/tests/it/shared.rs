@@ -427,3 +427,130 @@ fn a_node_on_a_shared_database_lets_go_of_its_data_directory_when_it_goes_away()
     drop(again);
     drop(node(dir.path(), &url));
 }
+
+/// A contracts folder with a tag of its own, a tool that uses it and a fallback to the tool.
+fn folder_with(tag: &str, fallback_from: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("semantic-tags.yaml"),
+        format!("tags:\n  {tag}:\n    description: A ticket of the team's tracker.\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("fallbacks.yaml"),
+        format!("fallbacks:\n  {fallback_from}: kb_tickets\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
+    std::fs::write(
+        dir.path().join("tools/kb_tickets.yaml"),
+        contract("kb_tickets").replace("semantic_tag: result_id", &format!("semantic_tag: {tag}")),
+    )
+    .unwrap();
+    dir
+}
+
+fn options_of(dir: &Path, url: &str) -> ServiceOptions {
+    let mut options = ServiceOptions::new(dir);
+    options.ledger.checkpoint_interval = None;
+    options.storage_url = Some(url.to_owned());
+    options
+}
+
+#[test]
+fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() {
+    let Some(cluster) = cluster_or_skip("a_dictionary_and_fallbacks_pushed") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let folder = folder_with("ticket_ref", "printer_manual");
+    // The tag is in no dictionary yet: the tool is refused through either node.
+    let text = std::fs::read_to_string(folder.path().join("tools/kb_tickets.yaml")).unwrap();
+    assert!(a.register_tool(&alice(), &text).is_err());
+
+    let tools = service::push_contracts(&options_of(a_dir.path(), &url), folder.path()).unwrap();
+    assert_eq!(tools, ["kb_tickets"]);
+    // The other node serves the tool, its tag and the fallback after its next refresh.
+    assert!(b.refresh_tools());
+    assert_eq!(tool_names(&b), ["kb_tickets"]);
+    assert!(b.has_tool("printer_manual"));
+    assert!(b.tool_problems().is_empty(), "{:?}", b.tool_problems());
+    assert!(a.refresh_tools());
+    assert!(a.has_tool("printer_manual"));
+    // A tool registered through B may use the pushed tag.
+    b.register_tool(&alice(), &text.replace("kb_tickets", "kb_tickets_two"))
+        .unwrap();
+    assert!(a.refresh_tools());
+    assert_eq!(tool_names(&a), ["kb_tickets", "kb_tickets_two"]);
+
+    // A new fallback map pushed through B: A sends the new name, not the old one.
+    let changed = folder_with("ticket_ref", "old_manual");
+    service::push_contracts(&options_of(b_dir.path(), &url), changed.path()).unwrap();
+    assert!(a.refresh_tools());
+    assert!(a.has_tool("old_manual"));
+    assert!(!a.has_tool("printer_manual"));
+
+    // A dictionary that drops a tag a kept tool uses is refused whole: nothing changes.
+    let dropped = folder_with("other_tag", "old_manual");
+    std::fs::remove_dir_all(dropped.path().join("tools")).unwrap();
+    let err = service::push_contracts(&options_of(b_dir.path(), &url), dropped.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nothing was stored"), "{err}");
+    assert!(err.contains("ticket_ref"), "{err}");
+    assert!(!a.refresh_tools(), "the document did not move");
+    assert!(a.has_tool("old_manual"));
+
+    // A third node starts with the same set, from the database alone.
+    let c_dir = tempfile::tempdir().unwrap();
+    let c = node(c_dir.path(), &url);
+    assert_eq!(tool_names(&c), ["kb_tickets", "kb_tickets_two"]);
+    assert!(c.has_tool("old_manual"));
+}
+
+#[test]
+fn files_placed_by_hand_are_refused_unless_the_database_holds_them() {
+    let Some(cluster) = cluster_or_skip("files_placed_by_hand") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let contracts = dir.path().join("contracts");
+    let folder = folder_with("ticket_ref", "printer_manual");
+    std::fs::create_dir_all(contracts.join("tools")).unwrap();
+    for name in [
+        "semantic-tags.yaml",
+        "fallbacks.yaml",
+        "tools/kb_tickets.yaml",
+    ] {
+        std::fs::copy(folder.path().join(name), contracts.join(name)).unwrap();
+    }
+    let refused = match Service::open(options_of(dir.path(), &url)) {
+        Ok(_) => panic!("a node over files the database does not hold opened"),
+        Err(e) => e.to_string(),
+    };
+    for part in [
+        "the contract of kb_tickets",
+        "semantic-tags.yaml",
+        "fallbacks.yaml",
+        "contracts push",
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+    // Pushed, the same files are the database's: the node opens and serves them.
+    service::push_contracts(&options_of(dir.path(), &url), &contracts).unwrap();
+    let service = node(dir.path(), &url);
+    assert_eq!(tool_names(&service), ["kb_tickets"]);
+    assert!(service.has_tool("printer_manual"));
+    drop(service);
+    // Edited by hand afterwards: refused again, naming the file.
+    std::fs::write(contracts.join("fallbacks.yaml"), "fallbacks: {}\n").unwrap();
+    let refused = match Service::open(options_of(dir.path(), &url)) {
+        Ok(_) => panic!("an edited fallback map was taken"),
+        Err(e) => e.to_string(),
+    };
+    assert!(refused.contains("fallbacks.yaml"), "{refused}");
+    assert!(!refused.contains("kb_tickets"), "{refused}");
+}

@@ -16,7 +16,7 @@ pub mod schema;
 pub mod tags;
 
 pub use call::{CallError, EvidenceItem, Reply, TaskContext};
-pub use registry::{EndpointAllowList, Registry, RegistryError, check_dir};
+pub use registry::{EndpointAllowList, Registry, RegistryError, StoredExtras, check_dir};
 pub use schema::{
     Contract, ContractLimits, ContractProblem, Field, FieldType, Method, valid_tool_name,
 };

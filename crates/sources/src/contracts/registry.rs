@@ -133,6 +133,24 @@ pub struct Registry {
     /// elsewhere than the directory (in the storage database); they stand beside the
     /// directory's own files, and win over a file that defines the same tool.
     texts: Option<BTreeMap<String, String>>,
+    /// The dictionary's and the fallback map's texts, when they are kept elsewhere than a
+    /// directory (in the storage database, with the contracts): then no directory is read.
+    stored: Option<StoredExtras>,
+}
+
+/// What a stored contract set holds beside the contracts: the texts a directory keeps in
+/// [`TAGS_FILE`] and [`FALLBACKS_FILE`], each optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredExtras {
+    /// The tag dictionary's text (the built-in tags when none).
+    pub tags: Option<String>,
+    /// The fallback map's text (no fallbacks when none).
+    pub fallbacks: Option<String>,
+}
+
+/// How a problem in a stored dictionary or fallback map names where it is.
+fn stored_origin(file: &str) -> PathBuf {
+    PathBuf::from(format!("(storage database) {file}"))
 }
 
 /// Why a registration or removal failed.
@@ -211,7 +229,25 @@ impl Registry {
             reserved: Vec::new(),
             stamp: Vec::new(),
             texts: None,
+            stored: None,
         }
+    }
+
+    /// A registry whose contracts, dictionary and fallback map are all given as texts
+    /// ([`Registry::use_stored`]), with no directory. `reserved` are the built-in tools' names.
+    pub fn stored(allow: EndpointAllowList, limits: ContractLimits, reserved: &[&str]) -> Registry {
+        let mut registry = Registry::empty(allow, limits);
+        registry.reserved = reserved.iter().map(|s| (*s).to_owned()).collect();
+        registry.stored = Some(StoredExtras::default());
+        registry.texts = Some(BTreeMap::new());
+        registry
+    }
+
+    /// Takes the contracts, the dictionary and the fallback map from these texts from now on.
+    pub fn use_stored(&mut self, tools: BTreeMap<String, String>, extras: StoredExtras) {
+        self.texts = Some(tools);
+        self.stored = Some(extras);
+        self.reload();
     }
 
     /// Every valid contract in `dir` (which may not exist yet). `reserved` are the built-in
@@ -266,28 +302,51 @@ impl Registry {
         }
     }
 
-    /// Reads the directory again.
+    /// Reads the directory (or the stored texts) again.
     pub fn reload(&mut self) {
-        let Some(dir) = self.dir.clone() else { return };
+        let dir = match (&self.stored, &self.dir) {
+            (Some(_), _) => None,
+            (None, Some(dir)) => Some(dir.clone()),
+            (None, None) => return,
+        };
         self.problems.clear();
-        self.migrate_reserved(&dir);
-        self.stamp = stamp_of(&dir);
+        if let Some(dir) = &dir {
+            self.migrate_reserved(dir);
+            self.stamp = stamp_of(dir);
+        }
         self.tools.clear();
         self.fallbacks.clear();
         self.dictionary = TagDictionary::default();
-        let tags = dir.join(TAGS_FILE);
-        if let Ok(text) = fs::read_to_string(&tags) {
+        let (tags, fallbacks) = match (&self.stored, &dir) {
+            (Some(stored), _) => (
+                stored.tags.clone().map(|t| (t, stored_origin(TAGS_FILE))),
+                stored
+                    .fallbacks
+                    .clone()
+                    .map(|t| (t, stored_origin(FALLBACKS_FILE))),
+            ),
+            (None, Some(dir)) => {
+                let read = |name: &str| {
+                    let path = dir.join(name);
+                    fs::read_to_string(&path).ok().map(|text| (text, path))
+                };
+                (read(TAGS_FILE), read(FALLBACKS_FILE))
+            }
+            (None, None) => (None, None),
+        };
+        if let Some((text, tags)) = tags {
             match TagDictionary::with_file(&text, &tags) {
                 Ok(d) => self.dictionary = d,
                 Err(p) => self.problems.push(p),
             }
         }
-        self.read_files();
+        if dir.is_some() {
+            self.read_files();
+        }
         if let Some(texts) = self.texts.clone() {
             self.read_texts(&texts);
         }
-        let fallbacks = dir.join(FALLBACKS_FILE);
-        if let Ok(text) = fs::read_to_string(&fallbacks) {
+        if let Some((text, fallbacks)) = fallbacks {
             match serde_saphyr::from_str::<FallbacksFile>(&text) {
                 Ok(f) => {
                     for (from, to) in f.fallbacks {

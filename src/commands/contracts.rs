@@ -78,60 +78,8 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let names = built_in();
     let reserved: Vec<&str> = names.iter().map(String::as_str).collect();
     match &args.action {
-        Action::Check { dir, allow } => {
-            if !dir.is_dir() {
-                bail!("{} is not a directory", dir.display());
-            }
-            let (valid, problems) = check_dir(
-                dir,
-                allow.allow_list(),
-                ContractLimits::default(),
-                &reserved,
-            );
-            for problem in &problems {
-                println!("{problem}");
-            }
-            println!(
-                "{valid} valid contract(s), {} problem(s) in {}",
-                problems.len(),
-                dir.display()
-            );
-            Ok(if problems.is_empty() {
-                Outcome::Passed
-            } else {
-                Outcome::Failed
-            })
-        }
-        Action::Push { dir, allow } => {
-            if crate::config::storage_url().is_none() {
-                bail!(
-                    "contracts push stores a folder in the storage database: give --storage-url \
-                     (without one, a node reads its own DATA_DIR/contracts/)"
-                );
-            }
-            if !dir.is_dir() {
-                bail!("{} is not a directory", dir.display());
-            }
-            let mut options = crate::config::service_options(data_dir);
-            if !allow.rules.is_empty() {
-                options.tool_endpoint_allow = allow.allow_list();
-            }
-            match service::push_contracts(&options, dir) {
-                Ok(tools) => {
-                    println!(
-                        "stored {} for every node: {} tool(s): {}",
-                        dir.display(),
-                        tools.len(),
-                        tools.join(", ")
-                    );
-                    Ok(Outcome::Passed)
-                }
-                Err(e) => {
-                    println!("{e}");
-                    Ok(Outcome::Failed)
-                }
-            }
-        }
+        Action::Check { dir, allow } => check(dir, allow, &reserved),
+        Action::Push { dir, allow } => push(data_dir, dir, allow),
         Action::Health { dir, allow } => {
             let dir = dir
                 .clone()
@@ -173,4 +121,57 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             })
         }
     }
+}
+
+/// `contracts push DIR`: the folder stored in the storage database for every node.
+fn push(data_dir: &Path, dir: &Path, allow: &AllowArgs) -> anyhow::Result<Outcome> {
+    if crate::config::storage_url().is_none() {
+        bail!(
+            "contracts push stores a folder in the storage database: give --storage-url \
+             (without one, a node reads its own DATA_DIR/contracts/)"
+        );
+    }
+    if !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    let mut options = crate::config::service_options(data_dir);
+    if !allow.rules.is_empty() {
+        options.tool_endpoint_allow = allow.allow_list();
+    }
+    match service::push_contracts(&options, dir) {
+        Ok(tools) => {
+            println!(
+                "stored {} for every node: {} tool(s): {}",
+                dir.display(),
+                tools.len(),
+                tools.join(", ")
+            );
+            Ok(Outcome::Passed)
+        }
+        Err(e) => {
+            println!("{e}");
+            Ok(Outcome::Failed)
+        }
+    }
+}
+
+/// `contracts check DIR`: every contract of a folder checked, each problem printed.
+fn check(dir: &Path, allow: &AllowArgs, reserved: &[&str]) -> anyhow::Result<Outcome> {
+    if !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    let (valid, problems) = check_dir(dir, allow.allow_list(), ContractLimits::default(), reserved);
+    for problem in &problems {
+        println!("{problem}");
+    }
+    println!(
+        "{valid} valid contract(s), {} problem(s) in {}",
+        problems.len(),
+        dir.display()
+    );
+    Ok(if problems.is_empty() {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    })
 }

@@ -122,6 +122,7 @@ fn a_registered_tool_is_listed_called_checked_and_recorded() {
         "fallbacks:\n  knowledge_base: kb_search\n",
     )
     .unwrap();
+    super::server::place_contracts(data.path(), &dir);
     let server = Server::start(data.path(), &[]);
 
     let (status, list) = get_json(server.addr, "/v1/tools/list");
@@ -222,6 +223,7 @@ fn a_search_uses_a_registered_evidence_source_beside_the_corpus() {
         kb_contract("kb_slow", &api.url("/slow"), 300),
     )
     .unwrap();
+    super::server::place_contracts(data.path(), &dir);
     let server = Server::start(data.path(), &[]);
     let (_, opened) = call(
         &server,
@@ -305,12 +307,16 @@ fn registration_is_allow_listed_persistent_and_hot_reloaded() {
     let error: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(error["field"], "endpoint", "{error}");
 
-    // A contract file dropped into the directory is picked up while the server runs.
-    std::fs::write(
-        dir.join("second.yaml"),
-        kb_contract("kb_second", &api.url("/search"), 3000),
-    )
-    .unwrap();
+    // A contract file dropped into the directory is picked up while the server runs; over a
+    // database, a folder pushed into it is.
+    let second = kb_contract("kb_second", &api.url("/search"), 3000);
+    if super::server::on_postgres() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("second.yaml"), second).unwrap();
+        super::server::place_contracts(data.path(), folder.path());
+    } else {
+        std::fs::write(dir.join("second.yaml"), second).unwrap();
+    }
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let (_, list) = get_json(server.addr, "/v1/tools/list");

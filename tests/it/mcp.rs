@@ -362,7 +362,13 @@ fn an_mcp_client_hears_when_a_contract_file_appears_and_sees_the_new_tool() {
     let before = mcp.call(2, "tools/list", json!({}));
     let count = before["result"]["tools"].as_array().unwrap().len();
 
-    let contracts = data.path().join("contracts");
+    // Dropped into the contracts folder; over a database, pushed from a folder of its own.
+    let pushed = tempfile::tempdir().unwrap();
+    let contracts = if super::server::on_postgres() {
+        pushed.path().to_path_buf()
+    } else {
+        data.path().join("contracts")
+    };
     std::fs::create_dir_all(&contracts).unwrap();
     std::fs::write(
         contracts.join("team_kb.yaml"),
@@ -378,6 +384,7 @@ output_schema:
 "#,
     )
     .unwrap();
+    super::server::place_contracts(data.path(), &contracts);
     loop {
         let message = mcp.next();
         if message["method"] == "notifications/tools/list_changed" {

@@ -768,6 +768,7 @@ fn a_tool_named_like_the_servers_own_files_can_be_registered_and_removed() {
     std::fs::create_dir_all(&contracts).unwrap();
     let fallbacks = "fallbacks:\n  kb_lookup: research_summarize_state\n";
     std::fs::write(contracts.join("fallbacks.yaml"), fallbacks).unwrap();
+    super::server::place_contracts(data.path(), &contracts);
     let server = Server::start(data.path(), &[]);
     let addr = server.addr;
     for name in ["fallbacks", "semantic-tags"] {

@@ -31,6 +31,21 @@ pub(crate) fn embedded_only(test: &str) -> bool {
     skip
 }
 
+/// Contract files placed by hand in `data`'s contracts folder are served as they are on the
+/// embedded backend; over a database a node serves only what the database holds (and refuses a
+/// folder it does not hold), so there the folder is pushed first, as an operator does.
+pub(crate) fn place_contracts(data: &Path, folder: &Path) {
+    if on_postgres() {
+        let out = super::run(data, &["contracts", "push", folder.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}{}",
+            super::stdout(&out),
+            super::stderr(&out)
+        );
+    }
+}
+
 /// The database of each data directory (by its canonical path) the suite used so far.
 fn databases()
 -> std::sync::MutexGuard<'static, std::collections::HashMap<std::path::PathBuf, String>> {

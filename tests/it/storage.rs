@@ -507,3 +507,103 @@ fn two_servers_on_one_database_serve_the_same_contracts_and_corpus() {
     a.stop();
     b.stop();
 }
+
+/// A contracts folder with a tag of its own, a tool that uses it and a fallback to the tool.
+fn pushable_folder(dir: &Path) {
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::write(
+        dir.join("semantic-tags.yaml"),
+        "tags:\n  ticket_ref:\n    description: A ticket of the team's tracker.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("fallbacks.yaml"),
+        "fallbacks:\n  printer_manual: kb_tickets\n",
+    )
+    .unwrap();
+    let contract = crate::external::kb_contract("kb_tickets", "http://127.0.0.1:9/s", 1000)
+        .replacen("semantic_tag: result_id", "semantic_tag: ticket_ref", 1);
+    assert!(contract.contains("ticket_ref"), "{contract}");
+    std::fs::write(dir.join("tools/kb_tickets.yaml"), contract).unwrap();
+}
+
+#[test]
+fn contracts_push_stores_a_folder_for_every_node_and_unshared_files_are_refused() {
+    let Some(cluster) = cluster_or_skip("contracts_push") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir, folder) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    pushable_folder(folder.path());
+    let folder_arg = folder.path().to_str().unwrap();
+
+    // A fallback to no tool: nothing is stored, exit 1.
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bad.path().join("fallbacks.yaml"),
+        "fallbacks:\n  x: no_such_tool\n",
+    )
+    .unwrap();
+    let out = with_url(
+        a_dir.path(),
+        &url,
+        &["contracts", "push", bad.path().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing was stored"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = with_url(a_dir.path(), &url, &["contracts", "push", folder_arg]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("kb_tickets"), "{}", stdout(&out));
+
+    // A server over another data directory serves the pushed tool and fallback.
+    let env = [("RESEARCH_LEDGER_STORAGE_URL", url.as_str())];
+    let a = crate::server::Server::start_with(a_dir.path(), &[], &env);
+    let (_, list) = crate::server::get_json(a.addr, "/v1/tools/list");
+    assert!(list.to_string().contains("\"kb_tickets\""), "{list}");
+    drop(a);
+
+    // A data directory with a contract file the database does not hold: serve refuses.
+    crate::nodes::copy_key(a_dir.path(), b_dir.path());
+    let hand = b_dir.path().join("contracts");
+    std::fs::create_dir_all(&hand).unwrap();
+    std::fs::write(
+        hand.join("fallbacks.yaml"),
+        "fallbacks:\n  other_manual: kb_tickets\n",
+    )
+    .unwrap();
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"))
+        .arg("--data-dir")
+        .arg(b_dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("RESEARCH_LEDGER_STORAGE_URL", &url)
+        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = serve.kill();
+            panic!("serve started over a contracts folder the database does not hold");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("fallbacks.yaml"), "{err}");
+    assert!(err.contains("contracts push"), "{err}");
+}

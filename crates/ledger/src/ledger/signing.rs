@@ -183,7 +183,11 @@ impl Writer {
     /// retired is dropped, and the key the log names taken from this node's key folder when
     /// the operator put it there; otherwise nothing is signed ([`SigningError::KeyRetired`]).
     pub(super) fn write_checkpoint(&mut self) -> Result<Checkpoint, SigningError> {
-        if self.shared && self.key.is_none() && self.core.poisoned().is_none() {
+        if self.shared
+            && self.key.is_none()
+            && self.core.poisoned().is_none()
+            && !self.core.storage.is_read_only()
+        {
             // Retired earlier: the operator may have put the new key in place since.
             self.take_key_from_disk()?;
         }

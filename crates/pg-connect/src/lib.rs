@@ -290,10 +290,14 @@ fn client_config(mode: SslMode, root: Option<&str>) -> Result<ClientConfig, UrlE
     };
     let verifier: Arc<dyn ServerCertVerifier> = match (mode, root) {
         (SslMode::VerifyFull, Some(root)) => webpki(&root, &provider)?,
-        (SslMode::VerifyCa | SslMode::Require, Some(root)) => Arc::new(ChainOnly {
-            inner: webpki(&root, &provider)?,
+        (SslMode::VerifyCa | SslMode::Require, Some(root)) => Arc::new(Lenient {
+            chain: Some(webpki(&root, &provider)?),
+            provider,
         }),
-        _ => Arc::new(Unverified { provider }),
+        _ => Arc::new(Lenient {
+            provider,
+            chain: None,
+        }),
     };
     Ok(builder
         .dangerous()
@@ -310,13 +314,16 @@ fn webpki(
         .map_err(|e| UrlError::Tls(e.to_string()))
 }
 
-/// `verify-ca`: the chain to a given root is checked, the name in the certificate is not.
+/// `verify-ca` (and `require` given a root): the chain to the root is checked, the name in the
+/// certificate is not. `prefer` and `require` without a root (`chain` none): the certificate is
+/// not checked at all (libpq's meaning). Either way the handshake's signatures are.
 #[derive(Debug)]
-struct ChainOnly {
-    inner: Arc<WebPkiServerVerifier>,
+struct Lenient {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -325,61 +332,16 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             // The name is checked only after the chain verified.
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a root: the connection is encrypted and the certificate is
-/// not checked (libpq's meaning); the handshake's signatures still are.
-#[derive(Debug)]
-struct Unverified {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

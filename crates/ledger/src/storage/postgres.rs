@@ -1628,16 +1628,8 @@ impl Storage for PostgresStorage {
     }
 
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
-        self.read(move |s| async move {
-            let rows = s
-                .client
-                .query("SELECT n, entry FROM ledger_checkpoints ORDER BY n", &[])
-                .await
-                .map_err(|e| db_error("read the checkpoint log", &e))?;
-            rows.iter()
-                .map(|row| parse_entry(row.get(0), row.get(1)))
-                .collect()
-        })
+        // Entries are numbered from 1.
+        self.checkpoint_entries_from(0)
     }
 }
 

@@ -150,59 +150,9 @@ impl Encoder {
     pub fn open(dir: &Path) -> Result<Self, EncoderError> {
         let config_path = dir.join("config.json");
         let config_bytes = read(&config_path)?;
-        let config: BertConfig = json(&config_path, &config_bytes)?;
-        if config.hidden_act != "gelu" {
-            return Err(EncoderError::Config {
-                path: config_path,
-                message: format!(
-                    "the activation is {:?}; this encoder runs `gelu` only",
-                    config.hidden_act
-                ),
-            });
-        }
-        if config.num_attention_heads == 0
-            || !config
-                .hidden_size
-                .is_multiple_of(config.num_attention_heads)
-        {
-            return Err(EncoderError::Config {
-                path: config_path,
-                message: format!(
-                    "{} attention heads do not divide a hidden size of {}",
-                    config.num_attention_heads, config.hidden_size
-                ),
-            });
-        }
-
-        let pooling_path = dir.join("1_Pooling").join("config.json");
-        if pooling_path.exists() {
-            let pooling: PoolingConfig = json(&pooling_path, &read(&pooling_path)?)?;
-            if !pooling.pooling_mode_mean_tokens
-                || pooling.pooling_mode_cls_token
-                || pooling.pooling_mode_max_tokens
-                || pooling.pooling_mode_mean_sqrt_len_tokens
-            {
-                return Err(EncoderError::Config {
-                    path: pooling_path,
-                    message: "the pooling is not the mean of the tokens, the only one this \
-                              encoder runs"
-                        .into(),
-                });
-            }
-        }
-
-        let sbert_path = dir.join("sentence_bert_config.json");
-        let mut max_tokens = config.max_position_embeddings;
-        if sbert_path.exists() {
-            let sbert: SentenceBertConfig = json(&sbert_path, &read(&sbert_path)?)?;
-            max_tokens = max_tokens.min(sbert.max_seq_length);
-        }
-        if max_tokens < 3 {
-            return Err(EncoderError::Config {
-                path: sbert_path,
-                message: format!("a limit of {max_tokens} tokens leaves no room for a text"),
-            });
-        }
+        let config = check_config(&config_path, json(&config_path, &config_bytes)?)?;
+        check_pooling(dir)?;
+        let max_tokens = max_tokens(dir, &config)?;
 
         let weights_path = dir.join("model.safetensors");
         let weights = read(&weights_path)?;
@@ -211,22 +161,7 @@ impl Encoder {
                 path: weights_path.clone(),
                 message,
             })?;
-
-        let tokenizer_path = dir.join("tokenizer.json");
-        let tokenizer_bytes = read(&tokenizer_path)?;
-        let mut tokenizer =
-            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| EncoderError::Tokenizer {
-                path: tokenizer_path.clone(),
-                message: e.to_string(),
-            })?;
-        // Whole texts, each on its own: no padding, and the cut is made here.
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EncoderError::Tokenizer {
-                path: tokenizer_path.clone(),
-                message: e.to_string(),
-            })?;
+        let (tokenizer, tokenizer_bytes) = read_tokenizer(dir)?;
 
         let id = format!(
             "bert-mean-l2 layers={} hidden={} max_tokens={} model=blake3:{} tokenizer=blake3:{} config=blake3:{}",
@@ -302,6 +237,87 @@ impl Encoder {
         }
         Ok(out)
     }
+}
+
+/// The network's configuration, if it is one this encoder runs.
+fn check_config(path: &Path, config: BertConfig) -> Result<BertConfig, EncoderError> {
+    let problem = if config.hidden_act != "gelu" {
+        Some(format!(
+            "the activation is {:?}; this encoder runs `gelu` only",
+            config.hidden_act
+        ))
+    } else if config.num_attention_heads == 0
+        || !config
+            .hidden_size
+            .is_multiple_of(config.num_attention_heads)
+    {
+        Some(format!(
+            "{} attention heads do not divide a hidden size of {}",
+            config.num_attention_heads, config.hidden_size
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => Err(EncoderError::Config {
+            path: path.to_path_buf(),
+            message,
+        }),
+        None => Ok(config),
+    }
+}
+
+/// Refuses a pooling other than the mean of the tokens, when the folder names one.
+fn check_pooling(dir: &Path) -> Result<(), EncoderError> {
+    let path = dir.join("1_Pooling").join("config.json");
+    if !path.exists() {
+        return Ok(());
+    }
+    let pooling: PoolingConfig = json(&path, &read(&path)?)?;
+    if !pooling.pooling_mode_mean_tokens
+        || pooling.pooling_mode_cls_token
+        || pooling.pooling_mode_max_tokens
+        || pooling.pooling_mode_mean_sqrt_len_tokens
+    {
+        return Err(EncoderError::Config {
+            path,
+            message: "the pooling is not the mean of the tokens, the only one this encoder runs"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// The most word pieces a text is given, `[CLS]` and `[SEP]` included.
+fn max_tokens(dir: &Path, config: &BertConfig) -> Result<usize, EncoderError> {
+    let path = dir.join("sentence_bert_config.json");
+    let mut max = config.max_position_embeddings;
+    if path.exists() {
+        let sbert: SentenceBertConfig = json(&path, &read(&path)?)?;
+        max = max.min(sbert.max_seq_length);
+    }
+    if max < 3 {
+        return Err(EncoderError::Config {
+            path,
+            message: format!("a limit of {max} tokens leaves no room for a text"),
+        });
+    }
+    Ok(max)
+}
+
+/// The model's tokenizer, set for whole texts one at a time (no padding; the cut is made by
+/// [`Encoder::tokens`]), and the bytes it was read from.
+fn read_tokenizer(dir: &Path) -> Result<(Tokenizer, Vec<u8>), EncoderError> {
+    let path = dir.join("tokenizer.json");
+    let bytes = read(&path)?;
+    let problem = |e: tokenizers::Error| EncoderError::Tokenizer {
+        path: path.clone(),
+        message: e.to_string(),
+    };
+    let mut tokenizer = Tokenizer::from_bytes(&bytes).map_err(problem)?;
+    tokenizer.with_padding(None);
+    tokenizer.with_truncation(None).map_err(problem)?;
+    Ok((tokenizer, bytes))
 }
 
 /// The cosine of two unit vectors, in `f64`, summed in index order.

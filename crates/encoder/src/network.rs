@@ -191,37 +191,11 @@ impl Network {
         let mut projected = Vec::new();
         let mut inner = Vec::new();
         let mut scores = vec![0f32; n];
-        let d = h / self.heads;
-        let scale = (d as f32).sqrt();
         for layer in &self.layers {
             layer.query.apply(&x, n, &mut q);
             layer.key.apply(&x, n, &mut k);
             layer.value.apply(&x, n, &mut v);
-            for head in 0..self.heads {
-                let at = head * d;
-                for i in 0..n {
-                    let qi = &q[i * h + at..i * h + at + d];
-                    let mut max = f32::NEG_INFINITY;
-                    for (j, s) in scores.iter_mut().enumerate() {
-                        *s = dot(qi, &k[j * h + at..j * h + at + d]) / scale;
-                        max = max.max(*s);
-                    }
-                    let mut total = 0f32;
-                    for s in scores.iter_mut() {
-                        *s = libm::expf(*s - max);
-                        total += *s;
-                    }
-                    let out = &mut context[i * h + at..i * h + at + d];
-                    out.fill(0.0);
-                    for (j, s) in scores.iter().enumerate() {
-                        let p = *s / total;
-                        let vj = &v[j * h + at..j * h + at + d];
-                        for c in 0..d {
-                            out[c] += p * vj[c];
-                        }
-                    }
-                }
-            }
+            self.attend(&q, &k, &v, n, &mut scores, &mut context);
             layer.attention_out.apply(&context, n, &mut projected);
             add_in_place(&mut x, &projected);
             layer.attention_norm.apply(&mut x, h);
@@ -235,6 +209,47 @@ impl Network {
             layer.output_norm.apply(&mut x, h);
         }
         x
+    }
+
+    /// Self-attention of `n` tokens, head by head: each token's context is the softmax-weighted
+    /// sum of the values, in token order.
+    fn attend(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        scores: &mut [f32],
+        context: &mut [f32],
+    ) {
+        let h = self.hidden;
+        let d = h / self.heads;
+        let scale = (d as f32).sqrt();
+        for head in 0..self.heads {
+            let at = head * d;
+            for i in 0..n {
+                let qi = &q[i * h + at..i * h + at + d];
+                let mut max = f32::NEG_INFINITY;
+                for (j, s) in scores.iter_mut().enumerate() {
+                    *s = dot(qi, &k[j * h + at..j * h + at + d]) / scale;
+                    max = max.max(*s);
+                }
+                let mut total = 0f32;
+                for s in scores.iter_mut() {
+                    *s = libm::expf(*s - max);
+                    total += *s;
+                }
+                let out = &mut context[i * h + at..i * h + at + d];
+                out.fill(0.0);
+                for (j, s) in scores.iter().enumerate() {
+                    let p = *s / total;
+                    let vj = &v[j * h + at..j * h + at + d];
+                    for c in 0..d {
+                        out[c] += p * vj[c];
+                    }
+                }
+            }
+        }
     }
 
     /// The sentence vector of `ids`: the mean of the last hidden states, scaled to length 1.

@@ -10,19 +10,19 @@
 //! Why our own forward pass rather than a tensor library: a search that ranks by these vectors
 //! must give the same hits for the same query on every node, and a tensor library picks its
 //! kernels by the processor it finds (fused multiply-add or not, vector width, threads), which
-//! moves the last bits of a score. Here every sum has one order, written in the code:
+//! moves the last bits of a score. Here every sum runs in index order, as the code writes it:
 //!
-//! - a dot product keeps eight partial sums, lane `l` taking the products at positions `l`,
-//!   `l + 8`, `l + 16`, …, adds them as `((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))`, then
-//!   the products past the last multiple of eight in order;
-//! - every other sum (a layer norm's mean and variance, a softmax's denominator, an attention's
-//!   weighted values, the mean pooling) runs in index order;
+//! - a dense layer's output sums its products over the inputs in order, from zero, then adds its
+//!   bias;
+//! - a layer norm's mean and variance, an attention score's dot product, a softmax's
+//!   denominator, an attention's weighted values and the mean pooling sum in index order too;
 //! - the arithmetic is `f32`, each product rounded before its addition (Rust never fuses them),
 //!   and `erf` and `exp` come from `libm`.
 //!
-//! The compiler may still run the eight lanes in vector registers: each lane's sequence of
-//! operations is the same whichever instructions carry it. Tests check the result against an
-//! independent implementation (candle's BERT) and pin the bits of a vector.
+//! The compiler may still carry neighbouring outputs in one vector register: each output has its
+//! own running sum, whose sequence of operations is the same whichever instructions carry it.
+//! Tests check the result against an independent implementation (candle's BERT) and pin the bits
+//! of a vector.
 
 mod network;
 
@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use tokenizers::Tokenizer;
 
-pub use network::Network;
+use network::Network;
 
 /// What can go wrong opening a model or encoding a text.
 #[derive(Debug, thiserror::Error)]

@@ -35,7 +35,7 @@ struct Layer {
 
 /// A BERT encoder's weights, with mean pooling and L2 normalisation on top.
 #[derive(Debug)]
-pub struct Network {
+pub(crate) struct Network {
     words: Vec<f32>,
     positions: Vec<f32>,
     token_type: Vec<f32>,
@@ -107,7 +107,7 @@ impl Tensors<'_> {
 
 impl Network {
     /// Reads the weights `config` describes from a safetensors file's bytes.
-    pub fn load(config: &BertConfig, bytes: &[u8]) -> Result<Self, String> {
+    pub(crate) fn load(config: &BertConfig, bytes: &[u8]) -> Result<Self, String> {
         let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
         let prefix = if file.tensor("embeddings.word_embeddings.weight").is_ok() {
             ""
@@ -156,14 +156,14 @@ impl Network {
     }
 
     /// Width of the hidden states and of the sentence vector.
-    pub fn hidden_size(&self) -> usize {
+    pub(crate) fn hidden_size(&self) -> usize {
         self.hidden
     }
 
     /// The hidden states of the last layer for `ids`, one row of `hidden_size` per token.
     /// Ids past the vocabulary read as id 0 and tokens past the position limit are dropped;
     /// [`crate::Encoder`] never sends either.
-    pub fn hidden_states(&self, ids: &[u32]) -> Vec<f32> {
+    pub(crate) fn hidden_states(&self, ids: &[u32]) -> Vec<f32> {
         let h = self.hidden;
         let n = ids.len().min(self.max_positions);
         let mut x = vec![0f32; n * h];
@@ -253,7 +253,7 @@ impl Network {
     }
 
     /// The sentence vector of `ids`: the mean of the last hidden states, scaled to length 1.
-    pub fn embed(&self, ids: &[u32]) -> Vec<f32> {
+    pub(crate) fn embed(&self, ids: &[u32]) -> Vec<f32> {
         let h = self.hidden;
         let x = self.hidden_states(ids);
         let n = x.len() / h;

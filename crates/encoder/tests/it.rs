@@ -36,30 +36,43 @@ const TEXTS: &[&str] = &[
     "Ünïcödé àccents, punctuation!? and    odd\tspacing\nacross lines",
 ];
 
-/// candle's BERT, with the same pooling: the reference the fixed-order pass must agree with.
-fn reference(dir: &std::path::Path, ids: &[u32]) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
-    let device = Device::Cpu;
-    let config: Config = serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
-    let weights = std::fs::read(dir.join("model.safetensors"))?;
-    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
-    let model = BertModel::load(vb, &config)?;
-    let input = Tensor::new(ids, &device)?.unsqueeze(0)?;
-    let types = input.zeros_like()?;
-    let states = model.forward(&input, &types, None)?;
-    let mean = (states.sum(1)? / ids.len() as f64)?;
-    let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-    let unit = mean.broadcast_div(&norm)?;
-    Ok(unit.squeeze(0)?.to_vec1::<f32>()?)
+/// candle's BERT, read once, with the same pooling: the reference the fixed-order pass must
+/// agree with.
+struct Reference {
+    model: BertModel,
+    device: Device,
+}
+
+impl Reference {
+    fn open(dir: &std::path::Path) -> Result<Self, Box<dyn std::error::Error>> {
+        let device = Device::Cpu;
+        let config: Config = serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+        let weights = std::fs::read(dir.join("model.safetensors"))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+        let model = BertModel::load(vb, &config)?;
+        Ok(Self { model, device })
+    }
+
+    fn embed(&self, ids: &[u32]) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
+        let input = Tensor::new(ids, &self.device)?.unsqueeze(0)?;
+        let types = input.zeros_like()?;
+        let states = self.model.forward(&input, &types, None)?;
+        let mean = (states.sum(1)? / ids.len() as f64)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+        let unit = mean.broadcast_div(&norm)?;
+        Ok(unit.squeeze(0)?.to_vec1::<f32>()?)
+    }
 }
 
 #[test]
 fn vectors_agree_with_an_independent_implementation() {
     let Some(dir) = model_dir() else { return };
     let encoder = Encoder::open(&dir).unwrap();
+    let reference = Reference::open(&dir).unwrap();
     for text in TEXTS {
         let ids = encoder.tokens(text).unwrap();
         let ours = encoder.embed(text).unwrap();
-        let theirs = reference(&dir, &ids).unwrap();
+        let theirs = reference.embed(&ids).unwrap();
         assert_eq!(ours.len(), theirs.len());
         let worst = ours
             .iter()
@@ -114,41 +127,32 @@ fn long_texts_are_cut_to_the_models_limit() {
     assert_eq!(encoder.embed(&long).unwrap().len(), encoder.dimensions());
 }
 
+/// A `config.json` of a tiny network with `heads` heads and activation `act`.
+fn tiny_config(heads: usize, act: &str) -> String {
+    format!(
+        r#"{{"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":{heads},"intermediate_size":8,
+            "max_position_embeddings":8,"vocab_size":8,"type_vocab_size":1,"layer_norm_eps":1e-12,
+            "hidden_act":"{act}"}}"#
+    )
+}
+
 #[test]
 fn a_model_folder_that_is_not_one_is_refused_with_the_file_named() {
-    let dir = std::env::temp_dir().join(format!("encoder-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let err = Encoder::open(&dir).unwrap_err().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let config = dir.join("config.json");
+    let err = Encoder::open(dir).unwrap_err().to_string();
     assert!(err.contains("config.json"), "{err}");
-    std::fs::write(
-        dir.join("config.json"),
-        r#"{"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":3,"intermediate_size":8,
-            "max_position_embeddings":8,"vocab_size":8,"type_vocab_size":1,"layer_norm_eps":1e-12,
-            "hidden_act":"gelu"}"#,
-    )
-    .unwrap();
-    let err = Encoder::open(&dir).unwrap_err().to_string();
+    std::fs::write(&config, tiny_config(3, "gelu")).unwrap();
+    let err = Encoder::open(dir).unwrap_err().to_string();
     assert!(err.contains("do not divide"), "{err}");
-    std::fs::write(
-        dir.join("config.json"),
-        r#"{"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":8,
-            "max_position_embeddings":8,"vocab_size":8,"type_vocab_size":1,"layer_norm_eps":1e-12,
-            "hidden_act":"relu"}"#,
-    )
-    .unwrap();
-    let err = Encoder::open(&dir).unwrap_err().to_string();
+    std::fs::write(&config, tiny_config(2, "relu")).unwrap();
+    let err = Encoder::open(dir).unwrap_err().to_string();
     assert!(err.contains("gelu"), "{err}");
-    std::fs::write(
-        dir.join("config.json"),
-        r#"{"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":8,
-            "max_position_embeddings":8,"vocab_size":8,"type_vocab_size":1,"layer_norm_eps":1e-12,
-            "hidden_act":"gelu"}"#,
-    )
-    .unwrap();
+    std::fs::write(&config, tiny_config(2, "gelu")).unwrap();
     std::fs::write(dir.join("model.safetensors"), b"not a safetensors file").unwrap();
-    let err = Encoder::open(&dir).unwrap_err().to_string();
+    let err = Encoder::open(dir).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The model these bits are for: `model.safetensors` of `sentence-transformers/all-MiniLM-L6-v2`.

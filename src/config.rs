@@ -55,6 +55,43 @@ impl Default for BlobLimits {
 
 static LIMITS: OnceLock<LimitsConfig> = OnceLock::new();
 static STORAGE_URL: OnceLock<Option<String>> = OnceLock::new();
+static SEARCH: OnceLock<Search> = OnceLock::new();
+
+/// The search by meaning a run was given (`--encoder`, `--vectors-dir`).
+#[derive(Debug, Default)]
+struct Search {
+    encoder: Option<PathBuf>,
+    vectors_dir: Option<PathBuf>,
+}
+
+/// Records the run's sentence encoder and vector folder, once, before any command opens the
+/// corpus.
+pub(crate) fn set_search(encoder: Option<PathBuf>, vectors_dir: Option<PathBuf>) {
+    let _ = SEARCH.set(Search {
+        encoder,
+        vectors_dir,
+    });
+}
+
+fn search() -> &'static Search {
+    SEARCH.get_or_init(Search::default)
+}
+
+/// The ranking by meaning for a corpus of `data_dir`, when the run names an encoder.
+pub(crate) fn similarity(
+    data_dir: &Path,
+) -> anyhow::Result<Option<std::sync::Arc<sources::Similarity>>> {
+    let search = search();
+    let Some(model) = &search.encoder else {
+        return Ok(None);
+    };
+    let vectors = search
+        .vectors_dir
+        .clone()
+        .unwrap_or_else(|| service::Layout::new(data_dir).vectors);
+    let similarity = sources::Similarity::open(model, &vectors)?;
+    Ok(Some(std::sync::Arc::new(similarity)))
+}
 
 /// The shared database a run was given (`--storage-url`, `RESEARCH_LEDGER_STORAGE_URL` or
 /// `[storage] url`), if any.
@@ -95,6 +132,10 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
     options.blobs.content_bytes_max = limits.blobs.content_bytes_max;
     options.ledger.origin = origin();
     options.storage_url = storage_url().map(str::to_owned);
+    options.encoder = search().encoder.clone();
+    if let Some(dir) = &search().vectors_dir {
+        options.layout.vectors = dir.clone();
+    }
     options
 }
 

@@ -77,6 +77,28 @@ struct Cli {
     )]
     storage_url: Option<String>,
 
+    /// A sentence encoder's model folder, as its publisher ships it (`config.json`,
+    /// `model.safetensors`, `tokenizer.json`; `scripts/fetch-encoder` fetches
+    /// all-MiniLM-L6-v2): searches of the corpus then rank by meaning too, mixing the encoder's
+    /// cosine with BM25F (`docs/rules.md`). Read by the commands that search or ingest.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_ENCODER",
+        value_name = "DIR"
+    )]
+    encoder: Option<PathBuf>,
+
+    /// Where the passages' vectors are kept when `--encoder` is given (default: `vectors` in
+    /// the data directory). They are derived: what is missing is encoded again.
+    #[arg(
+        long,
+        global = true,
+        env = "RESEARCH_LEDGER_VECTORS_DIR",
+        value_name = "DIR"
+    )]
+    vectors_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -220,6 +242,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     config::set_storage_url(cli.storage_url.clone());
+    config::set_search(cli.encoder.clone(), cli.vectors_dir.clone());
     let result = match &cli.command {
         Command::Serve(args) => commands::serve::run(&cli.data_dir, args),
         Command::Mcp(args) => commands::mcp::run(&cli.data_dir, args),

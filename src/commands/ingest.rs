@@ -99,6 +99,11 @@ pub(crate) fn ingest_with_progress(
         IngestProgress::Started { files } => bar.set_length(files),
         IngestProgress::FileDone { done, .. } => bar.set_position(done),
         IngestProgress::Committing => bar.set_message("committing"),
+        IngestProgress::Encoding { done, total } => {
+            bar.set_message("encoding passages");
+            bar.set_length(total);
+            bar.set_position(done);
+        }
         _ => {}
     });
     bar.finish_and_clear();
@@ -114,7 +119,8 @@ fn ingest_shared(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, 
     let dir = corpus_dir(data_dir);
     let limits = crate::config::limits().corpus.clone();
     let listed_max = limits.ingest_problems_listed_max;
-    let (shared, corpus) = sources::SharedCorpus::open(&dir, limits, store)
+    let similarity = crate::config::similarity(data_dir)?;
+    let (shared, corpus) = sources::SharedCorpus::open(&dir, limits, store, similarity)
         .with_context(|| format!("cannot open the corpus index in {}", dir.display()))?;
     let bar = super::progress_bar(0, "ingesting");
     let report =
@@ -126,6 +132,11 @@ fn ingest_shared(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, 
                 IngestProgress::Started { files } => bar.set_length(files),
                 IngestProgress::FileDone { done, .. } => bar.set_position(done),
                 IngestProgress::Committing => bar.set_message("committing"),
+                IngestProgress::Encoding { done, total } => {
+                    bar.set_message("encoding passages");
+                    bar.set_length(total);
+                    bar.set_position(done);
+                }
                 _ => {}
             },
         );
@@ -156,8 +167,10 @@ fn ingest_where(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, S
         }
         None => {
             let dir = corpus_dir(data_dir);
-            let corpus = Corpus::open(&dir, crate::config::limits().corpus.clone())
-                .with_context(|| format!("cannot open the corpus in {}", dir.display()))?;
+            let similarity = crate::config::similarity(data_dir)?;
+            let corpus =
+                Corpus::open_with(&dir, crate::config::limits().corpus.clone(), similarity)
+                    .with_context(|| format!("cannot open the corpus in {}", dir.display()))?;
             let report = ingest_with_progress(&corpus, &args.paths, &args.defaults())?;
             let listed_max = corpus.limits().ingest_problems_listed_max;
             (report, dir.display().to_string(), listed_max)

@@ -15,6 +15,7 @@ mod graphql;
 mod ingest;
 mod integrity;
 mod mcp;
+mod meaning;
 mod network;
 mod nodes;
 mod operations;

@@ -45,6 +45,9 @@ pub struct Layout {
     pub jobs: PathBuf,
     /// Contracts of registered external tools.
     pub contracts: PathBuf,
+    /// The passages' vectors, when the search ranks by meaning (derived; computed again when
+    /// missing).
+    pub vectors: PathBuf,
 }
 
 impl Layout {
@@ -57,6 +60,7 @@ impl Layout {
             corpus: data_dir.join("corpus"),
             jobs: data_dir.join("jobs"),
             contracts: data_dir.join("contracts"),
+            vectors: data_dir.join("vectors"),
         }
     }
 }
@@ -95,6 +99,10 @@ pub struct ServiceOptions {
     /// there too, are opened by the front end). The data directory keeps the rest: the signing
     /// key, the read models' snapshots, the corpus, jobs and contracts.
     pub storage_url: Option<String>,
+    /// The folder of a sentence encoder's model: with one, searches of the corpus rank by
+    /// meaning too ([`sources::Similarity`]), the passages' vectors kept in `layout.vectors`.
+    /// A read-only service searches nothing and does not read it.
+    pub encoder: Option<PathBuf>,
 }
 
 impl ServiceOptions {
@@ -114,6 +122,7 @@ impl ServiceOptions {
             tool_reply_bytes_max: 4 * 1024 * 1024,
             jobs: JobLimits::default(),
             storage_url: None,
+            encoder: None,
         }
     }
 }
@@ -340,13 +349,22 @@ fn open_corpus(
     if options.ledger.read_only {
         return Ok((Corpus::in_memory(limits)?, None));
     }
+    let similarity = match &options.encoder {
+        Some(model) => Some(Arc::new(sources::Similarity::open(
+            model,
+            &options.layout.vectors,
+        )?)),
+        None => None,
+    };
     let Some(url) = &options.storage_url else {
-        return Ok((Corpus::open(&options.layout.corpus, limits)?, None));
+        let corpus = Corpus::open_with(&options.layout.corpus, limits, similarity)?;
+        return Ok((corpus, None));
     };
     let store =
         sources::PostgresDocuments::open(url).map_err(|e| OpenError::Shared(e.to_string()))?;
-    let (shared, corpus) = sources::SharedCorpus::open(&options.layout.corpus, limits, store)
-        .map_err(|e| OpenError::Shared(e.to_string()))?;
+    let (shared, corpus) =
+        sources::SharedCorpus::open(&options.layout.corpus, limits, store, similarity)
+            .map_err(|e| OpenError::Shared(e.to_string()))?;
     Ok((corpus, Some(shared)))
 }
 
@@ -485,6 +503,9 @@ pub enum OpenError {
     /// The corpus could not open.
     #[error("the corpus: {0}")]
     Corpus(#[from] sources::CorpusError),
+    /// The sentence encoder (or the vectors it gave) could not be read.
+    #[error("the search by meaning: {0}")]
+    Similarity(#[from] sources::SimilarityError),
     /// The jobs folder could not be read.
     #[error("{0}")]
     Jobs(#[from] crate::jobs::JobsOpenError),
@@ -565,13 +586,15 @@ impl Service {
         })
     }
 
-    /// The embedded corpus as `/health` shows it: its documents, its index state, and, when
-    /// the ledger records searches of a corpus that is no longer there, why it is missing.
+    /// The embedded corpus as `/health` shows it: its documents, its index state, the sentence
+    /// encoder its searches rank by meaning with (null when they rank by terms alone), and,
+    /// when the ledger records searches of a corpus that is no longer there, why it is missing.
     pub fn corpus_health(&self) -> serde_json::Value {
         let state = self.corpus().index_state();
         serde_json::json!({
             "documents": state.documents,
             "index_state": state.id,
+            "encoder": self.corpus().similarity().map(|s| s.encoder_id()),
             "missing": self.corpus_missing(),
         })
     }

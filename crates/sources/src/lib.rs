@@ -2,7 +2,8 @@
 //! of earlier versions.
 //!
 //! - [`Corpus`]: documents ingested from Markdown, text, JSON and JSON Lines files
-//!   ([`Corpus::ingest`]), searched with BM25 ([`Corpus::search`]). Each hit carries its raw and
+//!   ([`Corpus::ingest`]), searched with BM25F ([`Corpus::search`]), and by meaning too when
+//!   it is opened with a sentence encoder ([`Similarity`]). Each hit carries its raw and
 //!   normalised score, the SPEC §4 relevance of its full text to the research question and
 //!   reliability pre-score, a summary cut at a sentence end, and its metadata; every result names
 //!   the [`IndexState`] it was computed on, so a recorded search can be reproduced.
@@ -31,7 +32,8 @@ pub mod tokenize;
 pub use blobs::{BlobError, BlobOptions, BlobStore, ContentHash, content_hash};
 pub use corpus::{
     AddReport, Corpus, CorpusError, IndexState, IngestProgress, IngestReport, Rejected,
-    SearchError, SearchHit, SearchResult, TermFrequency,
+    SIMILARITY_WEIGHT, SearchError, SearchHit, SearchResult, Similarity, SimilarityError,
+    TermFrequency, VectorFileError,
 };
 pub use document::{DefaultedFields, Defaults, Document, Field, FieldProblem};
 pub use ingest::{IngestError, IngestWarning, Location, ReadReport, read_documents};

@@ -21,9 +21,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::corpus::{AddReport, Corpus, CorpusError, IngestProgress, IngestReport, Rejected};
+use crate::corpus::{
+    AddReport, Corpus, CorpusError, IngestProgress, IngestReport, Rejected, Similarity,
+};
 use crate::database::{
     Database, DatabaseError, Migration, db_error, is_undefined_table, migrate, schema_version,
 };
@@ -329,13 +331,14 @@ impl SharedCorpus {
         dir: &Path,
         limits: CorpusLimits,
         store: PostgresDocuments,
+        similarity: Option<Arc<Similarity>>,
     ) -> Result<(SharedCorpus, Corpus), SharedCorpusError> {
         let shared = SharedCorpus {
             store,
             synced: Mutex::new(0),
         };
         let (head, documents) = shared.store.changes_since(0)?;
-        let corpus = Corpus::open(dir, limits.clone())?;
+        let corpus = Corpus::open_with(dir, limits.clone(), similarity.clone())?;
         shared.index(&corpus, &documents)?;
         if corpus.len() == count(documents.len()) {
             *shared.synced.lock().unwrap_or_else(PoisonError::into_inner) = head;
@@ -352,7 +355,7 @@ impl SharedCorpus {
             dir: dir.to_path_buf(),
             detail: format!("cannot remove the index to rebuild it: {e}"),
         })?;
-        let corpus = Corpus::open(dir, limits)?;
+        let corpus = Corpus::open_with(dir, limits, similarity)?;
         shared.index(&corpus, &documents)?;
         *shared.synced.lock().unwrap_or_else(PoisonError::into_inner) = head;
         Ok((shared, corpus))

@@ -225,6 +225,9 @@ struct Report {
     default_publish_date: String,
     today: String,
     top: u32,
+    /// How the search ranked: BM25F, or BM25F mixed with a sentence encoder's cosine (with the
+    /// encoder's id), as the index state id names it.
+    ranking: String,
     labels: [&'static str; 4],
     verdicts: [&'static str; 4],
     runs: Vec<Run>,
@@ -281,6 +284,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         default_publish_date: args.default_publish_date.to_string(),
         today: today.to_string(),
         top: args.top,
+        ranking: service
+            .corpus()
+            .similarity()
+            .map_or_else(|| sources::corpus::RANKING.name(), |s| s.ranking_name()),
         labels: LABELS,
         verdicts: VERDICTS,
         runs,
@@ -627,6 +634,7 @@ fn print_report(r: &Report) {
         r.today,
         r.top
     );
+    println!("search: {}", r.ranking);
     println!();
     println!("rule set  mode       research date  agreement  ceiling");
     for run in &r.runs {

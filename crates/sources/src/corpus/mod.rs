@@ -57,8 +57,10 @@ mod groups;
 mod rank;
 mod schema;
 mod search;
+mod similarity;
 mod state;
 mod upgrade;
+mod vectors;
 mod write;
 
 use groups::TitleGroups;
@@ -67,8 +69,11 @@ pub use rank::{Bm25f, RANKING};
 use schema::{Fields, schema};
 use search::Ranked;
 pub use search::{IngestProgress, SearchHit, SearchResult, TermFrequency};
+use similarity::PassageVectors;
+pub use similarity::{SIMILARITY_WEIGHT, Similarity, SimilarityError};
 pub use state::IndexState;
 use state::compute_state;
+pub use vectors::VectorFileError;
 pub use write::{AddReport, IngestReport, Rejected};
 
 /// Version of the index layout below; part of every index state id.
@@ -148,12 +153,14 @@ pub enum SearchError {
     Corpus(#[from] CorpusError),
 }
 
-/// What searches read: one searcher, the state it shows, and its title groups.
+/// What searches read: one searcher, the state it shows, its title groups, and, when the
+/// search ranks by meaning too, its documents' vectors.
 #[derive(Debug)]
 struct Snapshot {
     searcher: Searcher,
     state: IndexState,
     groups: TitleGroups,
+    vectors: Option<PassageVectors>,
 }
 
 /// The embedded full-text corpus in one folder.
@@ -163,6 +170,10 @@ pub struct Corpus {
     reader: IndexReader,
     fields: Fields,
     limits: CorpusLimits,
+    /// The ranking by meaning, when the corpus was opened with one.
+    similarity: Option<Arc<Similarity>>,
+    /// The ranking's name, as the index state id holds it.
+    ranking: String,
     snapshot: RwLock<Arc<Snapshot>>,
     /// One ingest at a time within this process; tantivy's lock file keeps other processes out.
     writing: Mutex<()>,
@@ -180,6 +191,17 @@ impl std::fmt::Debug for Corpus {
 impl Corpus {
     /// Opens the corpus in `dir`, creating an empty one when the folder holds none.
     pub fn open(dir: impl Into<PathBuf>, limits: CorpusLimits) -> Result<Self, CorpusError> {
+        Self::open_with(dir, limits, None)
+    }
+
+    /// [`Corpus::open`], searching by meaning too when `similarity` is given: every live
+    /// document gets a vector (those not encoded before are encoded now, which takes a while
+    /// for a large corpus) and searches mix its cosine with BM25F (`similarity.rs`).
+    pub fn open_with(
+        dir: impl Into<PathBuf>,
+        limits: CorpusLimits,
+        similarity: Option<Arc<Similarity>>,
+    ) -> Result<Self, CorpusError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|e| CorpusError::Index {
             dir: dir.clone(),
@@ -187,7 +209,11 @@ impl Corpus {
         })?;
         let (_, fields) = schema();
         let index = upgrade::open_index(&dir, &limits)?;
-        Self::over(dir, index, fields, limits)
+        let corpus = Self::over(dir, index, fields, limits, similarity)?;
+        if corpus.similarity.is_some() {
+            corpus.refresh()?;
+        }
+        Ok(corpus)
     }
 
     /// An empty corpus that lives in memory only and writes nothing anywhere: what a read-only
@@ -195,14 +221,17 @@ impl Corpus {
     pub fn in_memory(limits: CorpusLimits) -> Result<Self, CorpusError> {
         let (schema, fields) = schema();
         let index = Index::create_in_ram(schema);
-        Self::over(PathBuf::new(), index, fields, limits)
+        Self::over(PathBuf::new(), index, fields, limits, None)
     }
 
+    /// The corpus over `index`; its first snapshot has no vectors, which the caller computes
+    /// (by a refresh) before anything searches when `similarity` is given.
     fn over(
         dir: PathBuf,
         index: Index,
         fields: Fields,
         limits: CorpusLimits,
+        similarity: Option<Arc<Similarity>>,
     ) -> Result<Self, CorpusError> {
         index.tokenizers().register(
             TOKENIZER_VERSION,
@@ -217,9 +246,14 @@ impl Corpus {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e| index_error(&dir, e))?;
-        let snapshot = Snapshot::of(&dir, reader.searcher())?;
+        let ranking = similarity
+            .as_ref()
+            .map_or_else(|| RANKING.name(), |s| s.ranking_name());
+        let snapshot = Snapshot::of(&dir, reader.searcher(), &ranking)?;
         Ok(Self {
             snapshot: RwLock::new(Arc::new(snapshot)),
+            similarity,
+            ranking,
             dir,
             index,
             reader,
@@ -254,12 +288,30 @@ impl Corpus {
         self.len() == 0
     }
 
+    /// The ranking by meaning the corpus searches with, if any.
+    pub fn similarity(&self) -> Option<&Arc<Similarity>> {
+        self.similarity.as_ref()
+    }
+
     /// Picks up what another process committed since this one last looked.
     pub fn refresh(&self) -> Result<(), CorpusError> {
+        self.refresh_with(&mut |_| {})
+    }
+
+    /// [`Corpus::refresh`], reporting the passages it encodes.
+    pub(crate) fn refresh_with(
+        &self,
+        progress: &mut dyn FnMut(IngestProgress<'_>),
+    ) -> Result<(), CorpusError> {
         self.reader
             .reload()
             .map_err(|e| index_error(&self.dir, e))?;
-        let snapshot = Snapshot::of(&self.dir, self.reader.searcher())?;
+        let searcher = self.reader.searcher();
+        let mut snapshot = Snapshot::of(&self.dir, searcher, &self.ranking)?;
+        if let Some(similarity) = &self.similarity {
+            snapshot.vectors =
+                Some(similarity.passage_vectors(self, &snapshot.searcher, progress)?);
+        }
         *self
             .snapshot
             .write()
@@ -273,13 +325,14 @@ impl Corpus {
 }
 
 impl Snapshot {
-    fn of(dir: &Path, searcher: Searcher) -> Result<Self, CorpusError> {
-        let state = compute_state(dir, &searcher)?.0;
+    fn of(dir: &Path, searcher: Searcher, ranking: &str) -> Result<Self, CorpusError> {
+        let state = compute_state(dir, &searcher, ranking)?.0;
         let groups = TitleGroups::of(dir, &searcher)?;
         Ok(Self {
             searcher,
             state,
             groups,
+            vectors: None,
         })
     }
 }

@@ -67,11 +67,16 @@ impl Bm25f {
     }
 }
 
-/// A document the query matched, with its score.
+/// A document the query matched, with its score: its BM25F score, or that mixed with its
+/// similarity to the query (`similarity.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Scored {
     pub(super) address: DocAddress,
     pub(super) score: f64,
+    /// The BM25F score.
+    pub(super) lexical: f64,
+    /// The encoder's cosine, when the search ranks by meaning.
+    pub(super) similarity: Option<f64>,
 }
 
 /// One query term's IDF, and the live documents that hold it in their text and in their title,
@@ -136,7 +141,12 @@ impl Corpus {
             .addresses
             .iter()
             .zip(scores)
-            .map(|(&address, score)| Scored { address, score })
+            .map(|(&address, score)| Scored {
+                address,
+                score,
+                lexical: score,
+                similarity: None,
+            })
             .collect())
     }
 
@@ -303,6 +313,8 @@ impl Corpus {
             ranked.push(Ranked {
                 address: found.address,
                 score: found.score,
+                lexical: found.lexical,
+                similarity: found.similarity,
                 content_hash: self.fast_text(searcher, found.address, "content_hash")?,
             });
         }

@@ -20,11 +20,18 @@ pub struct SearchHit {
     pub rank: u32,
     /// Document id.
     pub id: String,
-    /// BM25F score of the query's terms over the stemmed text, title and title group
-    /// ([`crate::corpus::Bm25f`]); for a folded group, that of its best-ranked member.
+    /// The score the hits are ranked by: the BM25F score of the query's terms over the stemmed
+    /// text, title and title group ([`crate::corpus::Bm25f`]), or, when the search ranks by
+    /// meaning too, that mixed with the encoder's cosine ([`crate::corpus::Similarity`]); for a
+    /// folded group, that of its best-ranked member.
     pub raw_score: f64,
     /// `raw_score / top raw_score`: 1 for the first hit, in (0, 1] for the others.
     pub normalised_score: f64,
+    /// The BM25F score alone (`raw_score` when the search does not rank by meaning).
+    pub lexical_score: f64,
+    /// The encoder's cosine between the query and the passage, when the search ranks by
+    /// meaning.
+    pub similarity: Option<f64>,
     /// SPEC §4 relevance: IDF-weighted coverage of the research question's distinct terms in
     /// the full text, with this corpus's document count and document frequencies.
     pub relevance: f64,
@@ -104,6 +111,14 @@ pub enum IngestProgress<'a> {
     },
     /// The documents are in; the index is being committed and compacted.
     Committing,
+    /// Passages were encoded for the search by meaning (after `Committing`, when the corpus
+    /// ranks by meaning and some passages had no vector yet).
+    Encoding {
+        /// Passages encoded so far.
+        done: u64,
+        /// Passages to encode.
+        total: u64,
+    },
 }
 
 impl Corpus {
@@ -138,7 +153,11 @@ impl Corpus {
         let searcher = &snapshot.searcher;
         let corpus_docs = searcher.num_docs();
         let question_stats = self.question_stats(searcher, &question)?;
-        let scored = self.scored(searcher, &terms, content_terms, &snapshot.groups)?;
+        let mut scored = self.scored(searcher, &terms, content_terms, &snapshot.groups)?;
+        if let (Some(similarity), Some(vectors)) = (&self.similarity, &snapshot.vectors) {
+            let query_vector = similarity.query_vector(&self.dir, query)?;
+            scored = similarity.mix(&scored, vectors, &query_vector);
+        }
         let (ranked, representatives) = self.distinct_top(searcher, &scored, limit)?;
         let top_score = ranked.first().map_or(0.0, |r| r.score);
         let scoring = HitScoring {
@@ -273,6 +292,8 @@ impl Corpus {
             } else {
                 0.0
             },
+            lexical_score: found.lexical,
+            similarity: found.similarity,
             relevance: idf_coverage(&weights, &question_found, scoring.corpus_docs),
             reliability: reliability(
                 scoring.rules.authority_of(document.source_type),
@@ -410,6 +431,8 @@ fn summary_budget(limits: &CorpusLimits) -> usize {
 pub(super) struct Ranked {
     pub(super) address: DocAddress,
     pub(super) score: f64,
+    pub(super) lexical: f64,
+    pub(super) similarity: Option<f64>,
     pub(super) content_hash: String,
 }
 

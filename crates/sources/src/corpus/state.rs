@@ -7,7 +7,8 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexState {
     /// 64 hex digits: blake3 of the index format, the tokenizer, the search analyzer, the search
-    /// engine's version, the ranking with its parameters ([`super::Bm25f::name`]), the segment
+    /// engine's version, the ranking with its parameters ([`super::Bm25f::name`], or
+    /// [`super::Similarity::ranking_name`] when the search ranks by meaning too), the segment
     /// layout and every live document's id and fingerprint, in id order.
     pub id: String,
     /// Live documents.
@@ -18,6 +19,7 @@ pub struct IndexState {
 pub(super) fn compute_state(
     dir: &Path,
     searcher: &Searcher,
+    ranking: &str,
 ) -> Result<(IndexState, BTreeMap<String, String>), CorpusError> {
     let damaged = |detail: String| CorpusError::Damaged {
         dir: dir.to_path_buf(),
@@ -57,23 +59,22 @@ pub(super) fn compute_state(
     // Segment order is not stable across opens; the layout is hashed in a canonical order.
     layout.sort_unstable();
     let state = IndexState {
-        id: state_id(&layout, &documents),
+        id: state_id(&layout, &documents, ranking),
         documents: documents.len() as u64,
     };
     Ok((state, documents))
 }
 
 /// The hash [`IndexState::id`] describes, of a canonical layout and the live documents.
-fn state_id(layout: &[(u32, u32)], documents: &BTreeMap<String, String>) -> String {
+fn state_id(layout: &[(u32, u32)], documents: &BTreeMap<String, String>, ranking: &str) -> String {
     let mut hasher = blake3::Hasher::new();
-    let ranking = super::RANKING.name();
     for part in [
         "research-ledger/corpus-state/v1",
         INDEX_FORMAT,
         TOKENIZER_VERSION,
         SEARCH_ANALYZER_VERSION,
         tantivy::version_string(),
-        &ranking,
+        ranking,
     ] {
         hasher.update(&(part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());

@@ -87,7 +87,7 @@ fn rebuild(dir: &Path, old: &Index, limits: &CorpusLimits) -> Result<(), CorpusE
     let searcher = reader.searcher();
     let (schema, fields) = schema();
     let new = Index::create_in_dir(&staging, schema).map_err(|e| index_error(dir, e))?;
-    let target = Corpus::over(staging.clone(), new, fields, limits.clone())?;
+    let target = Corpus::over(staging.clone(), new, fields, limits.clone(), None)?;
     let writer = target.writer()?;
     // The older formats' stored fields have the same ids in the current schema, so their
     // documents read back through the current fields.

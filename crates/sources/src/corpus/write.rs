@@ -102,8 +102,12 @@ impl Adding<'_> {
         }
     }
 
-    /// Commits what was added, leaves the index as one segment, and shows it to searches.
-    pub(super) fn finish(self) -> Result<Added, CorpusError> {
+    /// Commits what was added, leaves the index as one segment, and shows it to searches
+    /// (encoding the new passages first when the search ranks by meaning).
+    pub(super) fn finish(
+        self,
+        progress: &mut dyn FnMut(IngestProgress<'_>),
+    ) -> Result<Added, CorpusError> {
         let Adding {
             corpus,
             mut writer,
@@ -114,7 +118,7 @@ impl Adding<'_> {
             writer.commit().map_err(|e| index_error(&corpus.dir, e))?;
         }
         corpus.compact(writer)?;
-        corpus.refresh()?;
+        corpus.refresh_with(progress)?;
         Ok(counts)
     }
 }
@@ -141,7 +145,7 @@ impl Corpus {
             &mut |_, document| adding.add(&document),
         )?;
         progress(IngestProgress::Committing);
-        let added = adding.finish()?;
+        let added = adding.finish(progress)?;
         Ok(IngestReport {
             files: read.files,
             documents: read.documents,
@@ -188,7 +192,7 @@ impl Corpus {
             seen.insert(&document.id, index);
             adding.add(document)?;
         }
-        let added = adding.finish()?;
+        let added = adding.finish(&mut |_| {})?;
         Ok(AddReport {
             added: added.added,
             replaced: added.replaced,
@@ -200,10 +204,11 @@ impl Corpus {
 
     /// Starts adding documents; the caller holds the writing lock until it finishes.
     pub(super) fn adding(&self) -> Result<Adding<'_>, CorpusError> {
-        let existing: HashMap<String, String> = compute_state(&self.dir, &self.current().searcher)?
-            .1
-            .into_iter()
-            .collect();
+        let existing: HashMap<String, String> =
+            compute_state(&self.dir, &self.current().searcher, &self.ranking)?
+                .1
+                .into_iter()
+                .collect();
         Ok(Adding {
             corpus: self,
             writer: self.writer()?,

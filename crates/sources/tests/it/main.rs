@@ -6,6 +6,7 @@ mod contracts;
 mod ingest;
 mod rank;
 mod search;
+mod similarity;
 mod summary;
 mod upgrade;
 

@@ -315,3 +315,61 @@ fn import_restores_a_ledger_that_verifies_and_replays() {
     let out = run(restored.path(), &["import", bundle.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 }
+
+#[test]
+fn an_export_says_what_no_checkpoint_covers_yet_and_leaves_out() {
+    if crate::server::on_postgres() {
+        // The events are written in process, to this data directory's own ledger.
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    demo_task(data.path(), "lake-varden-blooms");
+    let covered = ledger_size(data.path());
+    {
+        // A writer that stops without its closing checkpoint (as a crash would).
+        let service = service::Service::open(service::ServiceOptions::new(data.path())).unwrap();
+        service
+            .call_tool(
+                &service::Caller::new("auditor-test"),
+                "research_open_task",
+                &serde_json::json!({"question": "Is the lake warming?", "research_date": "2026-01-15"}),
+            )
+            .unwrap();
+    }
+    let bundle = data.path().join("all.json");
+    let out = run(
+        data.path(),
+        &["export", "--all", "--out", bundle.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let uncovered = ledger_size(data.path()) - covered;
+    assert!(uncovered > 0);
+    assert!(
+        stderr(&out).contains(&format!(
+            "the ledger holds {uncovered} events after that checkpoint, which no checkpoint covers yet and the bundle leaves out"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let written: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    assert_eq!(written["events"].as_array().unwrap().len() as u64, covered);
+
+    // Once a checkpoint covers them, the bundle holds every event and nothing is said.
+    let out = run(data.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(
+        data.path(),
+        &["export", "--all", "--out", bundle.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("no checkpoint covers"),
+        "{}",
+        stderr(&out)
+    );
+    let written: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    assert_eq!(
+        written["events"].as_array().unwrap().len() as u64,
+        ledger_size(data.path())
+    );
+}

@@ -293,6 +293,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         runs,
         date_sensitivity: date_sensitivity(&verdicts, claims.len()),
     };
+    // Kept with `--dir`, the directory is then whole: its read models snapshotted and every
+    // event under a signed checkpoint, so an export of it holds every task.
+    service.shutdown();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

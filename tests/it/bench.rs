@@ -251,3 +251,71 @@ fn the_decisions_benchmark_reports_every_run_and_v2_follows_the_annotated_eviden
     let v1_today = find("v1", "oracle", today);
     assert!(v1_today["agreement"].as_f64().unwrap() < 1.0, "{v1_today}");
 }
+
+#[test]
+fn the_decisions_benchmark_names_its_ranking_and_leaves_a_whole_directory() {
+    let Some(model) = std::env::var_os("RESEARCH_LEDGER_ENCODER_DIR") else {
+        assert!(
+            std::env::var("RESEARCH_LEDGER_REQUIRE_ENCODER").as_deref() != Ok("1"),
+            "RESEARCH_LEDGER_REQUIRE_ENCODER=1 but RESEARCH_LEDGER_ENCODER_DIR is not set"
+        );
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let input = tempfile::tempdir().unwrap();
+    claims_file(input.path());
+    let kept = input.path().join("kept");
+    let bench = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "bench",
+            "decisions",
+            "--data",
+            input.path().to_str().unwrap(),
+            "--claims",
+            "4",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = run(data.path(), &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let lexical = bench(&[]);
+    let ranking = lexical["ranking"].as_str().unwrap();
+    assert!(
+        ranking.starts_with("research-ledger-rank-v1: bm25f"),
+        "{ranking}"
+    );
+    let meaning = bench(&["--encoder", model, "--dir", kept.to_str().unwrap()]);
+    let ranking = meaning["ranking"].as_str().unwrap();
+    assert!(
+        ranking.starts_with("research-ledger-rank-v2: "),
+        "{ranking}"
+    );
+    assert!(ranking.contains("encoder=[bert-mean-l2 "), "{ranking}");
+
+    // The kept directory is whole: every event under a checkpoint, so an export holds them all.
+    // (It is an embedded directory; on PostgreSQL the suite points commands at a database.)
+    if crate::server::on_postgres() {
+        return;
+    }
+    let kept_data = kept.join("data");
+    let bundle = input.path().join("all.json");
+    let out = run(
+        &kept_data,
+        &["export", "--all", "--out", bundle.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("no checkpoint covers"),
+        "{}",
+        stderr(&out)
+    );
+    let verified = run(&kept_data, &["verify", "--json"]);
+    let size = serde_json::from_slice::<Value>(&verified.stdout).unwrap()["size"]
+        .as_u64()
+        .unwrap();
+    let written: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    assert_eq!(written["events"].as_array().unwrap().len() as u64, size);
+}

@@ -77,20 +77,12 @@ fn search() -> &'static Search {
     SEARCH.get_or_init(Search::default)
 }
 
-/// The ranking by meaning for a corpus of `data_dir`, when the run names an encoder.
+/// The ranking by meaning for a corpus of `data_dir`, when the run names an encoder: the one a
+/// service over `data_dir` would open.
 pub(crate) fn similarity(
     data_dir: &Path,
 ) -> anyhow::Result<Option<std::sync::Arc<sources::Similarity>>> {
-    let search = search();
-    let Some(model) = &search.encoder else {
-        return Ok(None);
-    };
-    let vectors = search
-        .vectors_dir
-        .clone()
-        .unwrap_or_else(|| service::Layout::new(data_dir).vectors);
-    let similarity = sources::Similarity::open(model, &vectors)?;
-    Ok(Some(std::sync::Arc::new(similarity)))
+    Ok(service::open_similarity(&service_options(data_dir))?)
 }
 
 /// The shared database a run was given (`--storage-url`, `RESEARCH_LEDGER_STORAGE_URL` or

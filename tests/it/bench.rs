@@ -254,11 +254,7 @@ fn the_decisions_benchmark_reports_every_run_and_v2_follows_the_annotated_eviden
 
 #[test]
 fn the_decisions_benchmark_names_its_ranking_and_leaves_a_whole_directory() {
-    let Some(model) = std::env::var_os("RESEARCH_LEDGER_ENCODER_DIR") else {
-        assert!(
-            std::env::var("RESEARCH_LEDGER_REQUIRE_ENCODER").as_deref() != Ok("1"),
-            "RESEARCH_LEDGER_REQUIRE_ENCODER=1 but RESEARCH_LEDGER_ENCODER_DIR is not set"
-        );
+    let Some(model) = test_support::encoder_model_dir() else {
         return;
     };
     let model = model.to_str().unwrap();

@@ -13,20 +13,6 @@ use serde_json::{Value, json};
 use crate::server::{Server, call_tool, get_json};
 use crate::{run, stderr, stdout};
 
-fn model_dir() -> Option<PathBuf> {
-    match std::env::var_os("RESEARCH_LEDGER_ENCODER_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var("RESEARCH_LEDGER_REQUIRE_ENCODER").as_deref() != Ok("1"),
-                "RESEARCH_LEDGER_REQUIRE_ENCODER=1 but RESEARCH_LEDGER_ENCODER_DIR is not set"
-            );
-            eprintln!("RESEARCH_LEDGER_ENCODER_DIR is not set: skipped");
-            None
-        }
-    }
-}
-
 const PASSAGES: &[(&str, &str, &str)] = &[
     (
         "glaciers-1",
@@ -92,7 +78,9 @@ fn search(server: &Server, query: &str) -> (Vec<String>, String) {
 
 #[test]
 fn a_server_with_an_encoder_finds_by_meaning_and_names_its_ranking() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = test_support::encoder_model_dir() else {
+        return;
+    };
     let model = model.to_str().unwrap();
     let data = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();

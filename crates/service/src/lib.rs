@@ -33,7 +33,7 @@ pub use projections;
 pub use research;
 pub use service::{
     Caller, Layout, OpenError, Service, ServiceOptions, Target, WriteOptions, Written, fingerprint,
-    push_contracts,
+    open_similarity, push_contracts,
 };
 pub use shared_contracts::{ContractsError, PushError};
 pub use tokens::Role;

@@ -340,6 +340,19 @@ fn load_registry(options: &ServiceOptions) -> sources::contracts::Registry {
     registry
 }
 
+/// The ranking by meaning the options name (`encoder`, its vectors in `layout.vectors`), if
+/// any: what the service's corpus searches with, and what a command that ingests without a
+/// service gives the corpus it opens.
+pub fn open_similarity(
+    options: &ServiceOptions,
+) -> Result<Option<Arc<sources::Similarity>>, sources::SimilarityError> {
+    let Some(model) = &options.encoder else {
+        return Ok(None);
+    };
+    let similarity = sources::Similarity::open(model, &options.layout.vectors)?;
+    Ok(Some(Arc::new(similarity)))
+}
+
 /// The corpus: an empty one in memory for a read-only service; with a storage database, this
 /// node's index brought up to the database's documents; otherwise the data directory's.
 fn open_corpus(
@@ -349,13 +362,7 @@ fn open_corpus(
     if options.ledger.read_only {
         return Ok((Corpus::in_memory(limits)?, None));
     }
-    let similarity = match &options.encoder {
-        Some(model) => Some(Arc::new(sources::Similarity::open(
-            model,
-            &options.layout.vectors,
-        )?)),
-        None => None,
-    };
+    let similarity = open_similarity(options)?;
     let Some(url) = &options.storage_url else {
         let corpus = Corpus::open_with(&options.layout.corpus, limits, similarity)?;
         return Ok((corpus, None));

@@ -1,8 +1,27 @@
 //! Test doubles shared by the test suites. At the root: a real HTTP server on loopback standing
 //! in for a team's existing API, well-behaved and not (it answers by path, so one server plays
 //! every part). [`postgres`]: throwaway PostgreSQL clusters in temporary folders.
+//! [`encoder_model_dir`]: where the sentence encoder's model is, for the tests that need it.
 
 pub mod postgres;
+
+/// The sentence encoder's model folder the tests read (`RESEARCH_LEDGER_ENCODER_DIR`, which
+/// `scripts/fetch-encoder` fills); the model is not part of the repository. `None` lets a test
+/// pass without running, unless `RESEARCH_LEDGER_REQUIRE_ENCODER=1` says the model must be
+/// there, when it panics instead.
+pub fn encoder_model_dir() -> Option<std::path::PathBuf> {
+    match std::env::var_os("RESEARCH_LEDGER_ENCODER_DIR") {
+        Some(dir) => Some(std::path::PathBuf::from(dir)),
+        None => {
+            assert!(
+                std::env::var("RESEARCH_LEDGER_REQUIRE_ENCODER").as_deref() != Ok("1"),
+                "RESEARCH_LEDGER_REQUIRE_ENCODER=1 but RESEARCH_LEDGER_ENCODER_DIR is not set"
+            );
+            eprintln!("RESEARCH_LEDGER_ENCODER_DIR is not set: skipped");
+            None
+        }
+    }
+}
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

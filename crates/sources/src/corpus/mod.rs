@@ -210,9 +210,7 @@ impl Corpus {
         let (_, fields) = schema();
         let index = upgrade::open_index(&dir, &limits)?;
         let corpus = Self::over(dir, index, fields, limits, similarity)?;
-        if corpus.similarity.is_some() {
-            corpus.refresh()?;
-        }
+        corpus.attach_vectors()?;
         Ok(corpus)
     }
 
@@ -224,8 +222,8 @@ impl Corpus {
         Self::over(PathBuf::new(), index, fields, limits, None)
     }
 
-    /// The corpus over `index`; its first snapshot has no vectors, which the caller computes
-    /// (by a refresh) before anything searches when `similarity` is given.
+    /// The corpus over `index`; its first snapshot has no vectors, which the caller attaches
+    /// ([`Corpus::attach_vectors`]) before anything searches when `similarity` is given.
     fn over(
         dir: PathBuf,
         index: Index,
@@ -286,6 +284,30 @@ impl Corpus {
     /// Whether the corpus holds no document.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Gives the first snapshot its vectors, when the corpus ranks by meaning: the snapshot
+    /// [`Corpus::over`] made is still this corpus's alone, so it is completed in place rather
+    /// than computed again.
+    fn attach_vectors(&self) -> Result<(), CorpusError> {
+        let Some(similarity) = &self.similarity else {
+            return Ok(());
+        };
+        let mut current = self
+            .snapshot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        match Arc::get_mut(&mut current) {
+            Some(snapshot) => {
+                let vectors = similarity.passage_vectors(self, &snapshot.searcher, &mut |_| {})?;
+                snapshot.vectors = Some(vectors);
+                Ok(())
+            }
+            None => {
+                drop(current);
+                self.refresh()
+            }
+        }
     }
 
     /// The ranking by meaning the corpus searches with, if any.

@@ -35,6 +35,11 @@ pub(super) fn title_group(document: &Document) -> String {
     }
 }
 
+/// The title a [`title_group`] key was made from ("" for a document without one).
+pub(super) fn title_of_group(group: &str) -> &str {
+    group.strip_prefix("title:").unwrap_or("")
+}
+
 /// The schema of index format `v1`, which had no searchable title or stemmed text: how a folder
 /// written in that format is recognised, to be rebuilt.
 pub(super) fn schema_v1() -> Schema {

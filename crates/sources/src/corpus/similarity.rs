@@ -50,12 +50,12 @@ pub enum SimilarityError {
     /// The model folder could not be read as a sentence encoder. Give the folder that holds
     /// the model as its publisher ships it (`config.json`, `model.safetensors`,
     /// `tokenizer.json`).
-    #[error("the sentence encoder in {dir} cannot be used: {source}")]
+    #[error("the sentence encoder in {dir} cannot be used: {error}")]
     Encoder {
         /// The model folder.
         dir: PathBuf,
-        /// What is wrong.
-        source: encoder::EncoderError,
+        /// What is wrong (in the message, so not also given as its source).
+        error: encoder::EncoderError,
     },
     /// The folder of passage vectors could not be read or written.
     #[error(transparent)]
@@ -81,9 +81,9 @@ impl std::fmt::Debug for Similarity {
 impl Similarity {
     /// Reads the model in `model_dir`, and the vectors it already gave, from `vectors_dir`.
     pub fn open(model_dir: &Path, vectors_dir: &Path) -> Result<Self, SimilarityError> {
-        let encoder = Encoder::open(model_dir).map_err(|source| SimilarityError::Encoder {
+        let encoder = Encoder::open(model_dir).map_err(|error| SimilarityError::Encoder {
             dir: model_dir.to_path_buf(),
-            source,
+            error,
         })?;
         let vectors = VectorFile::open(vectors_dir, encoder.id(), encoder.dimensions())?;
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
@@ -139,32 +139,21 @@ impl Similarity {
         let keys = passage_keys(corpus, searcher)?;
         self.encode_missing(corpus, searcher, &keys, progress)?;
         let vectors = lock(&self.vectors);
-        let dimensions = vectors.dimensions();
-        let mut out = PassageVectors {
-            dimensions,
-            rows: Vec::with_capacity(keys.len()),
-            values: Vec::new(),
-        };
+        let mut rows = Vec::with_capacity(keys.len());
         for segment in &keys {
-            let mut rows = Vec::with_capacity(segment.len());
+            let mut segment_rows = Vec::with_capacity(segment.len());
             for key in segment {
-                let row = match key.as_ref().and_then(|k| vectors.get(k)) {
-                    Some(vector) => {
-                        let row = out.values.len() / dimensions.max(1);
-                        out.values.extend_from_slice(vector);
-                        u32::try_from(row).unwrap_or(NO_ROW)
-                    }
-                    None if key.is_some() => {
-                        return Err(corpus
-                            .damaged("a passage was encoded but its vector is not kept".into()));
-                    }
-                    None => NO_ROW,
+                let vector = match key {
+                    Some(key) => Some(Arc::clone(vectors.get(key).ok_or_else(|| {
+                        corpus.damaged("a passage was encoded but its vector is not kept".into())
+                    })?)),
+                    None => None,
                 };
-                rows.push(row);
+                segment_rows.push(vector);
             }
-            out.rows.push(rows);
+            rows.push(segment_rows);
         }
-        Ok(out)
+        Ok(PassageVectors { rows })
     }
 
     /// Encodes the live documents whose key has no vector yet, a batch at a time, keeping each
@@ -211,7 +200,7 @@ impl Similarity {
             let records: Vec<([u8; 32], Vec<f32>)> =
                 batch.iter().map(|(_, key)| *key).zip(encoded).collect();
             lock(&self.vectors)
-                .append(&records)
+                .append(records)
                 .map_err(|e| CorpusError::Index {
                     dir: corpus.dir().to_path_buf(),
                     detail: e.to_string(),
@@ -238,10 +227,8 @@ impl Similarity {
         let mut out = Vec::new();
         for (segment_ord, rows) in vectors.rows.iter().enumerate() {
             let segment_ord = u32::try_from(segment_ord).unwrap_or(u32::MAX);
-            for (doc, row) in rows.iter().enumerate() {
-                let Some(vector) = vectors.row(*row) else {
-                    continue;
-                };
+            for (doc, vector) in rows.iter().enumerate() {
+                let Some(vector) = vector else { continue };
                 let address = DocAddress::new(segment_ord, u32::try_from(doc).unwrap_or(u32::MAX));
                 let bm25f = by_address.get(&address).copied().unwrap_or(0.0);
                 let cosine = encoder::cosine(query, vector);
@@ -279,25 +266,11 @@ pub(super) fn encoder_input(title: &str, content: &str) -> String {
     }
 }
 
-/// A row that holds no vector (a deleted document).
-const NO_ROW: u32 = u32::MAX;
-
-/// The vectors of the live documents of one snapshot, by segment and document.
+/// The vectors of the live documents of one snapshot, by segment and document (none for a
+/// deleted one), shared with the vector file's memory rather than copied.
 #[derive(Debug)]
 pub(super) struct PassageVectors {
-    dimensions: usize,
-    rows: Vec<Vec<u32>>,
-    values: Vec<f32>,
-}
-
-impl PassageVectors {
-    fn row(&self, row: u32) -> Option<&[f32]> {
-        if row == NO_ROW {
-            return None;
-        }
-        let start = row as usize * self.dimensions;
-        self.values.get(start..start + self.dimensions)
-    }
+    rows: Vec<Vec<Option<Arc<[f32]>>>>,
 }
 
 /// Each live document's vector key, by segment and document id (none for a deleted one).
@@ -312,7 +285,7 @@ fn passage_keys(
         for doc in segment.doc_ids_alive() {
             let address = DocAddress::new(segment_ord, doc);
             let group = corpus.fast_text(searcher, address, "title_group")?;
-            let title = group.strip_prefix("title:").unwrap_or("");
+            let title = schema::title_of_group(&group);
             let hash = corpus.fast_text(searcher, address, "content_hash")?;
             let hash = ContentHash::from_hex(&hash)
                 .ok_or_else(|| corpus.damaged(format!("a content hash that is not one: {hash}")))?;

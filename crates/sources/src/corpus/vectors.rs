@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const MAGIC: &[u8] = b"research-ledger-vectors-v1\n";
 
@@ -46,13 +47,13 @@ pub(super) fn passage_key(title: &str, content_hash: &[u8; 32]) -> [u8; 32] {
     *hasher.finalize().as_bytes()
 }
 
-/// The vectors of one encoder: the file, and what it holds, in memory.
+/// The vectors of one encoder: the file, and what it holds, in memory. Each vector is held once
+/// and shared with the snapshots that use it.
 #[derive(Debug)]
 pub(super) struct VectorFile {
     path: PathBuf,
     dimensions: usize,
-    rows: HashMap<[u8; 32], usize>,
-    values: Vec<f32>,
+    vectors: HashMap<[u8; 32], Arc<[f32]>>,
 }
 
 impl VectorFile {
@@ -85,8 +86,7 @@ impl VectorFile {
         let mut out = Self {
             path: path.clone(),
             dimensions,
-            rows: HashMap::new(),
-            values: Vec::new(),
+            vectors: HashMap::new(),
         };
         let good = if bytes.starts_with(&header) {
             header.len() + out.read_records(&bytes[header.len()..])
@@ -97,7 +97,7 @@ impl VectorFile {
             if !bytes.is_empty() {
                 tracing::warn!(
                     path = %path.display(),
-                    kept = out.rows.len(),
+                    kept = out.vectors.len(),
                     "the passage vector file ends in a part that does not read back, or is for another encoder; that part will be encoded again"
                 );
             }
@@ -119,47 +119,38 @@ impl VectorFile {
             }
             let mut key = [0u8; 32];
             key.copy_from_slice(&body[..32]);
-            let row = self.values.len() / self.dimensions.max(1);
-            self.values.extend(
-                body[32..]
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            );
-            self.rows.insert(key, row);
+            let vector: Arc<[f32]> = body[32..]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            self.vectors.insert(key, vector);
             at += size;
         }
         at
     }
 
-    /// Width of the vectors.
-    pub(super) fn dimensions(&self) -> usize {
-        self.dimensions
-    }
-
     /// The vector stored under `key`.
-    pub(super) fn get(&self, key: &[u8; 32]) -> Option<&[f32]> {
-        let row = *self.rows.get(key)?;
-        self.values
-            .get(row * self.dimensions..(row + 1) * self.dimensions)
+    pub(super) fn get(&self, key: &[u8; 32]) -> Option<&Arc<[f32]>> {
+        self.vectors.get(key)
     }
 
     /// Vectors held.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.rows.len()
+        self.vectors.len()
     }
 
     /// Keeps `vectors` under their keys, in memory and at the end of the file.
     pub(super) fn append(
         &mut self,
-        vectors: &[([u8; 32], Vec<f32>)],
+        vectors: Vec<([u8; 32], Vec<f32>)>,
     ) -> Result<(), VectorFileError> {
         let fail = |detail: String| VectorFileError {
             path: self.path.clone(),
             detail,
         };
         let mut bytes = Vec::with_capacity(vectors.len() * record_size(self.dimensions));
-        for (key, vector) in vectors {
+        for (key, vector) in &vectors {
             if vector.len() != self.dimensions {
                 return Err(fail(format!(
                     "a vector of {} values where the encoder gives {}",
@@ -185,9 +176,7 @@ impl VectorFile {
             .map_err(|e| fail(format!("cannot unlock: {e}")))?;
         written.map_err(|e| fail(format!("cannot write: {e}")))?;
         for (key, vector) in vectors {
-            let row = self.values.len() / self.dimensions.max(1);
-            self.values.extend_from_slice(vector);
-            self.rows.insert(*key, row);
+            self.vectors.insert(key, vector.into());
         }
         Ok(())
     }
@@ -244,14 +233,14 @@ mod tests {
             .enumerate()
             .map(|(i, k)| (*k, vector(i as u8, 4)))
             .collect();
-        file.append(&records).unwrap();
+        file.append(records.clone()).unwrap();
         let path = file.path.clone();
         drop(file);
 
         let again = VectorFile::open(dir.path(), "enc-a", 4).unwrap();
         assert_eq!(again.len(), 3);
         for (key, v) in &records {
-            assert_eq!(again.get(key).unwrap(), v.as_slice());
+            assert_eq!(&**again.get(key).unwrap(), v.as_slice());
         }
         drop(again);
 
@@ -264,7 +253,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let cut = VectorFile::open(dir.path(), "enc-a", 4).unwrap();
         assert_eq!(cut.len(), 1);
-        assert_eq!(cut.get(&keys[0]).unwrap(), records[0].1.as_slice());
+        assert_eq!(&**cut.get(&keys[0]).unwrap(), records[0].1.as_slice());
         assert!(cut.get(&keys[1]).is_none());
         assert_eq!(
             std::fs::metadata(&path).unwrap().len() as usize,
@@ -277,7 +266,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = passage_key("", &[7; 32]);
         let mut file = VectorFile::open(dir.path(), "enc-a", 4).unwrap();
-        file.append(&[(key, vector(1, 4))]).unwrap();
+        file.append(vec![(key, vector(1, 4))]).unwrap();
         let path = file.path.clone();
         drop(file);
         // Another encoder's file has another name, so it starts empty.
@@ -292,11 +281,40 @@ mod tests {
     }
 
     #[test]
+    fn processes_sharing_a_folder_append_whole_records() {
+        // Two handles on one file, as two processes sharing a folder of vectors would hold.
+        let dir = tempfile::tempdir().unwrap();
+        let writers: Vec<_> = (0..2u8)
+            .map(|w| {
+                let path = dir.path().to_path_buf();
+                std::thread::spawn(move || {
+                    let mut file = VectorFile::open(&path, "enc-a", 64).unwrap();
+                    for i in 0..50u8 {
+                        let key = passage_key(&format!("{w}"), &[i; 32]);
+                        file.append(vec![(key, vector(i, 64))]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let read = VectorFile::open(dir.path(), "enc-a", 64).unwrap();
+        assert_eq!(read.len(), 100);
+        for w in 0..2u8 {
+            for i in 0..50u8 {
+                let key = passage_key(&format!("{w}"), &[i; 32]);
+                assert_eq!(&**read.get(&key).unwrap(), vector(i, 64).as_slice());
+            }
+        }
+    }
+
+    #[test]
     fn a_vector_of_the_wrong_width_is_refused_and_nothing_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let mut file = VectorFile::open(dir.path(), "enc-a", 4).unwrap();
         let key = passage_key("", &[1; 32]);
-        assert!(file.append(&[(key, vector(1, 3))]).is_err());
+        assert!(file.append(vec![(key, vector(1, 3))]).is_err());
         assert_eq!(file.len(), 0);
         drop(file);
         assert_eq!(VectorFile::open(dir.path(), "enc-a", 4).unwrap().len(), 0);

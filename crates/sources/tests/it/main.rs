@@ -46,6 +46,21 @@ pub fn sample_corpus(dir: &Path) -> (Corpus, IngestReport) {
     )
 }
 
+/// `(id, title, text)` documents, dated and typed alike, as one JSON Lines file in `dir`.
+pub fn jsonl_of(dir: &Path, documents: &[(&str, &str, &str)]) -> PathBuf {
+    let lines: Vec<String> = documents
+        .iter()
+        .map(|(id, title, text)| {
+            serde_json::json!({
+                "id": id, "title": title, "content": text, "source": "Example Survey",
+                "source_type": "government", "publish_date": "2024-01-01",
+            })
+            .to_string()
+        })
+        .collect();
+    write(dir, "documents.jsonl", &lines.join("\n"))
+}
+
 /// Writes `text` to `dir/name`, creating folders on the way.
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

@@ -6,21 +6,11 @@ use std::collections::BTreeMap;
 use sources::corpus::RANKING;
 use sources::{Corpus, Defaults, search_terms};
 
-use crate::{ingest_into, write};
+use crate::{ingest_into, jsonl_of};
 
 /// `(id, title, text)` as one JSON Lines file, ingested into a new corpus in `dir`.
 fn corpus_of(dir: &std::path::Path, documents: &[(&str, &str, &str)]) -> Corpus {
-    let lines: Vec<String> = documents
-        .iter()
-        .map(|(id, title, text)| {
-            serde_json::json!({
-                "id": id, "title": title, "content": text, "source": "Example Survey",
-                "source_type": "government", "publish_date": "2024-01-01",
-            })
-            .to_string()
-        })
-        .collect();
-    let file = write(dir, "documents.jsonl", &lines.join("\n"));
+    let file = jsonl_of(dir, documents);
     let (corpus, report) = ingest_into(&dir.join("corpus"), &[file], &Defaults::default());
     assert!(report.is_clean(), "{report:?}");
     corpus

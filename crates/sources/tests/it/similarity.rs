@@ -11,21 +11,7 @@ use std::sync::Arc;
 
 use sources::{Corpus, CorpusLimits, Defaults, IngestProgress, SIMILARITY_WEIGHT, Similarity};
 
-use crate::write;
-
-fn model_dir() -> Option<PathBuf> {
-    match std::env::var_os("RESEARCH_LEDGER_ENCODER_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var("RESEARCH_LEDGER_REQUIRE_ENCODER").as_deref() != Ok("1"),
-                "RESEARCH_LEDGER_REQUIRE_ENCODER=1 but RESEARCH_LEDGER_ENCODER_DIR is not set"
-            );
-            eprintln!("RESEARCH_LEDGER_ENCODER_DIR is not set: skipped");
-            None
-        }
-    }
-}
+use crate::{ingest_into, jsonl_of};
 
 const PASSAGES: &[(&str, &str, &str)] = &[
     (
@@ -66,17 +52,18 @@ const PASSAGES: &[(&str, &str, &str)] = &[
 ];
 
 fn documents_file(dir: &Path) -> PathBuf {
-    let lines: Vec<String> = PASSAGES
-        .iter()
-        .map(|(id, title, text)| {
-            serde_json::json!({
-                "id": id, "title": title, "content": text, "source": "Example Survey",
-                "source_type": "government", "publish_date": "2024-01-01",
-            })
-            .to_string()
-        })
-        .collect();
-    write(dir, "documents.jsonl", &lines.join("\n"))
+    jsonl_of(dir, PASSAGES)
+}
+
+/// The same passages ingested into `dir/name` without an encoder: BM25F alone.
+fn lexical(dir: &Path, name: &str) -> Corpus {
+    let (corpus, report) = ingest_into(
+        &dir.join(name),
+        &[documents_file(dir)],
+        &Defaults::default(),
+    );
+    assert!(report.is_clean(), "{report:?}");
+    corpus
 }
 
 /// The corpus in `dir/corpus`, ranking by meaning with vectors in `vectors`, after an ingest of
@@ -120,19 +107,14 @@ fn hits(corpus: &Corpus, query: &str) -> Vec<(String, u64, u64, Option<u64>)> {
 
 #[test]
 fn a_passage_that_shares_no_term_with_the_query_is_found_by_meaning() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = test_support::encoder_model_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let (corpus, _) = ingest(dir.path(), &model, &dir.path().join("vectors"));
     let query = "ice rivers shrinking in the alps";
     // Lexically, "ice" finds only the meltwater passage; "rivers" finds it again.
-    let lexical = Corpus::open(dir.path().join("lexical"), CorpusLimits::default()).unwrap();
-    lexical
-        .ingest(
-            &[documents_file(dir.path())],
-            &Defaults::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+    let lexical = lexical(dir.path(), "lexical");
     let lexical_ids: Vec<String> = lexical
         .search(query, 10, &[])
         .unwrap()
@@ -156,17 +138,12 @@ fn a_passage_that_shares_no_term_with_the_query_is_found_by_meaning() {
 
 #[test]
 fn every_score_is_the_documented_mix_of_bm25f_and_the_cosine() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = test_support::encoder_model_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let (corpus, _) = ingest(dir.path(), &model, &dir.path().join("vectors"));
-    let lexical = Corpus::open(dir.path().join("lexical"), CorpusLimits::default()).unwrap();
-    lexical
-        .ingest(
-            &[documents_file(dir.path())],
-            &Defaults::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+    let lexical = lexical(dir.path(), "lexical");
     let encoder = encoder::Encoder::open(&model).unwrap();
     for query in [
         "glaciers retreating",
@@ -222,7 +199,9 @@ fn every_score_is_the_documented_mix_of_bm25f_and_the_cosine() {
 
 #[test]
 fn passages_are_encoded_once_and_lost_vectors_give_the_same_bits_again() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = test_support::encoder_model_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let vectors = dir.path().join("vectors");
     let (corpus, encoded) = ingest(dir.path(), &model, &vectors);
@@ -273,17 +252,12 @@ fn passages_are_encoded_once_and_lost_vectors_give_the_same_bits_again() {
 
 #[test]
 fn the_index_state_names_the_ranking_and_the_encoder() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = test_support::encoder_model_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let (corpus, _) = ingest(dir.path(), &model, &dir.path().join("vectors"));
-    let lexical = Corpus::open(dir.path().join("corpus-lexical"), CorpusLimits::default()).unwrap();
-    lexical
-        .ingest(
-            &[documents_file(dir.path())],
-            &Defaults::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+    let lexical = lexical(dir.path(), "corpus-lexical");
     assert_ne!(corpus.index_state().id, lexical.index_state().id);
     drop(corpus);
     // The same index opened without the encoder is the lexical one again.

@@ -3,7 +3,7 @@
 //! `bench decisions --json` on a handful of generated claims: every run is reported, and rule set
 //! `v2` gives each label's verdict from the annotated evidence at either research date.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{run, stderr};
 
@@ -314,4 +314,73 @@ fn the_decisions_benchmark_names_its_ranking_and_leaves_a_whole_directory() {
         .unwrap();
     let written: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
     assert_eq!(written["events"].as_array().unwrap().len() as u64, size);
+}
+
+/// `bench service --json`, as small as it goes: every write run has the engine's and the
+/// in-process baselines beside the transports, every ratio is its rate over the engine's, every
+/// read and every generated ledger is reported.
+#[test]
+fn the_service_benchmark_reports_each_transport_beside_its_baselines() {
+    let data = tempfile::tempdir().unwrap();
+    let out = run(
+        data.path(),
+        &[
+            "bench",
+            "service",
+            "--json",
+            "--connections",
+            "1,2",
+            "--sizes",
+            "300",
+            "--write-secs",
+            "0.3",
+            "--reads",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let writes = report["writes"].as_array().unwrap();
+    assert_eq!(
+        writes
+            .iter()
+            .map(|w| w["connections"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+    for w in writes {
+        let w = &json!({ "w": w });
+        let engine = positive(w, "w", "engine_appends_per_s");
+        for key in [
+            "engine_cpu_ms_per_append",
+            "in_process_writes_per_s",
+            "in_process_cpu_ms_per_write",
+            "server_cpu_ms_per_write",
+            "client_cpu_ms_per_write",
+        ] {
+            positive(w, "w", key);
+        }
+        for transport in ["rest", "mcp"] {
+            let rate = positive(w, "w", &format!("{transport}_writes_per_s"));
+            let ratio = positive(w, "w", &format!("{transport}_ratio"));
+            assert!(close(ratio, rate / engine), "{transport}: {w}");
+            let latency = &w["w"][format!("{transport}_latency")];
+            assert!(latency["p50_ms"].as_f64().unwrap() <= latency["p99_ms"].as_f64().unwrap());
+        }
+    }
+    let reads: Vec<&str> = report["reads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(reads.len(), 4, "{reads:?}");
+    assert!(reads.iter().any(|r| r.contains("GraphQL")), "{reads:?}");
+    let scale = report["scale"].as_array().unwrap();
+    assert_eq!(scale.len(), 1);
+    let generated = &json!({ "s": scale[0] });
+    assert!(positive(generated, "s", "events") >= 300.0, "{generated}");
+    for key in ["tasks", "cold_start_ms", "rss_mib"] {
+        positive(generated, "s", key);
+    }
 }

@@ -79,6 +79,13 @@ impl Latency {
 struct WriteRun {
     connections: usize,
     engine_appends_per_s: f64,
+    /// CPU time this process used per engine append, in milliseconds.
+    engine_cpu_ms_per_append: f64,
+    /// The same tool called in process by as many threads, on a service of its own: the
+    /// writes' cost without a transport.
+    in_process_writes_per_s: f64,
+    /// CPU time the process used per in-process write, in milliseconds.
+    in_process_cpu_ms_per_write: f64,
     rest_writes_per_s: f64,
     rest_latency: Latency,
     rest_ratio: f64,
@@ -130,9 +137,19 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     phase("the ledger's own concurrent appends");
     let engine = engine_rates(&root, &args.connections)?;
 
+    phase("the same writes in process");
+    let in_process =
+        in_process_rates(&root.join("in-process"), &args.connections, args.write_secs)?;
+
     phase("writes through the server");
     let server = Served::start(&root.join("writes"))?;
-    let writes = write_runs(&server, &args.connections, &engine, args.write_secs)?;
+    let writes = write_runs(
+        &server,
+        &args.connections,
+        &engine,
+        &in_process,
+        args.write_secs,
+    )?;
 
     phase("reads through the server");
     let reads = read_runs(&server.base, args.reads)?;
@@ -172,34 +189,110 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
 }
 
 /// The ledger's own concurrent durable appends at each connection count, each count in a
-/// directory of its own.
-fn engine_rates(root: &Path, connections: &[usize]) -> anyhow::Result<Vec<f64>> {
+/// directory of its own: appends/s and this process's CPU time per append in milliseconds.
+fn engine_rates(root: &Path, connections: &[usize]) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut engine = Vec::new();
     for &c in connections {
         let dir = root.join(format!("engine-{c}"));
         let ledger = open_ledger(&dir)?;
         let appends = (c as u64 * 200).clamp(2_000, 20_000);
+        let cpu_before = own_cpu_secs()?;
         let (elapsed, _) = append_concurrently(&ledger, c, appends)?;
+        let cpu = own_cpu_secs()? - cpu_before;
         ledger.shutdown();
-        engine.push(rate(appends, elapsed));
+        engine.push((rate(appends, elapsed), cpu * 1e3 / appends as f64));
     }
     Ok(engine)
 }
 
-/// Writes over REST and MCP at each connection count, beside the engine's rate there.
+/// CPU time this process has used, in seconds.
+fn own_cpu_secs() -> anyhow::Result<f64> {
+    std::fs::read_to_string("/proc/self/stat")
+        .context("cannot read /proc/self/stat")
+        .and_then(|stat| cpu_secs(&stat))
+}
+
+/// `retrieval_add_evidence` called in process, on distinct tasks, by as many threads as each
+/// connection count, for `secs` each, on a service of its own: writes/s and the process's CPU
+/// time per write in milliseconds.
+fn in_process_rates(
+    dir: &Path,
+    connections: &[usize],
+    secs: f64,
+) -> anyhow::Result<Vec<(f64, f64)>> {
+    let service = service::Service::open(service::ServiceOptions::new(dir))
+        .with_context(|| format!("cannot open a data directory in {}", dir.display()))?;
+    let caller = service::Caller::new("bench");
+    let duration = Duration::from_secs_f64(secs);
+    let open = |name: &str| -> anyhow::Result<String> {
+        let arguments: Value = serde_json::from_str(&open_task_arguments(name))?;
+        let opened = service.call_tool(&caller, "research_open_task", &arguments)?;
+        opened.structured["task_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("an opened task has no id: {}", opened.structured))
+    };
+    let mut rates = Vec::new();
+    for &c in connections {
+        let start = std::sync::Barrier::new(c + 1);
+        let cpu_before = std::cell::Cell::new(0.0);
+        let (count, elapsed) = std::thread::scope(|s| -> anyhow::Result<(u64, Duration)> {
+            let handles: Vec<_> = (0..c)
+                .map(|w| {
+                    let (start, open, service, caller) = (&start, &open, &service, &caller);
+                    s.spawn(move || -> anyhow::Result<(u64, Duration)> {
+                        let name = format!("in-process-{c}-writer-{w}");
+                        let mut task = open(&name)?;
+                        start.wait();
+                        let began = Instant::now();
+                        let mut n = 0u64;
+                        while began.elapsed() < duration {
+                            if n > 0 && n.is_multiple_of(ADDS_PER_TASK) {
+                                task = open(&name)?;
+                            }
+                            let arguments: Value =
+                                serde_json::from_str(&add_arguments(&name, &task, n))?;
+                            service.call_tool(caller, "retrieval_add_evidence", &arguments)?;
+                            n += 1;
+                        }
+                        Ok((n, began.elapsed()))
+                    })
+                })
+                .collect();
+            start.wait();
+            cpu_before.set(own_cpu_secs()?);
+            let mut count = 0;
+            let mut elapsed = Duration::ZERO;
+            for handle in handles {
+                let (n, e) = handle
+                    .join()
+                    .map_err(|_| anyhow!("a writer thread panicked"))??;
+                count += n;
+                elapsed = elapsed.max(e);
+            }
+            Ok((count, elapsed))
+        })?;
+        let cpu = own_cpu_secs()? - cpu_before.get();
+        rates.push((rate(count, elapsed), cpu * 1e3 / count.max(1) as f64));
+    }
+    service.shutdown();
+    Ok(rates)
+}
+
+/// Writes over REST and MCP at each connection count, beside the engine's rate there and the
+/// same writes' in process.
 fn write_runs(
     server: &Served,
     connections: &[usize],
-    engine: &[f64],
+    engine: &[(f64, f64)],
+    in_process: &[(f64, f64)],
     secs: f64,
 ) -> anyhow::Result<Vec<WriteRun>> {
     let mut writes = Vec::new();
-    for (&c, &engine) in connections.iter().zip(engine) {
-        let own = || {
-            std::fs::read_to_string("/proc/self/stat")
-                .context("cannot read /proc/self/stat")
-                .and_then(|stat| cpu_secs(&stat))
-        };
+    for ((&c, &(engine, engine_cpu)), &(in_process, in_process_cpu)) in
+        connections.iter().zip(engine).zip(in_process)
+    {
+        let own = own_cpu_secs;
         let (cpu_before, client_before) = (server.cpu_secs()?, own()?);
         let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
         let cpu = server.cpu_secs()? - cpu_before;
@@ -208,6 +301,9 @@ fn write_runs(
         writes.push(WriteRun {
             connections: c,
             engine_appends_per_s: engine,
+            engine_cpu_ms_per_append: engine_cpu,
+            in_process_writes_per_s: in_process,
+            in_process_cpu_ms_per_write: in_process_cpu,
             rest_writes_per_s: rest.0,
             rest_latency,
             rest_ratio: rest.0 / engine.max(1e-9),
@@ -296,12 +392,14 @@ fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<Scale
     })
 }
 
-fn print_report(report: &Report) {
+fn print_writes(writes: &[WriteRun]) {
     println!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
+    println!("(in parentheses: processor ms per append or write of the process doing it)");
     println!(
-        "{:>5} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12}",
+        "{:>5} {:>13} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12}",
         "conns",
         "engine/s",
+        "in-proc/s",
         "rest/s",
         "ratio",
         "rest p50/p99 ms",
@@ -311,11 +409,18 @@ fn print_report(report: &Report) {
         "cpu ms/write",
         "client ms/w"
     );
-    for w in &report.writes {
+    for w in writes {
         println!(
-            "{:>5} {:>12.0} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3}",
+            "{:>5} {:>13} {:>12} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3}",
             w.connections,
-            w.engine_appends_per_s,
+            format!(
+                "{:.0} ({:.2})",
+                w.engine_appends_per_s, w.engine_cpu_ms_per_append
+            ),
+            format!(
+                "{:.0} ({:.2})",
+                w.in_process_writes_per_s, w.in_process_cpu_ms_per_write
+            ),
             w.rest_writes_per_s,
             w.rest_ratio,
             format!("{:.2}/{:.2}", w.rest_latency.p50_ms, w.rest_latency.p99_ms),
@@ -326,6 +431,10 @@ fn print_report(report: &Report) {
             w.client_cpu_ms_per_write,
         );
     }
+}
+
+fn print_report(report: &Report) {
+    print_writes(&report.writes);
     println!();
     println!("reads: p50/p99 ms at 1 and at 16 connections");
     for r in &report.reads {
@@ -408,7 +517,7 @@ impl Served {
                 "4096",
             ])
             .env_remove("RESEARCH_LEDGER_DATA_DIR")
-            .env("RUST_LOG", "warn")
+            .env_remove("RESEARCH_LEDGER_LOG")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

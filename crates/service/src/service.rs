@@ -229,7 +229,7 @@ pub(crate) struct Inner {
     /// Writes to one task are decided one at a time in this process, so concurrent callers
     /// queue rather than decide on a state that is about to move. (Writers elsewhere, on a
     /// shared backend, still meet the ledger's version check.)
-    task_locks: Vec<std::sync::Mutex<()>>,
+    task_locks: Vec<tokio::sync::Mutex<()>>,
     pub(crate) ledger: Ledger,
     pub(crate) projector: Projector,
     /// The content store of earlier versions, read-only, for texts written before the ledger
@@ -573,7 +573,7 @@ impl Service {
         Ok(Service {
             inner: Arc::new(Inner {
                 task_locks: (0..TASK_LOCK_SHARDS)
-                    .map(|_| std::sync::Mutex::new(()))
+                    .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
                 ledger,
                 projector,
@@ -754,7 +754,8 @@ impl Service {
 
     /// Runs one command: idempotency, expected version, decide, append, catch up. `make`
     /// builds the command from the task's current state and may be called again if another
-    /// writer moved the task first (only when the caller gave no expected version).
+    /// writer moved the task first (only when the caller gave no expected version). Blocking;
+    /// from async code use [`Service::write_async`].
     pub fn write(
         &self,
         caller: &Caller,
@@ -770,7 +771,8 @@ impl Service {
 
     /// [`Service::write`] of a command that cites full texts: `make` attaches them as it builds
     /// the command, and those the decided events cite go into the append, durable with the
-    /// events by the same sync.
+    /// events by the same sync. Blocking; from async code use
+    /// [`Service::write_with_content_async`].
     pub fn write_with_content(
         &self,
         caller: &Caller,
@@ -780,9 +782,51 @@ impl Service {
         guard: &WriteOptions,
         make: &mut dyn FnMut(&TaskState, &mut Attachments) -> Result<Command, ServiceError>,
     ) -> Result<Written, ServiceError> {
+        pollster::block_on(
+            self.write_with_content_async(caller, tool, arguments, target, guard, make),
+        )
+    }
+
+    /// [`Service::write`], resolving when the events are durable (or refused) without holding
+    /// a thread while the group commit that carries them is made.
+    pub async fn write_async<M>(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        target: Target<'_>,
+        guard: &WriteOptions,
+        make: &mut M,
+    ) -> Result<Written, ServiceError>
+    where
+        M: FnMut(&TaskState) -> Result<Command, ServiceError> + ?Sized,
+    {
+        let mut make = |state: &TaskState, _: &mut Attachments| make(state);
+        self.write_with_content_async(caller, tool, arguments, target, guard, &mut make)
+            .await
+    }
+
+    /// [`Service::write_with_content`], resolving when the events and their content are
+    /// durable (or refused). The one implementation of a write: the blocking forms wait on it.
+    /// Everything but the append is done without waiting (a task's state, the decision, the
+    /// fold of what was written); a write to a task whose state is not in memory, or on a
+    /// ledger other nodes also write, may read a disk or the database on the way, and is for a
+    /// thread that may block.
+    pub async fn write_with_content_async<M>(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        target: Target<'_>,
+        guard: &WriteOptions,
+        make: &mut M,
+    ) -> Result<Written, ServiceError>
+    where
+        M: FnMut(&TaskState, &mut Attachments) -> Result<Command, ServiceError> + ?Sized,
+    {
         let inner = &self.inner;
         let task_id = target.id().to_owned();
-        let _task = self.task_lock(&task_id);
+        let _task = self.task_lock(&task_id).lock().await;
         let idempotency = self.idempotency(caller, tool, arguments, guard)?;
         let refused = |error: ServiceError| self.refused(idempotency.as_ref(), error);
 
@@ -791,21 +835,12 @@ impl Service {
         let mut synced = false;
         loop {
             attempts += 1;
-            let state = match self.write_state(target, guard.expected_version, &mut synced) {
+            let state = match self.expected_state(target, guard.expected_version, &mut synced) {
                 Ok(Some(state)) => state,
                 Ok(None) => continue,
                 Err(e) => return refused(e),
             };
             let current = state.version();
-            if let Some(expected) = guard.expected_version
-                && expected != current
-            {
-                return refused(ServiceError::SessionConflict {
-                    task_id,
-                    expected_version: expected,
-                    current_version: current,
-                });
-            }
             attached.clear();
             let decided = match make(&state, &mut attached).and_then(|c| self.decide(&state, &c)) {
                 Ok(decided) => decided,
@@ -818,7 +853,7 @@ impl Service {
             let mut request = append_request(caller, &task_id, current, &decided, &idempotency);
             request.content = attached.cited_by(&decided);
             let started = std::time::Instant::now();
-            match inner.ledger.append(request) {
+            match inner.ledger.append_async(request).await {
                 Ok(receipt) => return self.written(task_id, receipt, decided, started),
                 Err(AppendError::VersionConflict { current: now, .. }) => {
                     let retry = guard.expected_version.is_none()
@@ -840,6 +875,33 @@ impl Service {
                 Err(e) => return Err(append_refused(e)),
             }
         }
+    }
+
+    /// [`Service::write_state`], refused with a session conflict when the caller expected
+    /// another version.
+    fn expected_state(
+        &self,
+        target: Target<'_>,
+        expected: Option<u64>,
+        synced: &mut bool,
+    ) -> Result<Option<Arc<TaskState>>, ServiceError> {
+        let Some(state) = self.write_state(target, expected, synced)? else {
+            return Ok(None);
+        };
+        match expected {
+            Some(expected) if expected != state.version() => Err(ServiceError::SessionConflict {
+                task_id: target.id().to_owned(),
+                expected_version: expected,
+                current_version: state.version(),
+            }),
+            _ => Ok(Some(state)),
+        }
+    }
+
+    /// Whether a write to `task_id` can be made on an async task's own thread: its state is in
+    /// memory and the ledger is this node's alone, so nothing on the way but the append waits.
+    pub(crate) fn writes_without_blocking(&self, task_id: &str) -> bool {
+        !self.inner.ledger.is_shared() && self.inner.projector.holds_state(task_id)
     }
 
     /// The task's state a write decides on; `None` when a ledger other nodes also write was
@@ -887,12 +949,11 @@ impl Service {
         Ok(true)
     }
 
-    /// The lock that serialises writes to one task (one of a fixed set of shards).
-    fn task_lock(&self, task_id: &str) -> std::sync::MutexGuard<'_, ()> {
+    /// The lock that serialises writes to one task (one of a fixed set of shards). An async
+    /// lock: a write holds it across its append, which it awaits.
+    fn task_lock(&self, task_id: &str) -> &tokio::sync::Mutex<()> {
         let shard = blake3::hash(task_id.as_bytes()).as_bytes()[0] as usize % TASK_LOCK_SHARDS;
-        self.inner.task_locks[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        &self.inner.task_locks[shard]
     }
 
     /// The write's idempotency key with the fingerprint of what it asks, after checking the

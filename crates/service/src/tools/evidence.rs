@@ -8,54 +8,61 @@ use research::command::{
 use research::event::{Event, EvidenceStatus, RelevanceBasis, ScreeningDecision};
 use serde_json::{Value, json};
 
-use super::{Call, ToolOutput, base, done, evidence_view, guard, suffix, to_json};
+use super::{Call, ToolFuture, ToolOutput, base, done, evidence_view, guard, suffix, to_json};
 use crate::args::*;
 use crate::error::ServiceError;
 use crate::service::{Service, Target};
 
-pub(super) fn add(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput, ServiceError> {
+pub(super) fn add<'c>(call: &'c mut Call<'_>, a: AddEvidenceArgs) -> ToolFuture<'c> {
+    Box::pin(async move { add_evidence(call, a).await })
+}
+
+async fn add_evidence(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput, ServiceError> {
     let service = call.service;
-    let written = call.write_with_content(
-        Target::Existing(&a.task_id),
-        &guard(a.expected_version, &a.idempotency_key),
-        &mut |state, attached| {
-            let task = state.task().ok_or_else(|| ServiceError::NotFound {
-                resource: "task",
-                id: a.task_id.clone(),
-            })?;
-            // The text goes with the append of the event that cites it, durable by its sync.
-            let content_hash = attached.attach(a.content.as_bytes().to_vec())?;
-            let (relevance, relevance_basis, relevance_inputs) = match a.relevance {
-                Some(r) => (r, RelevanceBasis::GivenByClient, None),
-                None => service.computed_relevance(task, None, &a.content)?,
-            };
-            let summary = match &a.summary {
-                Some(s) => s.clone(),
-                None => sources::summarize(
-                    &a.content,
-                    usize::try_from(service.options().research.summary_chars_max)
-                        .unwrap_or(usize::MAX),
-                ),
-            };
-            Ok(Command::AddEvidence(AddEvidence {
-                items: vec![EvidenceInput {
-                    source: Some(a.source.clone()),
-                    url: a.url.clone(),
-                    publish_date: a.publish_date.clone(),
-                    publish_date_defaulted: a.publish_date_defaulted.unwrap_or(false),
-                    source_type: a.source_type.clone(),
-                    citation_count: a.citation_count,
-                    summary,
-                    content_hash,
-                    relevance,
-                    relevance_basis,
-                    relevance_inputs,
-                    stance: a.stance.map(Into::into),
-                    sub_question: a.sub_question.clone(),
-                }],
-            }))
-        },
-    )?;
+    let guard = guard(a.expected_version, &a.idempotency_key);
+    let written = call
+        .write_with_content_async(
+            Target::Existing(&a.task_id),
+            &guard,
+            &mut |state: &research::TaskState, attached: &mut crate::content::Attachments| {
+                let task = state.task().ok_or_else(|| ServiceError::NotFound {
+                    resource: "task",
+                    id: a.task_id.clone(),
+                })?;
+                // The text goes with the append of the event that cites it, durable by its sync.
+                let content_hash = attached.attach(a.content.as_bytes().to_vec())?;
+                let (relevance, relevance_basis, relevance_inputs) = match a.relevance {
+                    Some(r) => (r, RelevanceBasis::GivenByClient, None),
+                    None => service.computed_relevance(task, None, &a.content)?,
+                };
+                let summary = match &a.summary {
+                    Some(s) => s.clone(),
+                    None => sources::summarize(
+                        &a.content,
+                        usize::try_from(service.options().research.summary_chars_max)
+                            .unwrap_or(usize::MAX),
+                    ),
+                };
+                Ok(Command::AddEvidence(AddEvidence {
+                    items: vec![EvidenceInput {
+                        source: Some(a.source.clone()),
+                        url: a.url.clone(),
+                        publish_date: a.publish_date.clone(),
+                        publish_date_defaulted: a.publish_date_defaulted.unwrap_or(false),
+                        source_type: a.source_type.clone(),
+                        citation_count: a.citation_count,
+                        summary,
+                        content_hash,
+                        relevance,
+                        relevance_basis,
+                        relevance_inputs,
+                        stance: a.stance.map(Into::into),
+                        sub_question: a.sub_question.clone(),
+                    }],
+                }))
+            },
+        )
+        .await?;
     let id = written
         .events
         .iter()
@@ -74,20 +81,27 @@ pub(super) fn add(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOutput,
     Ok(done(map, text))
 }
 
-pub(super) fn retract(
+pub(super) fn retract<'c>(call: &'c mut Call<'_>, a: RetractEvidenceArgs) -> ToolFuture<'c> {
+    Box::pin(async move { retract_evidence(call, a).await })
+}
+
+async fn retract_evidence(
     call: &mut Call<'_>,
     a: RetractEvidenceArgs,
 ) -> Result<ToolOutput, ServiceError> {
-    let written = call.write(
-        Target::Existing(&a.task_id),
-        &guard(a.expected_version, &a.idempotency_key),
-        &mut |_| {
-            Ok(Command::RetractEvidence(RetractEvidence {
-                evidence_id: a.evidence_id.clone(),
-                reason: a.reason.clone(),
-            }))
-        },
-    )?;
+    let guard = guard(a.expected_version, &a.idempotency_key);
+    let written = call
+        .write_async(
+            Target::Existing(&a.task_id),
+            &guard,
+            &mut |_: &research::TaskState| {
+                Ok(Command::RetractEvidence(RetractEvidence {
+                    evidence_id: a.evidence_id.clone(),
+                    reason: a.reason.clone(),
+                }))
+            },
+        )
+        .await?;
     let mut map = base(&written);
     map.insert("evidence_id".into(), json!(a.evidence_id));
     map.insert("status".into(), json!("retracted"));
@@ -95,35 +109,22 @@ pub(super) fn retract(
     Ok(done(map, text))
 }
 
-pub(super) fn screen(
+pub(super) fn screen<'c>(call: &'c mut Call<'_>, a: ScreenEvidenceArgs) -> ToolFuture<'c> {
+    Box::pin(async move { screen_evidence(call, a).await })
+}
+
+async fn screen_evidence(
     call: &mut Call<'_>,
     a: ScreenEvidenceArgs,
 ) -> Result<ToolOutput, ServiceError> {
-    let written = call.write(
-        Target::Existing(&a.task_id),
-        &guard(a.expected_version, &a.idempotency_key),
-        &mut |state| {
-            let mut decisions: Vec<ScreeningInput> = a.decisions.iter().map(screening).collect();
-            // Every other candidate, as the task stands when the write is made.
-            if let Some(reason) = &a.reject_remaining {
-                let named: std::collections::HashSet<&str> =
-                    a.decisions.iter().map(|d| d.evidence_id.as_str()).collect();
-                for view in state.evidence_views() {
-                    let id = view.item.evidence_id.as_str();
-                    if matches!(view.status, EvidenceStatus::Candidate) && !named.contains(id) {
-                        decisions.push(ScreeningInput {
-                            evidence_id: id.to_owned(),
-                            decision: ScreeningDecision::Reject,
-                            stance: None,
-                            sub_question: ScopeChoice::Keep,
-                            reason: reason.clone(),
-                        });
-                    }
-                }
-            }
-            Ok(Command::ScreenEvidence(ScreenEvidence { decisions }))
-        },
-    )?;
+    let guard = guard(a.expected_version, &a.idempotency_key);
+    let written = call
+        .write_async(
+            Target::Existing(&a.task_id),
+            &guard,
+            &mut |state: &research::TaskState| Ok(screening_command(&a, state)),
+        )
+        .await?;
     // From the events written (or, replayed, the ones the first call wrote).
     let screened_ids: Vec<String> = written
         .events
@@ -162,6 +163,29 @@ pub(super) fn screen(
     map.insert("screened".into(), Value::Array(screened));
     map.insert("candidates_remaining".into(), json!(remaining));
     Ok(done(map, text))
+}
+
+/// The screening `a` asks for, on the task as it stands when the write is made: its decisions,
+/// and a rejection of every other candidate when it asks for one.
+fn screening_command(a: &ScreenEvidenceArgs, state: &research::TaskState) -> Command {
+    let mut decisions: Vec<ScreeningInput> = a.decisions.iter().map(screening).collect();
+    if let Some(reason) = &a.reject_remaining {
+        let named: std::collections::HashSet<&str> =
+            a.decisions.iter().map(|d| d.evidence_id.as_str()).collect();
+        for view in state.evidence_views() {
+            let id = view.item.evidence_id.as_str();
+            if matches!(view.status, EvidenceStatus::Candidate) && !named.contains(id) {
+                decisions.push(ScreeningInput {
+                    evidence_id: id.to_owned(),
+                    decision: ScreeningDecision::Reject,
+                    stance: None,
+                    sub_question: ScopeChoice::Keep,
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+    Command::ScreenEvidence(ScreenEvidence { decisions })
 }
 
 /// One screening decision as the domain takes it.

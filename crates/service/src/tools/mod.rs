@@ -81,10 +81,10 @@ pub(crate) struct Call<'a> {
     pub(crate) caller: &'a Caller,
     pub(crate) tool: Tool,
     pub(crate) arguments: &'a Value,
-    pub(crate) progress: &'a mut dyn FnMut(ToolProgress),
+    pub(crate) progress: &'a mut (dyn FnMut(ToolProgress) + Send),
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
     /// Writes the command `make` builds to `target`, recorded under this tool's name.
     pub(crate) fn write(
         &self,
@@ -122,6 +122,53 @@ impl Call<'_> {
         )
     }
 
+    /// [`Call::write`], resolving when the write is durable without holding a thread; the
+    /// future borrows what the call was given, not the call.
+    pub(crate) fn write_async<'c, M>(
+        &self,
+        target: Target<'c>,
+        guard: &'c WriteOptions,
+        make: &'c mut M,
+    ) -> impl Future<Output = Result<Written, ServiceError>> + Send + use<'a, 'c, M>
+    where
+        'a: 'c,
+        M: FnMut(&TaskState) -> Result<research::Command, ServiceError> + Send + ?Sized,
+    {
+        let (service, caller, tool, arguments) =
+            (self.service, self.caller, self.tool.name(), self.arguments);
+        async move {
+            service
+                .write_async(caller, tool, arguments, target, guard, make)
+                .await
+        }
+    }
+
+    /// [`Call::write_with_content`], resolving when the write is durable without holding a
+    /// thread.
+    pub(crate) fn write_with_content_async<'c, M>(
+        &self,
+        target: Target<'c>,
+        guard: &'c WriteOptions,
+        make: &'c mut M,
+    ) -> impl Future<Output = Result<Written, ServiceError>> + Send + use<'a, 'c, M>
+    where
+        'a: 'c,
+        M: FnMut(
+                &TaskState,
+                &mut crate::content::Attachments,
+            ) -> Result<research::Command, ServiceError>
+            + Send
+            + ?Sized,
+    {
+        let (service, caller, tool, arguments) =
+            (self.service, self.caller, self.tool.name(), self.arguments);
+        async move {
+            service
+                .write_with_content_async(caller, tool, arguments, target, guard, make)
+                .await
+        }
+    }
+
     /// Writes a command that needs no more than the task, its version guard and its key.
     pub(crate) fn write_simple(
         &self,
@@ -136,16 +183,21 @@ impl Call<'_> {
     }
 }
 
-type Handler = Box<dyn Fn(&mut Call<'_>) -> Result<ToolOutput, ServiceError> + Send + Sync>;
+/// What a call of a tool resolves to. Handlers that wait on nothing but the ledger's append
+/// are async; the rest do their work before they return, and resolve at once.
+pub(crate) type ToolFuture<'c> =
+    std::pin::Pin<Box<dyn Future<Output = Result<ToolOutput, ServiceError>> + Send + 'c>>;
+type Handler = Box<dyn for<'c, 'a> Fn(&'c mut Call<'a>) -> ToolFuture<'c> + Send + Sync>;
 type Check = fn(&Value) -> Result<(), ServiceError>;
 
 /// An entry of the table: what clients see, and what a call runs.
 pub(crate) struct ToolDef {
     pub(crate) tool: Tool,
     pub(crate) spec: ToolSpec,
-    /// It reads nothing but its task's state: when that state is in memory, an async caller
-    /// runs it on its own thread rather than handing it to a blocking one.
-    in_memory: bool,
+    /// It waits on nothing but its task's state and, when it writes, the ledger's append: when
+    /// that state is in memory (and, for a write, the ledger is this node's alone), an async
+    /// caller runs it on its own task rather than handing it to a blocking thread.
+    inline: bool,
     check: Check,
     run: Handler,
 }
@@ -289,21 +341,32 @@ impl Service {
         self.call_tool_with_progress(caller, name, arguments, &mut |_| {})
     }
 
-    /// Calls a tool, reporting progress on long calls (a search, per source).
+    /// Calls a tool, reporting progress on long calls (a search, per source). Blocking.
     pub fn call_tool_with_progress(
         &self,
         caller: &Caller,
         name: &str,
         arguments: &Value,
-        progress: &mut dyn FnMut(ToolProgress),
+        progress: &mut (dyn FnMut(ToolProgress) + Send),
+    ) -> Result<ToolOutput, ServiceError> {
+        pollster::block_on(self.call(caller, name, arguments, progress))
+    }
+
+    /// The one path of a call: the role check, the handler, the call counted by outcome.
+    async fn call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Value,
+        progress: &mut (dyn FnMut(ToolProgress) + Send),
     ) -> Result<ToolOutput, ServiceError> {
         let known = self.has_tool(name);
-        let result = if known {
-            caller
-                .require(role_for_tool(name), &format!("the tool {name}"))
-                .and_then(|()| self.dispatch(caller, name, arguments, progress))
-        } else {
-            self.dispatch(caller, name, arguments, progress)
+        let result = match known {
+            true => match caller.require(role_for_tool(name), &format!("the tool {name}")) {
+                Ok(()) => self.dispatch(caller, name, arguments, progress).await,
+                Err(e) => Err(e),
+            },
+            false => self.dispatch(caller, name, arguments, progress).await,
         };
         let label = if known { name } else { "unknown" };
         let outcome = match &result {
@@ -314,12 +377,12 @@ impl Service {
         result
     }
 
-    fn dispatch(
+    async fn dispatch(
         &self,
         caller: &Caller,
         name: &str,
         arguments: &Value,
-        progress: &mut dyn FnMut(ToolProgress),
+        progress: &mut (dyn FnMut(ToolProgress) + Send),
     ) -> Result<ToolOutput, ServiceError> {
         if !matches!(arguments, Value::Object(_) | Value::Null) {
             return Err(ServiceError::invalid(
@@ -335,8 +398,10 @@ impl Service {
                 arguments,
                 progress,
             };
-            return (def.run)(&mut call);
+            return (def.run)(&mut call).await;
         }
+        // Registered tools and fallbacks call out and block: never reached from an async
+        // task's own thread (see `runs_inline`).
         let registered = self.registry().get(name).cloned();
         if let Some(contract) = registered {
             return self.call_external(caller, &contract, arguments);
@@ -366,7 +431,8 @@ impl Service {
             || self.registry().fallback(name).is_some()
     }
 
-    /// Calls a tool from async code, on a blocking thread.
+    /// Calls a tool from async code: on the caller's own task when the call waits on nothing
+    /// but memory and the ledger's append, on a blocking thread otherwise.
     pub async fn call_tool_async(
         &self,
         caller: Caller,
@@ -377,8 +443,7 @@ impl Service {
             .await
     }
 
-    /// [`Service::call_tool_async`], telling `progress` (on the blocking thread) how a long
-    /// call is getting on.
+    /// [`Service::call_tool_async`], telling `progress` how a long call is getting on.
     pub async fn call_tool_async_with_progress(
         &self,
         caller: Caller,
@@ -386,8 +451,8 @@ impl Service {
         arguments: Value,
         mut progress: Box<dyn FnMut(ToolProgress) + Send>,
     ) -> Result<ToolOutput, ServiceError> {
-        if self.answers_from_memory(&name, &arguments) {
-            return self.call_tool_with_progress(&caller, &name, &arguments, &mut *progress);
+        if self.runs_inline(&name, &arguments) {
+            return self.call(&caller, &name, &arguments, &mut *progress).await;
         }
         let service = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -397,15 +462,22 @@ impl Service {
         .map_err(|e| ServiceError::unavailable(format!("the call stopped: {e}")))?
     }
 
-    /// Whether the call reads only a task state held in memory, which takes microseconds:
-    /// handing it to a blocking thread and back would cost more than the call (two wake-ups
-    /// and a thread switch each way). Anything that may touch a disk or a database — a state
-    /// not held, every write — goes to a blocking thread.
-    pub fn answers_from_memory(&self, name: &str, arguments: &Value) -> bool {
-        def(name).is_some_and(|d| d.in_memory)
-            && arguments
-                .get("task_id")
-                .and_then(Value::as_str)
-                .is_some_and(|task| self.inner.projector.holds_state(task))
+    /// Whether the call can run on an async task's own thread: a tool that waits on nothing
+    /// but its task's state, which is in memory, and (when it writes) on the ledger's append,
+    /// on a ledger this node alone writes. Handing such a call to a blocking thread and back
+    /// would cost more than its own work (two wake-ups and a thread switch each way, and a
+    /// thread held while its group commit is made). Anything else that may touch a disk or a
+    /// database goes to a blocking thread.
+    pub fn runs_inline(&self, name: &str, arguments: &Value) -> bool {
+        let Some(def) = def(name).filter(|d| d.inline) else {
+            return false;
+        };
+        let Some(task) = arguments.get("task_id").and_then(Value::as_str) else {
+            return false;
+        };
+        match def.spec.read_only {
+            true => self.inner.projector.holds_state(task),
+            false => self.writes_without_blocking(task),
+        }
     }
 }

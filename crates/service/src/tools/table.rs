@@ -10,22 +10,33 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    Call, ToolDef, ToolOutput, ToolSpec, check, detail, evaluation, evidence, parse, search, task,
+    Call, ToolDef, ToolFuture, ToolOutput, ToolSpec, check, detail, evaluation, evidence, parse,
+    search, task,
 };
 use crate::args::*;
 use crate::error::ServiceError;
 use crate::tokens::Role;
 
-/// A handler: what a call of the tool does with its parsed arguments.
+/// A handler: what a call of the tool does with its parsed arguments, done before it returns.
 type Run<A> = fn(&mut Call<'_>, A) -> Result<ToolOutput, ServiceError>;
 
-fn define<A: DeserializeOwned + JsonSchema + 'static>(
+/// An async handler: what a call of the tool does with its parsed arguments, resolving when it
+/// is done (a write, once its append is durable).
+type RunAsync<A> = for<'c, 'a> fn(&'c mut Call<'a>, A) -> ToolFuture<'c>;
+
+/// How an entry runs its calls.
+enum Handle<A> {
+    Now(Run<A>),
+    Async(RunAsync<A>),
+}
+
+fn define<A: DeserializeOwned + JsonSchema + Send + 'static>(
     tool: Tool,
     read_only: bool,
     title: &str,
     description: &str,
     output_schema: Value,
-    run: Run<A>,
+    run: Handle<A>,
 ) -> ToolDef {
     ToolDef {
         tool,
@@ -44,35 +55,74 @@ fn define<A: DeserializeOwned + JsonSchema + 'static>(
                 Role::Writer
             },
         },
-        in_memory: false,
+        inline: false,
         check: check::<A>,
-        run: Box::new(move |call| {
-            let arguments = parse::<A>(call.arguments)?;
-            run(call, arguments)
-        }),
+        run: match run {
+            Handle::Now(run) => Box::new(move |call| {
+                let result = parse::<A>(call.arguments).and_then(|a| run(call, a));
+                Box::pin(std::future::ready(result))
+            }),
+            Handle::Async(run) => Box::new(move |call| match parse::<A>(call.arguments) {
+                Ok(arguments) => run(call, arguments),
+                Err(e) => Box::pin(std::future::ready(Err(e))),
+            }),
+        },
     }
 }
 
 /// A tool that writes to the ledger: it needs the writer role.
-fn write<A: DeserializeOwned + JsonSchema + 'static>(
+fn write<A: DeserializeOwned + JsonSchema + Send + 'static>(
     tool: Tool,
     title: &str,
     description: &str,
     output_schema: Value,
     run: Run<A>,
 ) -> ToolDef {
-    define(tool, false, title, description, output_schema, run)
+    define(
+        tool,
+        false,
+        title,
+        description,
+        output_schema,
+        Handle::Now(run),
+    )
+}
+
+/// A tool that writes to the ledger and waits on nothing else: its calls await the append
+/// rather than hold a thread through it.
+fn write_async<A: DeserializeOwned + JsonSchema + Send + 'static>(
+    tool: Tool,
+    title: &str,
+    description: &str,
+    output_schema: Value,
+    run: RunAsync<A>,
+) -> ToolDef {
+    define(
+        tool,
+        false,
+        title,
+        description,
+        output_schema,
+        Handle::Async(run),
+    )
 }
 
 /// A tool that changes nothing: read-only and idempotent, open to auditors.
-fn read<A: DeserializeOwned + JsonSchema + 'static>(
+fn read<A: DeserializeOwned + JsonSchema + Send + 'static>(
     tool: Tool,
     title: &str,
     description: &str,
     output_schema: Value,
     run: Run<A>,
 ) -> ToolDef {
-    define(tool, true, title, description, output_schema, run)
+    define(
+        tool,
+        true,
+        title,
+        description,
+        output_schema,
+        Handle::Now(run),
+    )
 }
 
 impl ToolDef {
@@ -81,9 +131,10 @@ impl ToolDef {
         self
     }
 
-    /// Marks a tool that reads nothing but its task's state ([`ToolDef`]'s `in_memory`).
+    /// Marks a tool that reads nothing but its task's state, or writes to it waiting on
+    /// nothing but the append ([`ToolDef`]'s `inline`).
     fn reading_state_alone(mut self) -> Self {
-        self.in_memory = true;
+        self.inline = true;
         self
     }
 }
@@ -163,7 +214,7 @@ fn retrieval_search_evidence(tool: Tool) -> ToolDef {
 }
 
 fn retrieval_add_evidence(tool: Tool) -> ToolDef {
-    write::<AddEvidenceArgs>(
+    write_async::<AddEvidenceArgs>(
         tool,
         "Add evidence you found",
         "Call with evidence the sources did not return (full text, source, type, date). The service scores it; the conclusion reports such evidence's share.",
@@ -173,6 +224,7 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::add,
     )
+    .reading_state_alone()
 }
 
 fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
@@ -205,7 +257,7 @@ fn retrieval_list_candidates(tool: Tool) -> ToolDef {
 }
 
 fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
-    write::<RetractEvidenceArgs>(
+    write_async::<RetractEvidenceArgs>(
         tool,
         "Retract an evidence item",
         "Call when an item proves wrong or unusable: it leaves the verdict with the reason; nothing is deleted.",
@@ -215,10 +267,11 @@ fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::retract,
     )
+    .reading_state_alone()
 }
 
 fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
-    write::<ScreenEvidenceArgs>(
+    write_async::<ScreenEvidenceArgs>(
         tool,
         "Screen candidates",
         "Call after a search: adopt each candidate with its stance toward the main question, or reject it; all are screened before conflicts.",
@@ -228,6 +281,7 @@ fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::screen,
     )
+    .reading_state_alone()
 }
 
 fn synthesis_research_synthesis(tool: Tool) -> ToolDef {

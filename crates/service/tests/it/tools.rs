@@ -1,6 +1,7 @@
 //! The tools' contract: results, errors with their codes and details, and the content store.
 
 use serde_json::json;
+use service::{Service, ServiceOptions};
 
 use super::{add, alice, call, open_task, service};
 
@@ -403,12 +404,14 @@ fn a_conclusion_warns_of_what_a_reader_should_know() {
     assert!(!kinds.contains(&"pending_conflicts"), "{card}");
 }
 
-/// A read of a state held in memory is answered on the caller's own thread: it finishes while
-/// every blocking thread of the runtime is busy. A read of a task whose state is not held, and
-/// every write, still go to a blocking thread.
+/// A read of a state held in memory, and a write to it that waits on nothing but its append,
+/// are answered on the caller's own task: they finish while every blocking thread of the
+/// runtime is busy, and the write is durable when answered. A call on a task whose state is
+/// not held, a tool that reads more than a state, and opening a task still go to a blocking
+/// thread.
 #[test]
-fn a_read_of_a_state_in_memory_needs_no_blocking_thread() {
-    let (_dir, service) = service();
+fn calls_on_a_state_in_memory_need_no_blocking_thread() {
+    let (dir, service) = service();
     let task = open_task(&service);
     add(&service, &task, "stats.example.org", "supports");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -417,28 +420,57 @@ fn a_read_of_a_state_in_memory_needs_no_blocking_thread() {
         .build()
         .unwrap();
     let (release, held) = std::sync::mpsc::channel::<()>();
-    runtime.block_on(async {
-        // The one blocking thread, taken until the read below is answered.
+    let added = runtime.block_on(async {
+        // The one blocking thread, taken until the calls below are answered.
         let busy = tokio::task::spawn_blocking(move || held.recv());
-        let summary = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            service.call_tool_async(
-                alice(),
-                "research_summarize_state".into(),
-                json!({"task_id": task}),
-            ),
-        )
+        let within = |call| tokio::time::timeout(std::time::Duration::from_secs(10), call);
+        let summary = within(service.call_tool_async(
+            alice(),
+            "research_summarize_state".into(),
+            json!({"task_id": task}),
+        ))
         .await
-        .expect("answered without a blocking thread")
+        .expect("a read answered without a blocking thread")
         .unwrap();
         assert_eq!(summary.structured["task_id"], json!(task));
+        let added = within(service.call_tool_async(
+            alice(),
+            "retrieval_add_evidence".into(),
+            json!({"task_id": task, "source": "journal.example.org", "publish_date": "2025-01-10",
+                   "source_type": "academic_paper", "stance": "opposes",
+                   "content": "Demand grew faster than supply in the survey's five years."}),
+        ))
+        .await
+        .expect("a write answered without a blocking thread")
+        .unwrap();
+        let id = added.structured["evidence_id"].as_str().unwrap().to_owned();
+        let screened = within(service.call_tool_async(
+            alice(),
+            "synthesis_screen_evidence".into(),
+            json!({"task_id": task, "decisions": [{"evidence_id": id, "adopt": true, "stance": "opposes"}]}),
+        ))
+        .await
+        .expect("a screening answered without a blocking thread")
+        .unwrap();
+        assert_eq!(screened.structured["screened"][0]["status"], json!("adopted"));
         release.send(()).unwrap();
         busy.await.unwrap().unwrap();
+        added
     });
-    assert!(service.answers_from_memory("research_summarize_state", &json!({"task_id": task})));
+    assert!(service.runs_inline("research_summarize_state", &json!({"task_id": task})));
+    assert!(service.runs_inline("retrieval_add_evidence", &json!({"task_id": task})));
+    assert!(!service.runs_inline("research_summarize_state", &json!({"task_id": "t-none"})));
+    assert!(!service.runs_inline("retrieval_add_evidence", &json!({"task_id": "t-none"})));
+    assert!(!service.runs_inline("research_open_task", &json!({"question": "q"})));
+    assert!(!service.runs_inline("audit_verify", &json!({})));
+    // What the write answered was durable: a reopened service holds it.
+    service.shutdown();
+    drop(service);
+    let reopened = Service::open(ServiceOptions::new(dir.path())).unwrap();
+    let state = reopened.state(&task).unwrap();
+    let id = added.structured["evidence_id"].as_str().unwrap();
     assert!(
-        !service.answers_from_memory("research_summarize_state", &json!({"task_id": "t-none"}))
+        state.evidence_view(id).is_some(),
+        "{id} was answered but is not in the ledger"
     );
-    assert!(!service.answers_from_memory("retrieval_add_evidence", &json!({"task_id": task})));
-    assert!(!service.answers_from_memory("audit_verify", &json!({})));
 }

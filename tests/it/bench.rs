@@ -356,6 +356,7 @@ fn the_service_benchmark_reports_each_transport_beside_its_baselines() {
             "in_process_writes_per_s",
             "in_process_cpu_ms_per_write",
             "server_cpu_ms_per_write",
+            "rest_appends_per_sync",
             "client_cpu_ms_per_write",
         ] {
             positive(w, "w", key);

@@ -54,6 +54,14 @@ fn metrics_count_appends_and_tool_calls_by_outcome() {
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }
+    // The one append was made durable by a sync the counter saw.
+    let syncs: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("research_ledger_storage_syncs_total "))
+        .unwrap_or_else(|| panic!("no storage syncs in\n{text}"))
+        .parse()
+        .unwrap();
+    assert!(syncs >= 1, "{text}");
     server.stop();
 }
 

@@ -678,6 +678,13 @@ impl Service {
              # TYPE research_ledger_signing_key_usable gauge\n",
         );
         text.push_str(&format!("research_ledger_signing_key_usable {usable}\n"));
+        // Appends over syncs is the group commit's size: how many writes share each sync.
+        text.push_str(
+            "# HELP research_ledger_storage_syncs_total Durable syncs (or commits) made by storage's write path since the ledger opened.\n\
+             # TYPE research_ledger_storage_syncs_total counter\n",
+        );
+        let syncs = self.inner.ledger.storage_syncs();
+        text.push_str(&format!("research_ledger_storage_syncs_total {syncs}\n"));
         text
     }
 

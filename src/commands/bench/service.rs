@@ -92,6 +92,9 @@ struct WriteRun {
     mcp_writes_per_s: f64,
     mcp_latency: Latency,
     mcp_ratio: f64,
+    /// Appends per durable sync the server made during the REST writes: how many writes each
+    /// group commit carried.
+    rest_appends_per_sync: f64,
     /// CPU time the server used per REST write, in milliseconds.
     server_cpu_ms_per_write: f64,
     /// CPU time the load generator (this process) used per REST write, in milliseconds.
@@ -293,10 +296,14 @@ fn write_runs(
         connections.iter().zip(engine).zip(in_process)
     {
         let own = own_cpu_secs;
+        let (appends_before, syncs_before) = server.appends_and_syncs()?;
         let (cpu_before, client_before) = (server.cpu_secs()?, own()?);
         let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
         let cpu = server.cpu_secs()? - cpu_before;
         let client_cpu = own()? - client_before;
+        let (appends, syncs) = server.appends_and_syncs()?;
+        let appends_per_sync =
+            (appends - appends_before) as f64 / (syncs - syncs_before).max(1) as f64;
         let (mcp, mcp_latency) = concurrent_writes(&server.base, Transport::McpSession, c, secs)?;
         writes.push(WriteRun {
             connections: c,
@@ -310,6 +317,7 @@ fn write_runs(
             mcp_writes_per_s: mcp.0,
             mcp_latency,
             mcp_ratio: mcp.0 / engine.max(1e-9),
+            rest_appends_per_sync: appends_per_sync,
             server_cpu_ms_per_write: cpu * 1e3 / (rest.1.max(1) as f64),
             client_cpu_ms_per_write: client_cpu * 1e3 / (rest.1.max(1) as f64),
         });
@@ -396,7 +404,7 @@ fn print_writes(writes: &[WriteRun]) {
     println!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
     println!("(in parentheses: processor ms per append or write of the process doing it)");
     println!(
-        "{:>5} {:>13} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12}",
+        "{:>5} {:>13} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12} {:>12}",
         "conns",
         "engine/s",
         "in-proc/s",
@@ -407,11 +415,12 @@ fn print_writes(writes: &[WriteRun]) {
         "ratio",
         "mcp p50/p99 ms",
         "cpu ms/write",
-        "client ms/w"
+        "client ms/w",
+        "appends/sync"
     );
     for w in writes {
         println!(
-            "{:>5} {:>13} {:>12} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3}",
+            "{:>5} {:>13} {:>12} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3} {:>12.1}",
             w.connections,
             format!(
                 "{:.0} ({:.2})",
@@ -429,6 +438,7 @@ fn print_writes(writes: &[WriteRun]) {
             format!("{:.2}/{:.2}", w.mcp_latency.p50_ms, w.mcp_latency.p99_ms),
             w.server_cpu_ms_per_write,
             w.client_cpu_ms_per_write,
+            w.rest_appends_per_sync,
         );
     }
 }
@@ -563,6 +573,24 @@ impl Served {
     }
 
     /// CPU time (user and system) the server used so far, in seconds.
+    /// The server's acknowledged appends and storage syncs so far, from its metrics.
+    fn appends_and_syncs(&self) -> anyhow::Result<(u64, u64)> {
+        let text =
+            Client::connect(&self.base, Transport::Rest, "bench-metrics")?.get_text("/metrics")?;
+        let counter = |name: &str| -> anyhow::Result<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .ok_or_else(|| anyhow!("the metrics have no {name}"))?
+                .trim()
+                .parse()
+                .with_context(|| format!("{name} is not a count"))
+        };
+        Ok((
+            counter("research_ledger_appends_total")?,
+            counter("research_ledger_storage_syncs_total")?,
+        ))
+    }
+
     fn cpu_secs(&self) -> anyhow::Result<f64> {
         cpu_secs(&self.proc_file("stat")?)
     }

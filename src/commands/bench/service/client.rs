@@ -176,6 +176,24 @@ impl Client {
             })
     }
 
+    /// `GET path`: its body, when it answered 200.
+    pub(super) fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let mut response = self
+            .agent
+            .get(format!("{}{path}", self.base))
+            .call()
+            .with_context(|| format!("GET {path}"))?;
+        let status = response.status();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .with_context(|| format!("GET {path}: the answer"))?;
+        if !status.is_success() {
+            bail!("GET {path} answered {status}: {text}");
+        }
+        Ok(text)
+    }
+
     fn post(&self, path: &str, headers: &[(&str, String)], body: Value) -> anyhow::Result<Value> {
         let mut request = self
             .agent

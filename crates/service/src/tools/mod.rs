@@ -452,7 +452,21 @@ impl Service {
         mut progress: Box<dyn FnMut(ToolProgress) + Send>,
     ) -> Result<ToolOutput, ServiceError> {
         if self.runs_inline(&name, &arguments) {
-            return self.call(&caller, &name, &arguments, &mut *progress).await;
+            if def(&name).is_some_and(|d| d.spec.read_only) {
+                return self.call(&caller, &name, &arguments, &mut *progress).await;
+            }
+            // A write runs to its end on a task of its own, whatever becomes of its caller (a
+            // client that hangs up, a request past its time limit): once its append is on its
+            // way, the fold that follows it must happen, or the read models would lag the
+            // ledger until the next write.
+            let service = self.clone();
+            return tokio::spawn(async move {
+                service
+                    .call(&caller, &name, &arguments, &mut *progress)
+                    .await
+            })
+            .await
+            .map_err(|e| ServiceError::unavailable(format!("the call stopped: {e}")))?;
         }
         let service = self.clone();
         tokio::task::spawn_blocking(move || {

@@ -474,3 +474,54 @@ fn calls_on_a_state_in_memory_need_no_blocking_thread() {
         "{id} was answered but is not in the ledger"
     );
 }
+
+/// A write answered on the caller's own task whose caller goes away (the client hangs up, the
+/// request runs past its time limit) after its append was handed to the ledger: the write is
+/// still folded, so the read models never lag what the ledger holds.
+#[test]
+fn an_inline_write_whose_caller_goes_away_is_still_folded() {
+    let (_dir, service) = service();
+    let task = open_task(&service);
+    add(&service, &task, "stats.example.org", "supports");
+    let (before, items) = {
+        let state = service.state(&task).unwrap();
+        (state.version(), state.evidence_views().len())
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let arguments = json!({"task_id": task, "source": "journal.example.org",
+        "publish_date": "2025-01-10", "source_type": "academic_paper", "stance": "opposes",
+        "content": "Demand grew faster than supply in the survey's five years."});
+    assert!(service.runs_inline("retrieval_add_evidence", &arguments));
+    {
+        let _inside = runtime.enter();
+        let mut call =
+            Box::pin(service.call_tool_async(alice(), "retrieval_add_evidence".into(), arguments));
+        // Polled until it waits (its append handed to the ledger's writer, or its task
+        // queued), then dropped, as a server drops the call of a client that hung up.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+    }
+    // The runtime goes on; the ledger's head reaches the write, and so does the task's state.
+    let folded = runtime.block_on(async {
+        for _ in 0..500 {
+            let state = service.state(&task).unwrap();
+            if state.version() > before {
+                return Some(state);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        None
+    });
+    let state = folded.expect("the write dropped by its caller was never folded");
+    assert_eq!(state.version(), before + 1);
+    assert_eq!(
+        state.evidence_views().len(),
+        items + 1,
+        "the folded state lacks the item the dropped call added"
+    );
+    drop(runtime);
+    service.shutdown();
+}

@@ -762,7 +762,7 @@ impl Service {
     /// Runs one command: idempotency, expected version, decide, append, catch up. `make`
     /// builds the command from the task's current state and may be called again if another
     /// writer moved the task first (only when the caller gave no expected version). Blocking;
-    /// from async code use [`Service::write_async`].
+    /// from async code use [`Service::write_with_content_async`].
     pub fn write(
         &self,
         caller: &Caller,
@@ -792,25 +792,6 @@ impl Service {
         pollster::block_on(
             self.write_with_content_async(caller, tool, arguments, target, guard, make),
         )
-    }
-
-    /// [`Service::write`], resolving when the events are durable (or refused) without holding
-    /// a thread while the group commit that carries them is made.
-    pub async fn write_async<M>(
-        &self,
-        caller: &Caller,
-        tool: &str,
-        arguments: &Value,
-        target: Target<'_>,
-        guard: &WriteOptions,
-        make: &mut M,
-    ) -> Result<Written, ServiceError>
-    where
-        M: FnMut(&TaskState) -> Result<Command, ServiceError> + ?Sized,
-    {
-        let mut make = |state: &TaskState, _: &mut Attachments| make(state);
-        self.write_with_content_async(caller, tool, arguments, target, guard, &mut make)
-            .await
     }
 
     /// [`Service::write_with_content`], resolving when the events and their content are

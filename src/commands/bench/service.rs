@@ -295,12 +295,11 @@ fn write_runs(
     for ((&c, &(engine, engine_cpu)), &(in_process, in_process_cpu)) in
         connections.iter().zip(engine).zip(in_process)
     {
-        let own = own_cpu_secs;
         let (appends_before, syncs_before) = server.appends_and_syncs()?;
-        let (cpu_before, client_before) = (server.cpu_secs()?, own()?);
+        let (cpu_before, client_before) = (server.cpu_secs()?, own_cpu_secs()?);
         let (rest, rest_latency) = concurrent_writes(&server.base, Transport::Rest, c, secs)?;
         let cpu = server.cpu_secs()? - cpu_before;
-        let client_cpu = own()? - client_before;
+        let client_cpu = own_cpu_secs()? - client_before;
         let (appends, syncs) = server.appends_and_syncs()?;
         let appends_per_sync =
             (appends - appends_before) as f64 / (syncs - syncs_before).max(1) as f64;
@@ -422,14 +421,8 @@ fn print_writes(writes: &[WriteRun]) {
         println!(
             "{:>5} {:>13} {:>12} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3} {:>12.1}",
             w.connections,
-            format!(
-                "{:.0} ({:.2})",
-                w.engine_appends_per_s, w.engine_cpu_ms_per_append
-            ),
-            format!(
-                "{:.0} ({:.2})",
-                w.in_process_writes_per_s, w.in_process_cpu_ms_per_write
-            ),
+            with_cpu(w.engine_appends_per_s, w.engine_cpu_ms_per_append),
+            with_cpu(w.in_process_writes_per_s, w.in_process_cpu_ms_per_write),
             w.rest_writes_per_s,
             w.rest_ratio,
             format!("{:.2}/{:.2}", w.rest_latency.p50_ms, w.rest_latency.p99_ms),
@@ -441,6 +434,11 @@ fn print_writes(writes: &[WriteRun]) {
             w.rest_appends_per_sync,
         );
     }
+}
+
+/// A rate with the processor time per operation beside it.
+fn with_cpu(rate: f64, cpu_ms: f64) -> String {
+    format!("{rate:.0} ({cpu_ms:.2})")
 }
 
 fn print_report(report: &Report) {

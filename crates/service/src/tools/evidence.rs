@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{Call, ToolFuture, ToolOutput, base, done, evidence_view, guard, suffix, to_json};
 use crate::args::*;
+use crate::content::Attachments;
 use crate::error::ServiceError;
 use crate::service::{Service, Target};
 
@@ -24,7 +25,7 @@ async fn add_evidence(call: &mut Call<'_>, a: AddEvidenceArgs) -> Result<ToolOut
         .write_with_content_async(
             Target::Existing(&a.task_id),
             &guard,
-            &mut |state: &research::TaskState, attached: &mut crate::content::Attachments| {
+            &mut |state: &research::TaskState, attached: &mut Attachments| {
                 let task = state.task().ok_or_else(|| ServiceError::NotFound {
                     resource: "task",
                     id: a.task_id.clone(),
@@ -91,10 +92,10 @@ async fn retract_evidence(
 ) -> Result<ToolOutput, ServiceError> {
     let guard = guard(a.expected_version, &a.idempotency_key);
     let written = call
-        .write_async(
+        .write_with_content_async(
             Target::Existing(&a.task_id),
             &guard,
-            &mut |_: &research::TaskState| {
+            &mut |_: &research::TaskState, _: &mut Attachments| {
                 Ok(Command::RetractEvidence(RetractEvidence {
                     evidence_id: a.evidence_id.clone(),
                     reason: a.reason.clone(),
@@ -119,10 +120,12 @@ async fn screen_evidence(
 ) -> Result<ToolOutput, ServiceError> {
     let guard = guard(a.expected_version, &a.idempotency_key);
     let written = call
-        .write_async(
+        .write_with_content_async(
             Target::Existing(&a.task_id),
             &guard,
-            &mut |state: &research::TaskState| Ok(screening_command(&a, state)),
+            &mut |state: &research::TaskState, _: &mut Attachments| {
+                Ok(screening_command(&a, state))
+            },
         )
         .await?;
     // From the events written (or, replayed, the ones the first call wrote).

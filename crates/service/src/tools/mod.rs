@@ -122,29 +122,8 @@ impl<'a> Call<'a> {
         )
     }
 
-    /// [`Call::write`], resolving when the write is durable without holding a thread; the
-    /// future borrows what the call was given, not the call.
-    pub(crate) fn write_async<'c, M>(
-        &self,
-        target: Target<'c>,
-        guard: &'c WriteOptions,
-        make: &'c mut M,
-    ) -> impl Future<Output = Result<Written, ServiceError>> + Send + use<'a, 'c, M>
-    where
-        'a: 'c,
-        M: FnMut(&TaskState) -> Result<research::Command, ServiceError> + Send + ?Sized,
-    {
-        let (service, caller, tool, arguments) =
-            (self.service, self.caller, self.tool.name(), self.arguments);
-        async move {
-            service
-                .write_async(caller, tool, arguments, target, guard, make)
-                .await
-        }
-    }
-
     /// [`Call::write_with_content`], resolving when the write is durable without holding a
-    /// thread.
+    /// thread; the future borrows what the call was given, not the call.
     pub(crate) fn write_with_content_async<'c, M>(
         &self,
         target: Target<'c>,
@@ -451,8 +430,8 @@ impl Service {
         arguments: Value,
         mut progress: Box<dyn FnMut(ToolProgress) + Send>,
     ) -> Result<ToolOutput, ServiceError> {
-        if self.runs_inline(&name, &arguments) {
-            if def(&name).is_some_and(|d| d.spec.read_only) {
+        if let Some(def) = self.inline_def(&name, &arguments) {
+            if def.spec.read_only {
                 return self.call(&caller, &name, &arguments, &mut *progress).await;
             }
             // A write runs to its end on a task of its own, whatever becomes of its caller (a
@@ -483,15 +462,17 @@ impl Service {
     /// thread held while its group commit is made). Anything else that may touch a disk or a
     /// database goes to a blocking thread.
     pub fn runs_inline(&self, name: &str, arguments: &Value) -> bool {
-        let Some(def) = def(name).filter(|d| d.inline) else {
-            return false;
-        };
-        let Some(task) = arguments.get("task_id").and_then(Value::as_str) else {
-            return false;
-        };
-        match def.spec.read_only {
+        self.inline_def(name, arguments).is_some()
+    }
+
+    /// The tool's entry when the call runs inline ([`Service::runs_inline`]).
+    fn inline_def(&self, name: &str, arguments: &Value) -> Option<&'static ToolDef> {
+        let def = def(name).filter(|d| d.inline)?;
+        let task = arguments.get("task_id").and_then(Value::as_str)?;
+        let inline = match def.spec.read_only {
             true => self.inner.projector.holds_state(task),
             false => self.writes_without_blocking(task),
-        }
+        };
+        inline.then_some(def)
     }
 }

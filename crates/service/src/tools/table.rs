@@ -88,8 +88,9 @@ fn write<A: DeserializeOwned + JsonSchema + Send + 'static>(
     )
 }
 
-/// A tool that writes to the ledger and waits on nothing else: its calls await the append
-/// rather than hold a thread through it.
+/// A tool that writes to its task's state and waits on nothing but the append: its calls
+/// await the append rather than hold a thread through it, and run inline when the state is in
+/// memory ([`ToolDef`]'s `inline`).
 fn write_async<A: DeserializeOwned + JsonSchema + Send + 'static>(
     tool: Tool,
     title: &str,
@@ -97,14 +98,17 @@ fn write_async<A: DeserializeOwned + JsonSchema + Send + 'static>(
     output_schema: Value,
     run: RunAsync<A>,
 ) -> ToolDef {
-    define(
-        tool,
-        false,
-        title,
-        description,
-        output_schema,
-        Handle::Async(run),
-    )
+    ToolDef {
+        inline: true,
+        ..define(
+            tool,
+            false,
+            title,
+            description,
+            output_schema,
+            Handle::Async(run),
+        )
+    }
 }
 
 /// A tool that changes nothing: read-only and idempotent, open to auditors.
@@ -131,8 +135,7 @@ impl ToolDef {
         self
     }
 
-    /// Marks a tool that reads nothing but its task's state, or writes to it waiting on
-    /// nothing but the append ([`ToolDef`]'s `inline`).
+    /// Marks a tool that reads nothing but its task's state ([`ToolDef`]'s `inline`).
     fn reading_state_alone(mut self) -> Self {
         self.inline = true;
         self
@@ -224,7 +227,6 @@ fn retrieval_add_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::add,
     )
-    .reading_state_alone()
 }
 
 fn retrieval_get_source_detail(tool: Tool) -> ToolDef {
@@ -267,7 +269,6 @@ fn retrieval_retract_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::retract,
     )
-    .reading_state_alone()
 }
 
 fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
@@ -281,7 +282,6 @@ fn synthesis_screen_evidence(tool: Tool) -> ToolDef {
         ]),
         evidence::screen,
     )
-    .reading_state_alone()
 }
 
 fn synthesis_research_synthesis(tool: Tool) -> ToolDef {

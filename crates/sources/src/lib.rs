@@ -41,5 +41,6 @@ pub use limits::CorpusLimits;
 pub use shared_corpus::{PostgresDocuments, PutReport, SharedCorpus, SharedCorpusError};
 pub use summary::summarize;
 pub use tokenize::{
-    SEARCH_ANALYZER_VERSION, TOKENIZER_VERSION, content_terms, query_terms, search_terms, tokenize,
+    SEARCH_ANALYZER_VERSION, TOKENIZER_VERSION, content_terms, query_terms, search_terms,
+    terms_found, tokenize,
 };

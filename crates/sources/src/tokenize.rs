@@ -336,7 +336,25 @@ impl Tokenizer for SearchTokenizer {
 /// The content terms of `text` under rule set `v2`: its terms without `v2`'s stop words, each
 /// once, in the order first seen.
 pub fn content_terms(text: &str) -> Vec<String> {
-    research::rules::stopwords::content_terms(&tokenize(text))
+    let mut terms = Vec::new();
+    for_each_term(text, |term, _, _| {
+        research::rules::stopwords::push_content_term(&mut terms, term)
+    });
+    terms
+}
+
+/// Whether `text` holds each of `terms`, as [`tokenize`] gives its terms: without a string made
+/// for each of the text's terms.
+pub fn terms_found(text: &str, terms: &[String]) -> Vec<bool> {
+    let mut found = vec![false; terms.len()];
+    for_each_term(text, |term, _, _| {
+        for (i, t) in terms.iter().enumerate() {
+            if t == term {
+                found[i] = true;
+            }
+        }
+    });
+    found
 }
 
 #[cfg(test)]
@@ -371,6 +389,50 @@ mod tests {
 
     fn terms(text: &str) -> Vec<String> {
         tokenize(text)
+    }
+
+    /// The definitions the one-pass forms must agree with: the text's tokens, then the stop
+    /// words out, or a lookup among them.
+    fn check_one_pass_forms(text: &str, wanted: &[String]) {
+        let tokens = tokenize(text);
+        assert_eq!(
+            content_terms(text),
+            research::rules::stopwords::content_terms(&tokens),
+            "{text:?}"
+        );
+        let found: Vec<bool> = wanted.iter().map(|w| tokens.contains(w)).collect();
+        assert_eq!(terms_found(text, wanted), found, "{text:?} {wanted:?}");
+    }
+
+    #[test]
+    fn one_pass_forms_agree_with_their_definitions_on_the_sample_corpus() {
+        let folder =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/sample/documents");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            let wanted: Vec<String> = ["evidence", "the", "productivity", "week", "2024", "不"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(tokenize(&text).into_iter().step_by(7))
+                .collect();
+            for line in text.lines() {
+                check_one_pass_forms(line, &wanted);
+            }
+            check_one_pass_forms(&text, &wanted);
+            read += 1;
+        }
+        assert!(read > 10, "read {read} documents of {}", folder.display());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_forms_agree_with_their_definitions(
+            text in "([a-zA-Z'’ .,0-9]|[是否融化共享单车]|[éß])*",
+            wanted in proptest::collection::vec("[a-z'是否]{0,5}", 0..6),
+        ) {
+            check_one_pass_forms(&text, &wanted);
+        }
     }
 
     #[test]

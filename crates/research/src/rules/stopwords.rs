@@ -184,9 +184,14 @@ const CHINESE: &[&str] = &[
     "还是", "已经", "其中", "对于", "关于", "是不", "不是", "能否", "会不",
 ];
 
+/// Every stop word, for a lookup that does not scan the lists: relevance asks for each term of
+/// every question and text.
+static STOP_WORDS: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+    std::sync::LazyLock::new(|| all().collect());
+
 /// Whether `term` (as the tokenizer gives it) is a stop word of `v2`.
 pub fn is_stop_word(term: &str) -> bool {
-    ENGLISH.contains(&term) || CHINESE.contains(&term)
+    STOP_WORDS.contains(term)
 }
 
 /// Every stop word, English then Chinese, for checks that the list is closed under the
@@ -200,17 +205,32 @@ pub fn all() -> impl Iterator<Item = &'static str> {
 pub fn content_terms<S: AsRef<str>>(tokens: &[S]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for token in tokens {
-        let token = token.as_ref();
-        if !is_stop_word(token) && !out.iter().any(|t| t == token) {
-            out.push(token.to_string());
-        }
+        push_content_term(&mut out, token.as_ref());
     }
     out
+}
+
+/// Adds `token` to `terms` when it is a content term not there yet: one step of
+/// [`content_terms`], for a caller that reads tokens one at a time.
+pub fn push_content_term(terms: &mut Vec<String>, token: &str) {
+    if !is_stop_word(token) && !terms.iter().any(|t| t == token) {
+        terms.push(token.to_string());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lookup_holds_every_listed_word_and_nothing_else() {
+        for word in all() {
+            assert!(is_stop_word(word), "{word}");
+        }
+        for term in ["global", "warming", "共享", "", "The", "thes", "单车"] {
+            assert_eq!(is_stop_word(term), all().any(|w| w == term), "{term}");
+        }
+    }
 
     #[test]
     fn function_words_go_and_content_terms_stay_once_in_order() {

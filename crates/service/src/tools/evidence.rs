@@ -364,9 +364,7 @@ impl Service {
             .corpus()
             .term_frequencies(&terms)
             .map_err(ServiceError::unavailable)?;
-        let in_text: std::collections::HashSet<String> =
-            sources::tokenize(text).into_iter().collect();
-        let found: Vec<bool> = terms.iter().map(|t| in_text.contains(t)).collect();
+        let found = sources::terms_found(text, &terms);
         let inputs = v2_inputs(docs, &freqs, &found, &from_question, query);
         let relevance = research::rules::v2::topical_relevance(&inputs, params);
         Ok((relevance, RelevanceBasis::Topicality, Some(inputs)))

@@ -91,7 +91,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
     );
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "3"
+        "4"
     );
 
     let ledger = open(&url, keys.path(), 2);

@@ -28,6 +28,7 @@
 pub mod embedded;
 pub mod frame;
 pub mod memory;
+mod merkle_entries;
 pub mod postgres;
 #[cfg(test)]
 mod tamper_tests;

@@ -43,6 +43,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 use uuid::Uuid;
 
+use super::merkle_entries::MerkleEntries;
 use super::{
     Blob, ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, SignedAppend,
     Storage, StorageError, StorageProblem, TreeGrowth,
@@ -136,6 +137,9 @@ struct Setup {
     /// Names this backend in the notifications its commits send, so that it does not wake
     /// itself for them.
     node: String,
+    /// The schema the open found keeps the Merkle nodes packed ([`schema::PACKED_FROM`]):
+    /// always once a writable open migrated it.
+    packed: bool,
 }
 
 /// The statements a session prepares once.
@@ -146,7 +150,8 @@ struct Statements {
     advance_head: Option<Statement>,
     insert_events: Statement,
     insert_keys: Statement,
-    insert_nodes: Statement,
+    /// Only on the writer's session, which the latest schema is there for.
+    insert_nodes: Option<Statement>,
     insert_content: Statement,
     read_range: Statement,
     read_stream: Statement,
@@ -154,8 +159,18 @@ struct Statements {
     find_id: Statement,
     find_hash: Statement,
     key: Statement,
-    merkle_node: Statement,
+    merkle_node: MerkleRead,
     read_blob: Statement,
+}
+
+/// How a session reads a Merkle node: the schema it opened on decides.
+#[derive(Debug)]
+enum MerkleRead {
+    /// The row of `ledger_merkle_groups` that holds it ([`schema::PACKED_FROM`] on).
+    Packed(Statement),
+    /// Its own row of `ledger_merkle_nodes`, on a database opened read-only at an older
+    /// version.
+    Rows(Statement),
 }
 
 /// The SQL of each prepared statement.
@@ -170,8 +185,17 @@ mod sql {
     pub(super) const INSERT_KEYS: &str = "INSERT INTO ledger_idempotency \
         (key, fingerprint, stream, first_seq, event_count, stream_version) SELECT * FROM \
         unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int4[], $6::int8[])";
-    pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_nodes (level, idx, hash) \
-        SELECT * FROM unnest($1::int2[], $2::int8[], $3::bytea[]) ON CONFLICT DO NOTHING";
+    /// A row already stored under a size (by another node's rebuild of the tree, say) is kept:
+    /// it holds every node completed by the leaves from a stored size up to its own, so a node
+    /// this row would have held is found there or in a row below it (see
+    /// [`MerkleEntries`](super::MerkleEntries)).
+    pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_groups (size, nodes) \
+        SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT DO NOTHING";
+    /// The nodes of a rebuild and the size they bring the stored tree to, in one statement:
+    /// one transaction, or the held head's.
+    pub(super) const PUT_NODES: &str = "WITH put AS (INSERT INTO ledger_merkle_groups \
+        (size, nodes) SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT DO NOTHING) \
+        UPDATE ledger_head SET merkle_size = greatest(merkle_size, $3) WHERE id = 1";
     /// A blob already stored with the same bytes is left as it is; one whose stored bytes
     /// differ (damaged: the hash names the bytes) is replaced by the bytes given.
     pub(super) const INSERT_CONTENT: &str = "INSERT INTO content_blobs (hash, bytes) \
@@ -188,12 +212,20 @@ mod sql {
     pub(super) const FIND_HASH: &str = "SELECT seq, bytes FROM ledger_events WHERE hash = $1";
     pub(super) const KEY: &str = "SELECT key, fingerprint, stream, first_seq, event_count, \
         stream_version FROM ledger_idempotency WHERE key = $1";
+    /// The row that holds every node completed at tree size $1 (a node's end).
     pub(super) const MERKLE_NODE: &str =
+        "SELECT nodes FROM ledger_merkle_groups WHERE size >= $1 ORDER BY size LIMIT 1";
+    /// A node of a database before schema version 4, one row a node.
+    pub(super) const MERKLE_NODE_ROW: &str =
         "SELECT hash FROM ledger_merkle_nodes WHERE level = $1 AND idx = $2";
 }
 
 impl Statements {
-    async fn prepare(client: &Client, writes: bool) -> Result<Statements, tokio_postgres::Error> {
+    async fn prepare(
+        client: &Client,
+        writes: bool,
+        packed: bool,
+    ) -> Result<Statements, tokio_postgres::Error> {
         Ok(Statements {
             lock_head: client.prepare(sql::LOCK_HEAD).await?,
             advance_head: match writes {
@@ -202,7 +234,10 @@ impl Statements {
             },
             insert_events: client.prepare(sql::INSERT_EVENTS).await?,
             insert_keys: client.prepare(sql::INSERT_KEYS).await?,
-            insert_nodes: client.prepare(sql::INSERT_NODES).await?,
+            insert_nodes: match writes {
+                true => Some(client.prepare(sql::INSERT_NODES).await?),
+                false => None,
+            },
             insert_content: client.prepare(sql::INSERT_CONTENT).await?,
             read_range: client.prepare(sql::READ_RANGE).await?,
             read_stream: client.prepare(sql::READ_STREAM).await?,
@@ -210,7 +245,10 @@ impl Statements {
             find_id: client.prepare(sql::FIND_ID).await?,
             find_hash: client.prepare(sql::FIND_HASH).await?,
             key: client.prepare(sql::KEY).await?,
-            merkle_node: client.prepare(sql::MERKLE_NODE).await?,
+            merkle_node: match packed {
+                true => MerkleRead::Packed(client.prepare(sql::MERKLE_NODE).await?),
+                false => MerkleRead::Rows(client.prepare(sql::MERKLE_NODE_ROW).await?),
+            },
             read_blob: client.prepare(sql::READ_BLOB).await?,
         })
     }
@@ -286,7 +324,7 @@ async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
         ))
         .await
         .map_err(|e| db_error("set the session's settings", &e))?;
-    let st = Statements::prepare(&client, writes)
+    let st = Statements::prepare(&client, writes, setup.packed)
         .await
         .map_err(|e| db_error("prepare statements", &e))?;
     Ok(Session { client, st })
@@ -458,12 +496,18 @@ impl PostgresStorage {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
+        let driver = Driver::new()?;
+        let read_only = options.read_only;
+        let connector = Arc::new(connector);
+        let config_for_setup = Arc::clone(&connector);
+        let opened =
+            driver.run(async move { opening_state(&config_for_setup, read_only).await })?;
         let setup = Arc::new(Setup {
-            connector: connector.clone(),
+            connector: Connector::clone(&connector),
             idle_in_transaction: options.idle_in_transaction,
             node: node_name(),
+            packed: opened.schema >= schema::PACKED_FROM,
         });
-        let connector = Arc::new(connector);
         let pool = Arc::new(Pool {
             writer: Link::new(Arc::clone(&setup), !options.read_only),
             readers: (0..options.read_connections.max(1))
@@ -475,11 +519,6 @@ impl PostgresStorage {
                 slot: tokio::sync::Mutex::new(None),
             },
         });
-        let driver = Driver::new()?;
-        let read_only = options.read_only;
-        let config_for_setup = Arc::clone(&connector);
-        let opened =
-            driver.run(async move { opening_state(&config_for_setup, read_only).await })?;
         let problems = opening_problems(&opened);
         let OpeningState { claimed, head, .. } = opened;
         let storage = PostgresStorage {
@@ -795,6 +834,8 @@ pub fn schema_version(url: &str) -> Result<i32, StorageError> {
 
 /// What an open reads before it trusts the database.
 struct OpeningState {
+    /// The schema version, after the migrations of a writable open.
+    schema: i32,
     fsync: String,
     claimed: u64,
     claimed_hash: Digest,
@@ -812,7 +853,7 @@ async fn opening_state(
         .await
         .map_err(|e| db_error("connect", &e))?;
     tokio::spawn(connection);
-    if read_only {
+    let schema = if read_only {
         // Every version since the second holds the tables reads use (the content blobs came
         // with it); only writes need the latest, and a read-only open writes nothing,
         // migrations included.
@@ -829,9 +870,11 @@ async fn opening_state(
                 }
             )));
         }
+        found
     } else {
         schema::migrate(&client).await?;
-    }
+        schema::latest()
+    };
     let fsync: String = client
         .query_one("SHOW fsync", &[])
         .await
@@ -858,6 +901,7 @@ async fn opening_state(
         },
     };
     Ok(OpeningState {
+        schema,
         fsync,
         claimed,
         claimed_hash,
@@ -873,6 +917,7 @@ fn opening_problems(state: &OpeningState) -> Vec<StorageProblem> {
         claimed,
         claimed_hash,
         head,
+        ..
     } = state;
     let (claimed, head) = (*claimed, *head);
     let mut problems = Vec::new();
@@ -927,9 +972,11 @@ struct Rows {
     first_seq: Vec<i64>,
     count: Vec<i32>,
     key_version: Vec<i64>,
-    level: Vec<i16>,
-    idx: Vec<i64>,
-    node: Vec<Vec<u8>>,
+    /// The rows of `ledger_merkle_groups` the group's nodes are packed into: one, or two
+    /// when the group crosses a multiple of
+    /// [`MERKLE_ENTRY_LEAVES`](super::merkle_entries::MERKLE_ENTRY_LEAVES) leaves.
+    node_size: Vec<i64>,
+    nodes: Vec<Vec<u8>>,
     /// The content blobs, each once (one `INSERT … ON CONFLICT DO UPDATE` may not touch a row
     /// twice).
     blob_hash: Vec<Vec<u8>>,
@@ -960,10 +1007,9 @@ impl Rows {
                 rows.add_key(record)?;
             }
         }
-        for node in &tree.nodes {
-            rows.level.push(i16::from(node.level));
-            rows.idx.push(to_i64(node.index, "a node index")?);
-            rows.node.push(node.hash.as_bytes().to_vec());
+        for (size, nodes) in MerkleEntries::pack(&tree.nodes, tree.size) {
+            rows.node_size.push(to_i64(size, "a tree size")?);
+            rows.nodes.push(nodes);
         }
         Ok(rows)
     }
@@ -1093,7 +1139,7 @@ async fn write_group(
     begin: Begin,
 ) -> Result<(), StorageError> {
     let c = &session.client;
-    let Some(advance) = &session.st.advance_head else {
+    let (Some(advance), Some(insert)) = (&session.st.advance_head, &session.st.insert_nodes) else {
         return Err(StorageError::Failed(
             "this session was opened to read, not to write".into(),
         ));
@@ -1114,7 +1160,7 @@ async fn write_group(
         insert_content(session, &group.rows),
         insert_events(session, &group.rows),
         insert_keys(session, &group.rows),
-        insert_nodes(session, &group.rows),
+        insert_nodes(session, insert, &group.rows),
         c.batch_execute("COMMIT"),
     );
     if committed.is_err() {
@@ -1205,16 +1251,17 @@ async fn insert_keys(session: &Session, rows: &Rows) -> Result<u64, tokio_postgr
         .await
 }
 
-async fn insert_nodes(session: &Session, rows: &Rows) -> Result<u64, tokio_postgres::Error> {
-    if rows.level.is_empty() {
+async fn insert_nodes(
+    session: &Session,
+    insert: &Statement,
+    rows: &Rows,
+) -> Result<u64, tokio_postgres::Error> {
+    if rows.node_size.is_empty() {
         return Ok(0);
     }
     session
         .client
-        .execute(
-            &session.st.insert_nodes,
-            &[&rows.level, &rows.idx, &rows.node],
-        )
+        .execute(insert, &[&rows.node_size, &rows.nodes])
         .await
 }
 
@@ -1472,22 +1519,15 @@ impl Storage for PostgresStorage {
         )?;
         let size = to_i64(size, "a tree size")?;
         let pool = Arc::clone(&self.pool);
-        // Derived data, outside the head's lock: nodes are the same whoever computes them.
+        // Derived data, outside the head's lock: nodes are the same whoever computes them. The
+        // rows and the size they bring the tree to are written together, so the stored size
+        // never falls behind the rows, whose keys a later growth then only follows.
         self.driver.run(async move {
             let s = pool.writer.session().await?;
-            if !rows.level.is_empty() {
-                s.client
-                    .execute(&s.st.insert_nodes, &[&rows.level, &rows.idx, &rows.node])
-                    .await
-                    .map_err(|e| db_error("insert Merkle nodes", &e))?;
-            }
             s.client
-                .execute(
-                    "UPDATE ledger_head SET merkle_size = greatest(merkle_size, $1) WHERE id = 1",
-                    &[&size],
-                )
+                .execute(sql::PUT_NODES, &[&rows.node_size, &rows.nodes, &size])
                 .await
-                .map_err(|e| db_error("record the Merkle size", &e))?;
+                .map_err(|e| db_error("insert Merkle nodes", &e))?;
             Ok(())
         })
     }
@@ -1499,7 +1539,7 @@ impl Storage for PostgresStorage {
             let s = pool.writer.session().await?;
             s.client
                 .batch_execute(
-                    "BEGIN; DELETE FROM ledger_merkle_nodes; \
+                    "BEGIN; DELETE FROM ledger_merkle_groups; \
                      UPDATE ledger_head SET merkle_size = 0 WHERE id = 1; COMMIT",
                 )
                 .await
@@ -1508,15 +1548,47 @@ impl Storage for PostgresStorage {
     }
 
     fn merkle_node(&self, level: u8, index: u64) -> Result<Option<Digest>, StorageError> {
-        let level = i16::from(level);
-        let index = to_i64(index, "a node index")?;
+        // The tree size at which the node was completed: none the table can hold for a node
+        // past the largest.
+        let Some(end) = MerkleEntries::completing_leaf(level, index)
+            .and_then(|leaf| leaf.checked_add(1))
+            .and_then(|end| i64::try_from(end).ok())
+        else {
+            return Ok(None);
+        };
         self.read(move |s| async move {
-            let row = s
-                .client
-                .query_opt(&s.st.merkle_node, &[&level, &index])
-                .await
-                .map_err(|e| db_error("read a Merkle node", &e))?;
-            row.map(|r| digest(r.get(0), "a Merkle node")).transpose()
+            match &s.st.merkle_node {
+                MerkleRead::Packed(statement) => {
+                    let row = s
+                        .client
+                        .query_opt(statement, &[&end])
+                        .await
+                        .map_err(|e| db_error("read a Merkle node", &e))?;
+                    match row {
+                        None => Ok(None),
+                        Some(row) => MerkleEntries::find(row.get(0), level, index),
+                    }
+                }
+                MerkleRead::Rows(statement) => {
+                    let (level, index) = (i16::from(level), to_i64(index, "a node index")?);
+                    let row = s
+                        .client
+                        .query_opt(statement, &[&level, &index])
+                        .await
+                        .map_err(|e| {
+                            if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {
+                                StorageError::Failed(format!(
+                                    "the database's Merkle nodes were moved to schema version \
+                                     {} after this read-only open: open it again",
+                                    schema::PACKED_FROM
+                                ))
+                            } else {
+                                db_error("read a Merkle node", &e)
+                            }
+                        })?;
+                    row.map(|r| digest(r.get(0), "a Merkle node")).transpose()
+                }
+            }
         })
     }
 

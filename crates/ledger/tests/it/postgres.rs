@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use ledger::ledger_proof::{Frontier, MemoryTree, NodeSource, Sha256};
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
 use ledger::storage::{Blob, Commit, SealedEvent, Storage, StorageError, TreeGrowth, content_hash};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
@@ -91,7 +92,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
     );
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "3"
+        "4"
     );
 
     let ledger = open(&url, keys.path(), 2);
@@ -1366,4 +1367,410 @@ fn two_nodes_rotating_at_once_record_one_rotation() {
     assert!(b.public_key().is_err());
     assert_eq!(a.public_key().unwrap(), first.new_public_key);
     assert!(first_bad_seq(&a).is_none());
+}
+
+/// The event hashes of the database, in seq order: the leaves of its Merkle tree.
+fn event_hashes(cluster: &PgCluster, url: &str) -> Vec<Digest> {
+    sql(
+        cluster,
+        url,
+        "SELECT encode(hash, 'hex') FROM ledger_events ORDER BY seq",
+    )
+    .lines()
+    .map(|line| {
+        let bytes: [u8; 32] = hex::decode(line).unwrap().try_into().unwrap();
+        Digest(bytes)
+    })
+    .collect()
+}
+
+/// The tree of `leaves`, computed here rather than read from any store.
+fn reference_tree(leaves: &[Digest]) -> MemoryTree<Sha256> {
+    let mut tree = MemoryTree::new(Sha256);
+    for leaf in leaves {
+        tree.push(leaf.as_bytes()).unwrap();
+    }
+    tree
+}
+
+/// Every perfect subtree of the first `size` leaves of `reference`.
+fn perfect_nodes(reference: &MemoryTree<Sha256>, size: u64) -> Vec<(u8, u64, Digest)> {
+    let mut nodes = Vec::new();
+    for level in 0..64u8 {
+        if size >> level == 0 {
+            break;
+        }
+        for index in 0..(size >> level) {
+            nodes.push((level, index, reference.perfect_node(level, index).unwrap()));
+        }
+    }
+    nodes
+}
+
+/// Puts a database this build wrote back into the layout of schema version 3: the Merkle
+/// nodes of the first `merkle_size` leaves one a row in `ledger_merkle_nodes` (the table as
+/// migration 1 made it), computed from the event hashes, not read from the packed rows, and
+/// migration 4 forgotten.
+fn back_to_schema_3(cluster: &PgCluster, url: &str, merkle_size: u64) {
+    let reference = reference_tree(&event_hashes(cluster, url));
+    sql(
+        cluster,
+        url,
+        &format!(
+            "DROP TABLE ledger_merkle_groups; \
+             CREATE TABLE ledger_merkle_nodes ( \
+                 level smallint NOT NULL, \
+                 idx   bigint   NOT NULL, \
+                 hash  bytea    NOT NULL CHECK (length(hash) = 32), \
+                 PRIMARY KEY (level, idx)); \
+             UPDATE ledger_head SET merkle_size = {merkle_size} WHERE id = 1; \
+             DELETE FROM ledger_schema WHERE version = 4"
+        ),
+    );
+    // In parts: one psql argument holds at most 128 KiB.
+    for part in perfect_nodes(&reference, merkle_size).chunks(500) {
+        let values: Vec<String> = part
+            .iter()
+            .map(|(level, index, hash)| {
+                format!("({level}, {index}, '\\x{}')", hex_of(hash.as_bytes()))
+            })
+            .collect();
+        sql(
+            cluster,
+            url,
+            &format!(
+                "INSERT INTO ledger_merkle_nodes (level, idx, hash) VALUES {}",
+                values.join(", ")
+            ),
+        );
+    }
+}
+
+/// What the ledger proves agrees with the tree recomputed from the events: the root of every
+/// tree size up to the head, inclusion proofs of events in each checkpoint's tree and
+/// consistency proofs between the checkpoints (each verified against the checkpoint's
+/// signature), and a verification from the first event.
+fn assert_proves(ledger: &Ledger, reference: &MemoryTree<Sha256>) {
+    let size = ledger.head().size;
+    assert_eq!(reference.size(), size);
+    for n in 1..=size {
+        assert_eq!(
+            ledger.root_at(n).unwrap(),
+            reference.root_at(n).unwrap(),
+            "root of {n}"
+        );
+    }
+    let key = ledger.public_key().unwrap();
+    let sizes: Vec<u64> = ledger
+        .checkpoints()
+        .unwrap()
+        .iter()
+        .map(|c| c.tree_size)
+        .collect();
+    assert!(sizes.len() >= 2, "{sizes:?}");
+    for &tree_size in &sizes {
+        for seq in (0..tree_size).step_by(37).chain([tree_size - 1]) {
+            let proof = ledger.inclusion_proof(seq, Some(tree_size)).unwrap();
+            ledger::ledger_proof::verify_proof_file(
+                &ledger::ledger_proof::ProofFile::Inclusion(proof),
+                &key,
+            )
+            .unwrap();
+        }
+    }
+    for pair in sizes.windows(2) {
+        let proof = ledger.consistency_proof(pair[0], pair[1]).unwrap();
+        ledger::ledger_proof::verify_proof_file(
+            &ledger::ledger_proof::ProofFile::Consistency(proof),
+            &key,
+        )
+        .unwrap();
+    }
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+    assert_eq!(report.size, size);
+}
+
+/// Every perfect subtree of the tree of `size` leaves, as `storage` reads it.
+fn assert_every_node(storage: &PostgresStorage, reference: &MemoryTree<Sha256>, size: u64) {
+    for (level, index, hash) in perfect_nodes(reference, size) {
+        assert_eq!(
+            storage.merkle_node(level, index).unwrap(),
+            Some(hash),
+            "node ({level}, {index})"
+        );
+    }
+}
+
+fn read_only_storage(url: &str) -> PostgresStorage {
+    PostgresStorage::open(
+        url,
+        PostgresOptions {
+            read_only: true,
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_proves() {
+    let Some((cluster, url)) = database("a_database_at_schema_3") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(&url, keys.path(), 30);
+        // Appends of different sizes, so the tree grows in groups of 1 to 200 events, some
+        // of them across a multiple of 256 leaves; checkpoints along the way.
+        for (i, n) in [1usize, 3, 200, 1, 60, 17, 120, 1, 1, 90]
+            .into_iter()
+            .enumerate()
+        {
+            let payloads: Vec<Vec<u8>> = (0..n).map(|j| format!("{i}-{j}").into_bytes()).collect();
+            let payloads: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            ledger
+                .append(request("s", ExpectedVersion::Any, &payloads))
+                .unwrap();
+            if i % 3 == 2 {
+                ledger.checkpoint().unwrap();
+            }
+        }
+        ledger.checkpoint().unwrap();
+    }
+    let size: u64 = 494;
+    back_to_schema_3(cluster, &url, size);
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    assert_eq!(reference.size(), size);
+
+    // Read-only, at version 3: the nodes are read one a row, and nothing is migrated.
+    let read_only = LedgerOptions {
+        read_only: true,
+        ..options(31)
+    };
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only.clone()).unwrap();
+    assert_proves(&reader, &reference);
+    assert_every_node(&read_only_storage(&url), &reference, size);
+    assert_eq!(
+        sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
+        "3"
+    );
+    assert_eq!(
+        sql(cluster, &url, "SELECT count(*) FROM ledger_merkle_nodes"),
+        perfect_nodes(&reference, size).len().to_string()
+    );
+
+    // A writable open migrates: every node is moved, one row for each size a node ends at
+    // (one a leaf), each found, and the old table is gone. Checked on the backend alone, before
+    // a ledger's open could rebuild the tree from the events should a node be missing.
+    drop(PostgresStorage::open(&url, PostgresOptions::default()).unwrap());
+    assert_eq!(
+        sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
+        "4"
+    );
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT to_regclass('ledger_merkle_nodes') IS NULL"
+        ),
+        "t"
+    );
+    let moved_rows = || sql(cluster, &url, "SELECT count(*) FROM ledger_merkle_groups");
+    assert_eq!(moved_rows(), size.to_string());
+    assert_every_node(&read_only_storage(&url), &reference, size);
+    // The ledger reads the moved rows as they are (a rebuild would have packed them anew).
+    let writer = open(&url, keys.path(), 32);
+    assert_proves(&writer, &reference);
+    assert_eq!(moved_rows(), size.to_string());
+    // The reader opened before the migration reads the old table, which is gone: it says so.
+    let stale = reader.root_at(size - 1);
+    assert!(
+        matches!(&stale, Err(e) if e.to_string().contains("open it again")),
+        "{stale:?}"
+    );
+    drop(reader);
+
+    // The writer goes on after the moved rows, and proves what it added.
+    for i in 0..40u32 {
+        append_any(&writer, "t", &i.to_le_bytes()).unwrap();
+    }
+    writer.checkpoint().unwrap();
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    assert_proves(&writer, &reference);
+    drop(writer);
+    let reader = Ledger::open_postgres(&url, keys.path(), read_only).unwrap();
+    assert_proves(&reader, &reference);
+}
+
+#[test]
+fn a_database_at_schema_3_whose_nodes_lag_its_events_is_migrated_and_caught_up() {
+    let Some((cluster, url)) = database("a_lagging_database_at_schema_3") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(&url, keys.path(), 33);
+        for i in 0..7u32 {
+            let payloads: Vec<Vec<u8>> = (0..100u32)
+                .map(|j| (i * 1000 + j).to_le_bytes().to_vec())
+                .collect();
+            let payloads: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            ledger
+                .append(request("s", ExpectedVersion::Any, &payloads))
+                .unwrap();
+            if i % 2 == 1 {
+                ledger.checkpoint().unwrap();
+            }
+        }
+    }
+    // Nodes for the first 301 of the 700 leaves: the writer's open moves them, then grows the
+    // stored tree from there (its rows start at a size the moved rows end at).
+    back_to_schema_3(cluster, &url, 301);
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    drop(PostgresStorage::open(&url, PostgresOptions::default()).unwrap());
+    assert_every_node(&read_only_storage(&url), &reference, 301);
+    let writer = open(&url, keys.path(), 34);
+    assert_eq!(
+        sql(cluster, &url, "SELECT merkle_size FROM ledger_head"),
+        "700"
+    );
+    // The 301 moved rows, and the growth from there in rows keyed 512 and 700: the moved rows
+    // were read, not rebuilt.
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT count(*), max(size) FILTER (WHERE size <= 301), \
+             string_agg(size::text, ' ' ORDER BY size) FILTER (WHERE size > 301) \
+             FROM ledger_merkle_groups"
+        ),
+        "303|301|512 700"
+    );
+    assert_proves(&writer, &reference);
+    assert_every_node(&read_only_storage(&url), &reference, 700);
+}
+
+/// A group of `n` made-up events on `stream` (at version `base`) on `head`, and their hashes.
+fn made_up_group(
+    head: ledger::storage::ChainHead,
+    stream: &str,
+    base: u64,
+    n: u64,
+) -> (Commit, Vec<Digest>) {
+    let mut prev = head.last_hash;
+    let mut events = Vec::new();
+    for i in 0..n {
+        let hash = Digest(
+            *blake3::hash(&[prev.as_bytes(), stream.as_bytes(), &i.to_le_bytes()].concat())
+                .as_bytes(),
+        );
+        events.push(SealedEvent {
+            seq: head.size + i,
+            stream_version: base + i + 1,
+            event_id: uuid::Uuid::from_bytes(hash.as_bytes()[..16].try_into().unwrap()),
+            prev_hash: prev,
+            hash,
+            bytes: Arc::from(&hash.as_bytes()[..]),
+        });
+        prev = hash;
+    }
+    let hashes = events.iter().map(|e| e.hash).collect();
+    let commit = Commit {
+        stream: stream.into(),
+        base_version: base,
+        events,
+        idempotency: None,
+    };
+    (commit, hashes)
+}
+
+/// The nodes the leaves `from..to` complete (in the order a growth reports them).
+fn growth_nodes(leaves: &[Digest], from: u64, to: u64) -> Vec<ledger::ledger_proof::PerfectNode> {
+    let mut frontier = Frontier::new();
+    let mut nodes = Vec::new();
+    for (i, leaf) in leaves[..to as usize].iter().enumerate() {
+        let mut completed = Vec::new();
+        frontier
+            .push_into(&Sha256, leaf.as_bytes(), &mut completed)
+            .unwrap();
+        if i as u64 >= from {
+            nodes.extend(completed);
+        }
+    }
+    nodes
+}
+
+/// A writer's group commits and another node's rebuilds of the same leaves write rows of
+/// `ledger_merkle_groups` whose spans overlap, the rebuild's keys falling inside the groups'
+/// spans and the other way round, and a row already under a key is kept: every node is still
+/// found. Why: a row keyed K holds every node completed by the leaves from the previous key
+/// of the growth that wrote it (its own previous row, or the size it started from) up to K,
+/// and that previous key P is itself a stored key (or 0), since a growth starts where a stored
+/// one ended and a row dropped on a conflict leaves one under its key. For a node ending at e
+/// (its completing leaf is e - 1), let K be the smallest stored key >= e: P < K is stored, so
+/// P < e, and the row K holds the node, whichever growth's rows lie around it.
+#[test]
+fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
+    let Some((cluster, url)) = database("group_rows_and_a_rebuild_overlap") else {
+        return;
+    };
+    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let mut leaves: Vec<Digest> = Vec::new();
+    let mut version = 0;
+    let mut commit_groups = |sizes: &[u64], leaves: &mut Vec<Digest>| {
+        for &n in sizes {
+            let head = ours.head();
+            let (commit, hashes) = made_up_group(head, "s", version, n);
+            leaves.extend(hashes);
+            let to = leaves.len() as u64;
+            let tree = TreeGrowth {
+                nodes: growth_nodes(leaves, head.size, to),
+                size: to,
+            };
+            ours.append(&[commit], &[], &tree).unwrap();
+            version += n;
+        }
+    };
+    // Ours: rows keyed 100, 256, 300, 301, 361.
+    commit_groups(&[100, 200, 1, 60], &mut leaves);
+    // Theirs, rebuilding from the first leaf in two runs: rows keyed 150 (new, inside ours'
+    // span 100..256), 256 (kept as ours wrote it), 280 (new, inside ours' 256..300).
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 0, 150), 150)
+        .unwrap();
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 150, 280), 280)
+        .unwrap();
+    // Ours again, from its head: 512, 561, 768, 861.
+    commit_groups(&[200, 300], &mut leaves);
+    // Theirs from where its second run ended: 300 and 512 kept as ours wrote them, 700 new,
+    // inside ours' 561..768.
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 280, 700), 700)
+        .unwrap();
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT string_agg(size::text, ' ' ORDER BY size) FROM ledger_merkle_groups"
+        ),
+        "100 150 256 280 300 301 361 512 561 700 768 861"
+    );
+    // The rows kept under the shared keys are the group commits': 256 starts at leaf 100.
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT ('x' || encode(substring(nodes from 2 for 8), 'hex'))::bit(64)::bigint \
+             FROM ledger_merkle_groups WHERE size = 256"
+        ),
+        "100"
+    );
+    let reference = reference_tree(&leaves);
+    let size = leaves.len() as u64;
+    assert_every_node(&ours, &reference, size);
+    assert_every_node(&theirs, &reference, size);
+    assert_eq!(ours.merkle_size().unwrap(), size);
 }

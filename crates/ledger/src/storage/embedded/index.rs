@@ -8,8 +8,8 @@ use ledger_proof::PerfectNode;
 use uuid::Uuid;
 
 use super::index_tree::IndexTree;
-use super::merkle_nodes::MerkleEntries;
 use crate::envelope::Digest;
+use crate::storage::merkle_entries::MerkleEntries;
 use crate::storage::{IdempotencyRecord, StorageError};
 
 /// Where an event's stored bytes are: `seq | segment first seq | absolute offset | length`,
@@ -147,7 +147,7 @@ pub(super) mod prefix {
     /// idempotency key → postcard(IdempotencyRecord)
     pub(crate) const KEY: u8 = b'k';
     /// tree size (BE) → the perfect subtrees completed by the leaves just below that size,
-    /// see [`super::MerkleEntries`]
+    /// see [`MerkleEntries`]
     pub(crate) const MERKLE: u8 = b'm';
     /// content hash → [`super::ContentLocation`] of the blob's latest copy in the log
     pub(crate) const CONTENT: u8 = b'c';

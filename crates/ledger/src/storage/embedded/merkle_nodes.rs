@@ -1,5 +1,5 @@
 //! The Merkle tree's perfect subtrees as the index stores them: packed into entries keyed by
-//! tree size, found with one seek, and the cache of entries read lately.
+//! tree size ([`MerkleEntries`]), found with one seek, and the cache of entries read lately.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -10,108 +10,7 @@ use super::index::{META_MERKLE_SIZE, be_u64, merkle_key, prefix, prefix_end};
 use super::{EmbeddedStorage, IndexBatch};
 use crate::envelope::Digest;
 use crate::storage::StorageError;
-
-/// Leaves whose completed Merkle nodes share one index entry, at most: a bound on the size of
-/// an entry (about 2 × 41 bytes a leaf) when the tree is rebuilt in long runs.
-pub(super) const MERKLE_ENTRY_LEAVES: u64 = 256;
-
-/// Length of one stored Merkle node: `level u8 | index u64 BE | hash[32]`.
-pub(super) const MERKLE_NODE_LEN: usize = 41;
-
-/// The Merkle nodes of a growth of the tree, packed into index entries.
-///
-/// A perfect subtree `(level, index)` is completed by exactly one leaf, the last it covers:
-/// `L = (index + 1)·2^level − 1`. Nodes are stored in entries keyed by a tree size `k`, each
-/// holding the nodes completed by leaves below `k` and not in an entry of a smaller key; so
-/// node `(level, index)` is in the entry with the smallest key above `L`, found with one range
-/// seek. A group commit of n events costs one entry (two when it crosses a multiple of
-/// [`MERKLE_ENTRY_LEAVES`]) rather than about 2n.
-pub(super) struct MerkleEntries;
-
-impl MerkleEntries {
-    /// The leaf that completes node `(level, index)`, if there can be one.
-    pub(super) fn completing_leaf(level: u8, index: u64) -> Option<u64> {
-        index
-            .checked_add(1)?
-            .checked_mul(1u64.checked_shl(u32::from(level))?)?
-            .checked_sub(1)
-    }
-
-    /// `(key, value)` of the entries holding `nodes`, completed by the leaves that grew the
-    /// tree to `size`, in the order the leaves completed them.
-    pub(super) fn pack(nodes: &[PerfectNode], size: u64) -> Vec<(u64, Vec<u8>)> {
-        let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
-        for node in nodes {
-            let leaf = Self::completing_leaf(node.level, node.index).unwrap_or(u64::MAX);
-            let key = (leaf / MERKLE_ENTRY_LEAVES + 1)
-                .saturating_mul(MERKLE_ENTRY_LEAVES)
-                .min(size);
-            if entries.last().is_none_or(|(k, _)| *k != key) {
-                entries.push((key, Vec::with_capacity(2 * MERKLE_NODE_LEN)));
-            }
-            if let Some((_, value)) = entries.last_mut() {
-                value.push(node.level);
-                value.extend_from_slice(&node.index.to_be_bytes());
-                value.extend_from_slice(&node.hash.0);
-            }
-        }
-        entries
-    }
-
-    /// Where a node sorts in an entry: by the leaf that completed it, then by level, which is
-    /// the order the frontier reports nodes in.
-    pub(super) fn order(node: &[u8]) -> (u64, u8) {
-        let (level, index) = (node[0], be_u64(&node[1..9]));
-        (
-            Self::completing_leaf(level, index).unwrap_or(u64::MAX),
-            level,
-        )
-    }
-
-    /// The hash of node `(level, index)` in an entry's value, if the entry holds it: a binary
-    /// search, the nodes being in completion order.
-    pub(super) fn find(
-        value: &[u8],
-        level: u8,
-        index: u64,
-    ) -> Result<Option<Digest>, StorageError> {
-        if !value.len().is_multiple_of(MERKLE_NODE_LEN) {
-            return Err(StorageError::Index(format!(
-                "Merkle entry of {} bytes",
-                value.len()
-            )));
-        }
-        let Some(leaf) = Self::completing_leaf(level, index) else {
-            return Ok(None);
-        };
-        let node = |i: usize| &value[i * MERKLE_NODE_LEN..(i + 1) * MERKLE_NODE_LEN];
-        let (mut low, mut high) = (0usize, value.len() / MERKLE_NODE_LEN);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            match Self::order(node(mid)).cmp(&(leaf, level)) {
-                std::cmp::Ordering::Less => low = mid + 1,
-                std::cmp::Ordering::Greater => high = mid,
-                std::cmp::Ordering::Equal => {
-                    let found = node(mid);
-                    if be_u64(&found[1..9]) != index {
-                        return Ok(None);
-                    }
-                    let mut hash = [0u8; 32];
-                    hash.copy_from_slice(&found[9..]);
-                    return Ok(Some(Digest(hash)));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// The first leaf an entry covers: every leaf completes its own level-0 node first, so an
-    /// entry starts with the level-0 node of its first leaf.
-    pub(super) fn first_leaf(value: &[u8]) -> Option<u64> {
-        let node = value.get(..MERKLE_NODE_LEN)?;
-        (node[0] == 0).then(|| be_u64(&node[1..9]))
-    }
-}
+use crate::storage::merkle_entries::MerkleEntries;
 
 /// Merkle entries read lately, so that the nodes near the root, which every proof needs, and
 /// the neighbours of a leaf, which share its entry, are read from sled once: entry key →
@@ -221,6 +120,7 @@ mod tests {
     use ledger_proof::{Frontier, MemoryTree, NodeSource, Sha256};
 
     use super::*;
+    use crate::storage::merkle_entries::{MERKLE_ENTRY_LEAVES, MERKLE_NODE_LEN};
 
     /// Grows a tree in groups of the given sizes, packs each group's nodes as an append does,
     /// and finds every perfect subtree of the final tree the way `merkle_node` does.

@@ -91,11 +91,59 @@ const MIGRATIONS: &[Migration] = &[
         description: "a group's head update that is conditional on the head it was planned on",
         sql: ADVANCE_HEAD,
     },
+    Migration {
+        version: 4,
+        description: "the Merkle nodes a group completes packed into one row keyed by tree size",
+        sql: PACK_MERKLE_NODES,
+    },
 ];
 
 /// The first schema version a read-only open reads: every table reads use, the content blobs
-/// among them, exists from it on. Writes need the latest.
+/// among them, exists from it on. Writes need the latest. Before [`PACKED_FROM`] the Merkle
+/// nodes are read from `ledger_merkle_nodes`, one row a node.
 pub(super) const READABLE_FROM: i32 = 2;
+
+/// The first schema version that keeps the Merkle nodes packed (`ledger_merkle_groups`), its
+/// migration having moved every node of `ledger_merkle_nodes` there and dropped that table.
+pub(super) const PACKED_FROM: i32 = 4;
+
+/// Migration 4. A group commit stored about two rows a leaf in `ledger_merkle_nodes`, each
+/// with its primary-key entry: the largest part of the group's server work and WAL after the
+/// events themselves. The nodes a group completes now go in one row, encoded as
+/// `crate::storage::merkle_entries::MerkleEntries` encodes the embedded index's entries, and a
+/// node is read as the one row that holds it. The nodes already stored are moved in the
+/// migration's transaction, grouped by the tree size at which each was completed, which the
+/// lookup finds them by, and the old table is dropped.
+const PACK_MERKLE_NODES: &str = r"
+        -- Perfect subtrees of the Merkle tree, packed: a row keyed by a tree size holds the
+        -- nodes completed by the leaves below `size` and at or above the next smaller key
+        -- (those of one group commit, split at multiples of 256 leaves), each as 41 bytes
+        -- `level (1) | idx (8, big-endian) | hash (32)`, ordered by the leaf that completed
+        -- it, then by level. Node (level, idx) covers leaves [idx*2^level, (idx+1)*2^level),
+        -- is completed by the last of them, and so is in the row with the smallest
+        -- size >= (idx+1)*2^level. Derived from the event hashes, stored with the events that
+        -- complete them. Hashes do not compress: rows up to a page (a group of up to about
+        -- 99 leaves) are kept inline, larger ones (runs of a rebuild) moved out of line as
+        -- they are.
+        CREATE TABLE ledger_merkle_groups (
+            size  bigint PRIMARY KEY CHECK (size >= 1),
+            nodes bytea  NOT NULL CHECK (length(nodes) > 0 AND length(nodes) % 41 = 0)
+        ) WITH (toast_tuple_target = 8160);
+        ALTER TABLE ledger_merkle_groups ALTER COLUMN nodes SET STORAGE EXTERNAL;
+
+        -- The nodes stored one a row until now: one row for each tree size some of them end
+        -- at, holding the nodes that end there (one a level, lowest first), which the rule
+        -- above finds. A node's end, (idx+1)*2^level, is the size of the tree once the leaf
+        -- that completed it was added.
+        INSERT INTO ledger_merkle_groups (size, nodes)
+        SELECT (idx + 1) << level,
+               string_agg(set_byte('\x00'::bytea, 0, level) || int8send(idx) || hash,
+                          ''::bytea ORDER BY level)
+          FROM ledger_merkle_nodes
+         GROUP BY (idx + 1) << level;
+
+        DROP TABLE ledger_merkle_nodes;
+";
 
 /// SQLSTATE raised by `ledger_advance_head` when the chain's head is not the one the group was
 /// planned on.

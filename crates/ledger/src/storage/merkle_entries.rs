@@ -24,9 +24,11 @@ pub(crate) const MERKLE_NODE_LEN: usize = 41;
 /// entry (two when it crosses a multiple of [`MERKLE_ENTRY_LEAVES`]) rather than about 2n.
 ///
 /// The rule holds for entries of several growths that overlap (the PostgreSQL backend's
-/// group commits and another node's rebuild of the same leaves), an entry already stored
-/// under a key being kept, as long as every growth starts at 0 or at a stored key, as it does
-/// when it starts where a stored growth ended: an entry keyed K then holds the nodes completed
+/// group commits and another node's rebuild of the same leaves), whichever of two entries
+/// under a key is kept, as long as every growth starts at 0 or at a stored key, as it does
+/// when it starts where a stored growth ended (the PostgreSQL backend, where a growth on
+/// another node may start after a clear of the nodes, keeps the longer and reads on past the
+/// first entry): an entry keyed K then holds the nodes completed
 /// from a stored key P (its growth's previous key) up to K, and for the smallest stored key K
 /// at or above a node's end e, P < K gives P < e, so the node's completing leaf e − 1 is in
 /// the entry.

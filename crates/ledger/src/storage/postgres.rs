@@ -43,7 +43,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 use uuid::Uuid;
 
-use super::merkle_entries::MerkleEntries;
+use super::merkle_entries::{MERKLE_ENTRY_LEAVES, MerkleEntries};
 use super::{
     Blob, ChainHead, CheckpointEntry, Commit, HeldHead, IdempotencyRecord, RawEvent, SignedAppend,
     Storage, StorageError, StorageProblem, TreeGrowth,
@@ -185,16 +185,20 @@ mod sql {
     pub(super) const INSERT_KEYS: &str = "INSERT INTO ledger_idempotency \
         (key, fingerprint, stream, first_seq, event_count, stream_version) SELECT * FROM \
         unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int4[], $6::int8[])";
-    /// A row already stored under a size (by another node's rebuild of the tree, say) is kept:
-    /// it holds every node completed by the leaves from a stored size up to its own, so a node
-    /// this row would have held is found there or in a row below it (see
-    /// [`MerkleEntries`](super::MerkleEntries)).
+    /// Rows under one key end at the same leaf and hold every node completed from their
+    /// growth's start up to it, so of two rows under a key the longer holds the other: it is
+    /// the one kept. (A growth that started after a clear of the nodes, on another node,
+    /// may have stored the shorter one first.)
     pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_groups (size, nodes) \
-        SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT DO NOTHING";
+        SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) DO UPDATE \
+        SET nodes = EXCLUDED.nodes \
+        WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)";
     /// The nodes of a rebuild and the size they bring the stored tree to, in one statement:
-    /// one transaction, or the held head's.
+    /// one transaction, or the held head's. Conflicts as in [`INSERT_NODES`].
     pub(super) const PUT_NODES: &str = "WITH put AS (INSERT INTO ledger_merkle_groups \
-        (size, nodes) SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT DO NOTHING) \
+        (size, nodes) SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) \
+        DO UPDATE SET nodes = EXCLUDED.nodes \
+        WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)) \
         UPDATE ledger_head SET merkle_size = greatest(merkle_size, $3) WHERE id = 1";
     /// A blob already stored with the same bytes is left as it is; one whose stored bytes
     /// differ (damaged: the hash names the bytes) is replaced by the bytes given.
@@ -212,9 +216,15 @@ mod sql {
     pub(super) const FIND_HASH: &str = "SELECT seq, bytes FROM ledger_events WHERE hash = $1";
     pub(super) const KEY: &str = "SELECT key, fingerprint, stream, first_seq, event_count, \
         stream_version FROM ledger_idempotency WHERE key = $1";
-    /// The row that holds every node completed at tree size $1 (a node's end).
+    /// The first row at or above a node's end ($1), and its key: the row that holds the node,
+    /// but for a growth on another node racing a clear (`MERKLE_NODE_AFTER`).
     pub(super) const MERKLE_NODE: &str =
-        "SELECT nodes FROM ledger_merkle_groups WHERE size >= $1 ORDER BY size LIMIT 1";
+        "SELECT size, nodes FROM ledger_merkle_groups WHERE size >= $1 ORDER BY size LIMIT 1";
+    /// The rows after the first one read ($1, its key) and below the bound of the keys any
+    /// growth files the node under ($2): where the node is when that first row does not hold
+    /// it.
+    pub(super) const MERKLE_NODE_AFTER: &str = "SELECT nodes FROM ledger_merkle_groups \
+        WHERE size > $1 AND size < $2 ORDER BY size";
     /// A node of a database before schema version 4, one row a node.
     pub(super) const MERKLE_NODE_ROW: &str =
         "SELECT hash FROM ledger_merkle_nodes WHERE level = $1 AND idx = $2";
@@ -1564,10 +1574,31 @@ impl Storage for PostgresStorage {
                         .query_opt(statement, &[&end])
                         .await
                         .map_err(|e| db_error("read a Merkle node", &e))?;
-                    match row {
-                        None => Ok(None),
-                        Some(row) => MerkleEntries::find(row.get(0), level, index),
+                    let Some(row) = row else {
+                        return Ok(None);
+                    };
+                    let (first, nodes): (i64, &[u8]) = (row.get(0), row.get(1));
+                    if let Some(hash) = MerkleEntries::find(nodes, level, index)? {
+                        return Ok(Some(hash));
                     }
+                    // The first row holds the node unless a growth started where no row
+                    // ends: one on another node while this one cleared the nodes to rebuild
+                    // them. Every growth files the node under a key below `end` +
+                    // MERKLE_ENTRY_LEAVES, and the rebuild's growth, which started at a row's
+                    // end or at 0, has its row there (or a longer one under its key): the
+                    // rows up to that bound hold it.
+                    let bound = end.saturating_add(MERKLE_ENTRY_LEAVES as i64);
+                    let after = s
+                        .client
+                        .query(sql::MERKLE_NODE_AFTER, &[&first, &bound])
+                        .await
+                        .map_err(|e| db_error("read a Merkle node", &e))?;
+                    for row in after {
+                        if let Some(hash) = MerkleEntries::find(row.get(0), level, index)? {
+                            return Ok(Some(hash));
+                        }
+                    }
+                    Ok(None)
                 }
                 MerkleRead::Rows(statement) => {
                     let (level, index) = (i16::from(level), to_i64(index, "a node index")?);

@@ -1774,3 +1774,66 @@ fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
     assert_every_node(&theirs, &reference, size);
     assert_eq!(ours.merkle_size().unwrap(), size);
 }
+
+/// A node that clears the stored Merkle nodes to rebuild them while another node commits
+/// groups: the other's growth then starts where no stored row ends, its first row keyed
+/// inside the rebuild's span and shorter than the rebuild's row under the key they share.
+/// The longer row is kept, and a node that the first row at or above its end does not hold is
+/// found in the rows after it: none is lost.
+#[test]
+fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
+    let Some((cluster, url)) = database("a_rebuild_racing_group_commits") else {
+        return;
+    };
+    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let mut leaves: Vec<Digest> = Vec::new();
+    let mut version = 0;
+    let mut commit_groups = |sizes: &[u64], leaves: &mut Vec<Digest>| {
+        for &n in sizes {
+            let head = ours.head();
+            let (commit, hashes) = made_up_group(head, "s", version, n);
+            leaves.extend(hashes);
+            let to = leaves.len() as u64;
+            let tree = TreeGrowth {
+                nodes: growth_nodes(leaves, head.size, to),
+                size: to,
+            };
+            ours.append(&[commit], &[], &tree).unwrap();
+            version += n;
+        }
+    };
+    commit_groups(&[300, 261], &mut leaves);
+    // Theirs clears the nodes to rebuild them; ours goes on from its head, 561: rows keyed
+    // 580 (leaves 561..580) and 600 (580..600), where no stored row ends.
+    theirs.clear_merkle_nodes().unwrap();
+    commit_groups(&[19, 20], &mut leaves);
+    // Theirs rebuilds from the first leaf: rows keyed 256, 512 and 600 (512..600), longer
+    // than ours' under 600.
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 0, 600), 600)
+        .unwrap();
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT string_agg(size::text, ' ' ORDER BY size) FROM ledger_merkle_groups"
+        ),
+        "256 512 580 600"
+    );
+    assert_eq!(
+        sql(
+            cluster,
+            &url,
+            "SELECT ('x' || encode(substring(nodes from 2 for 8), 'hex'))::bit(64)::bigint \
+             FROM ledger_merkle_groups WHERE size = 600"
+        ),
+        "512"
+    );
+    // A node ending at 540 is in the row keyed 600, not in the first at or above its end
+    // (580, which starts at 561).
+    let reference = reference_tree(&leaves);
+    assert_every_node(&ours, &reference, 600);
+    assert_every_node(&theirs, &reference, 600);
+    assert_eq!(ours.merkle_size().unwrap(), 600);
+}

@@ -336,8 +336,27 @@ async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
         .map_err(|e| db_error("set the session's settings", &e))?;
     let st = Statements::prepare(&client, writes, setup.packed)
         .await
-        .map_err(|e| db_error("prepare statements", &e))?;
+        .map_err(|e| match setup.packed {
+            // A session of a read-only open at an older schema, made again after a writer
+            // migrated the database: the table it reads nodes from is gone.
+            false if is_undefined_table(&e) => moved_nodes(),
+            _ => db_error("prepare statements", &e),
+        })?;
     Ok(Session { client, st })
+}
+
+fn is_undefined_table(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+}
+
+/// What a read-only open at a schema before [`schema::PACKED_FROM`] meets once a writer
+/// migrated the database under it.
+fn moved_nodes() -> StorageError {
+    StorageError::Failed(format!(
+        "the database's Merkle nodes were moved to schema version {} after this read-only \
+         open: open it again",
+        schema::PACKED_FROM
+    ))
 }
 
 /// The runtime that drives the driver, and a way to wait for it from synchronous code.
@@ -1607,12 +1626,8 @@ impl Storage for PostgresStorage {
                         .query_opt(statement, &[&level, &index])
                         .await
                         .map_err(|e| {
-                            if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {
-                                StorageError::Failed(format!(
-                                    "the database's Merkle nodes were moved to schema version \
-                                     {} after this read-only open: open it again",
-                                    schema::PACKED_FROM
-                                ))
+                            if is_undefined_table(&e) {
+                                moved_nodes()
                             } else {
                                 db_error("read a Merkle node", &e)
                             }

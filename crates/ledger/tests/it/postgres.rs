@@ -1589,6 +1589,24 @@ fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_pr
         matches!(&stale, Err(e) if e.to_string().contains("open it again")),
         "{stale:?}"
     );
+    // And says so again once its sessions were cut and it connects anew, where preparing the
+    // read of the old table is what fails.
+    sql(
+        cluster,
+        &url,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+         AND application_name = 'research-ledger'",
+    );
+    // The first read may meet its cut session; the reads after it connect anew.
+    assert!(reader.root_at(size - 1).is_err());
+    for _ in 0..3 {
+        let stale = reader.root_at(size - 1);
+        assert!(
+            matches!(&stale, Err(e) if e.to_string().contains("open it again")),
+            "{stale:?}"
+        );
+    }
     drop(reader);
 
     // The writer goes on after the moved rows, and proves what it added.

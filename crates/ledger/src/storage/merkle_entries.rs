@@ -120,7 +120,7 @@ impl MerkleEntries {
 }
 
 /// The big-endian `u64` at the start of `bytes` (at least 8 bytes long).
-fn be_u64(bytes: &[u8]) -> u64 {
+pub(crate) fn be_u64(bytes: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&bytes[..8]);
     u64::from_be_bytes(b)
@@ -274,26 +274,20 @@ mod tests {
     /// entries packed as appends pack them, are all found by the one lookup rule.
     #[test]
     fn nodes_keyed_by_their_end_and_then_packed_by_groups_are_all_found() {
-        let mut frontier = Frontier::new();
-        let mut reference = MemoryTree::new(Sha256);
-        let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-        let mut leaf = 0u64;
-        for (moved, n) in [
+        let groups = [
             (true, 300u64),
             (false, 1),
             (false, 37),
             (false, 256),
             (false, 9),
-        ] {
-            let mut nodes = Vec::new();
-            for _ in 0..n {
-                let data = leaf.to_le_bytes();
-                frontier
-                    .push_into(&Sha256, &data, &mut nodes)
-                    .expect("grows");
-                reference.push(&data).expect("grows");
-                leaf += 1;
-            }
+        ];
+        let size = groups.iter().map(|(_, n)| n).sum();
+        let (by_leaf, reference) = grown(size);
+        let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut from = 0;
+        for (moved, n) in groups {
+            let to = from + n;
+            let nodes = growth(&by_leaf, from, to);
             if moved {
                 for node in &nodes {
                     let end =
@@ -301,23 +295,13 @@ mod tests {
                     entries.entry(end).or_default().extend(encoded(node));
                 }
             } else {
-                for (key, value) in MerkleEntries::pack(&nodes, frontier.size()) {
+                for (key, value) in MerkleEntries::pack(&nodes, to) {
                     assert!(entries.insert(key, value).is_none(), "entry {key} twice");
                 }
             }
+            from = to;
         }
-        let size = frontier.size();
-        for level in 0..12u8 {
-            for index in 0..(size >> level) {
-                let end = (index + 1) << level;
-                let (_, value) = entries.range(end..).next().expect("an entry");
-                assert_eq!(
-                    MerkleEntries::find(value, level, index).expect("well formed"),
-                    Some(reference.perfect_node(level, index).expect("node")),
-                    "node ({level}, {index})"
-                );
-            }
-        }
+        assert_all_found(&entries, &reference, size);
     }
 
     #[test]

@@ -1669,6 +1669,44 @@ fn a_database_at_schema_3_whose_nodes_lag_its_events_is_migrated_and_caught_up()
     assert_every_node(&read_only_storage(&url), &reference, 700);
 }
 
+/// Appends made-up groups of the given sizes to `storage`, on one stream, each with the Merkle
+/// nodes it completes, adding their hashes to `leaves` (the stream's version is their number).
+fn commit_groups(storage: &PostgresStorage, sizes: &[u64], leaves: &mut Vec<Digest>) {
+    for &n in sizes {
+        let head = storage.head();
+        let (commit, hashes) = made_up_group(head, "s", leaves.len() as u64, n);
+        leaves.extend(hashes);
+        let to = leaves.len() as u64;
+        let tree = TreeGrowth {
+            nodes: growth_nodes(leaves, head.size, to),
+            size: to,
+        };
+        storage.append(&[commit], &[], &tree).unwrap();
+    }
+}
+
+/// The keys of `ledger_merkle_groups`, in order, space-separated.
+fn row_keys(cluster: &PgCluster, url: &str) -> String {
+    sql(
+        cluster,
+        url,
+        "SELECT string_agg(size::text, ' ' ORDER BY size) FROM ledger_merkle_groups",
+    )
+}
+
+/// The first leaf the row of `ledger_merkle_groups` keyed `size` covers: the index of its
+/// first node, the level-0 node of that leaf.
+fn first_leaf_of_row(cluster: &PgCluster, url: &str, size: u64) -> String {
+    sql(
+        cluster,
+        url,
+        &format!(
+            "SELECT ('x' || encode(substring(nodes from 2 for 8), 'hex'))::bit(64)::bigint \
+             FROM ledger_merkle_groups WHERE size = {size}"
+        ),
+    )
+}
+
 /// A group of `n` made-up events on `stream` (at version `base`) on `head`, and their hashes.
 fn made_up_group(
     head: ledger::storage::ChainHead,
@@ -1736,23 +1774,8 @@ fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
     let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
     let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
     let mut leaves: Vec<Digest> = Vec::new();
-    let mut version = 0;
-    let mut commit_groups = |sizes: &[u64], leaves: &mut Vec<Digest>| {
-        for &n in sizes {
-            let head = ours.head();
-            let (commit, hashes) = made_up_group(head, "s", version, n);
-            leaves.extend(hashes);
-            let to = leaves.len() as u64;
-            let tree = TreeGrowth {
-                nodes: growth_nodes(leaves, head.size, to),
-                size: to,
-            };
-            ours.append(&[commit], &[], &tree).unwrap();
-            version += n;
-        }
-    };
     // Ours: rows keyed 100, 256, 300, 301, 361.
-    commit_groups(&[100, 200, 1, 60], &mut leaves);
+    commit_groups(&ours, &[100, 200, 1, 60], &mut leaves);
     // Theirs, rebuilding from the first leaf in two runs: rows keyed 150 (new, inside ours'
     // span 100..256), 256 (kept as ours wrote it), 280 (new, inside ours' 256..300).
     theirs
@@ -1762,30 +1785,18 @@ fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
         .put_merkle_nodes(&growth_nodes(&leaves, 150, 280), 280)
         .unwrap();
     // Ours again, from its head: 512, 561, 768, 861.
-    commit_groups(&[200, 300], &mut leaves);
+    commit_groups(&ours, &[200, 300], &mut leaves);
     // Theirs from where its second run ended: 300 and 512 kept as ours wrote them, 700 new,
     // inside ours' 561..768.
     theirs
         .put_merkle_nodes(&growth_nodes(&leaves, 280, 700), 700)
         .unwrap();
     assert_eq!(
-        sql(
-            cluster,
-            &url,
-            "SELECT string_agg(size::text, ' ' ORDER BY size) FROM ledger_merkle_groups"
-        ),
+        row_keys(cluster, &url),
         "100 150 256 280 300 301 361 512 561 700 768 861"
     );
     // The rows kept under the shared keys are the group commits': 256 starts at leaf 100.
-    assert_eq!(
-        sql(
-            cluster,
-            &url,
-            "SELECT ('x' || encode(substring(nodes from 2 for 8), 'hex'))::bit(64)::bigint \
-             FROM ledger_merkle_groups WHERE size = 256"
-        ),
-        "100"
-    );
+    assert_eq!(first_leaf_of_row(cluster, &url, 256), "100");
     let reference = reference_tree(&leaves);
     let size = leaves.len() as u64;
     assert_every_node(&ours, &reference, size);
@@ -1806,48 +1817,18 @@ fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
     let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
     let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
     let mut leaves: Vec<Digest> = Vec::new();
-    let mut version = 0;
-    let mut commit_groups = |sizes: &[u64], leaves: &mut Vec<Digest>| {
-        for &n in sizes {
-            let head = ours.head();
-            let (commit, hashes) = made_up_group(head, "s", version, n);
-            leaves.extend(hashes);
-            let to = leaves.len() as u64;
-            let tree = TreeGrowth {
-                nodes: growth_nodes(leaves, head.size, to),
-                size: to,
-            };
-            ours.append(&[commit], &[], &tree).unwrap();
-            version += n;
-        }
-    };
-    commit_groups(&[300, 261], &mut leaves);
+    commit_groups(&ours, &[300, 261], &mut leaves);
     // Theirs clears the nodes to rebuild them; ours goes on from its head, 561: rows keyed
     // 580 (leaves 561..580) and 600 (580..600), where no stored row ends.
     theirs.clear_merkle_nodes().unwrap();
-    commit_groups(&[19, 20], &mut leaves);
+    commit_groups(&ours, &[19, 20], &mut leaves);
     // Theirs rebuilds from the first leaf: rows keyed 256, 512 and 600 (512..600), longer
     // than ours' under 600.
     theirs
         .put_merkle_nodes(&growth_nodes(&leaves, 0, 600), 600)
         .unwrap();
-    assert_eq!(
-        sql(
-            cluster,
-            &url,
-            "SELECT string_agg(size::text, ' ' ORDER BY size) FROM ledger_merkle_groups"
-        ),
-        "256 512 580 600"
-    );
-    assert_eq!(
-        sql(
-            cluster,
-            &url,
-            "SELECT ('x' || encode(substring(nodes from 2 for 8), 'hex'))::bit(64)::bigint \
-             FROM ledger_merkle_groups WHERE size = 600"
-        ),
-        "512"
-    );
+    assert_eq!(row_keys(cluster, &url), "256 512 580 600");
+    assert_eq!(first_leaf_of_row(cluster, &url, 600), "512");
     // A node ending at 540 is in the row keyed 600, not in the first at or above its end
     // (580, which starts at 561).
     let reference = reference_tree(&leaves);

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::index_tree::IndexTree;
 use crate::envelope::Digest;
 use crate::storage::merkle_entries::MerkleEntries;
+pub(super) use crate::storage::merkle_entries::be_u64;
 use crate::storage::{IdempotencyRecord, StorageError};
 
 /// Where an event's stored bytes are: `seq | segment first seq | absolute offset | length`,
@@ -380,12 +381,6 @@ impl IndexBatch {
         self.insert(META_TAIL, &tail.encode()[..]);
         tree.apply(self.entries, Vec::new())
     }
-}
-
-pub(super) fn be_u64(bytes: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&bytes[..8]);
-    u64::from_be_bytes(b)
 }
 
 /// Whether sled failed to open because another handle still holds its file lock. sled wraps

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
@@ -11,16 +11,22 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::{AcceptedLoss, AppendJob, Core, Handle, Job, Ledger, LedgerOptions, request_bytes};
 use crate::clock::{Clock, IdGenerator};
-use crate::envelope::Digest;
 use crate::error::SigningError;
 use crate::keys::KeyFiles;
-use crate::storage::{ChainHead, Storage, StorageError};
+use crate::storage::{ChainHead, Storage};
 use crate::tree::StoredNodes;
 use crate::verify::Verified;
 
 /// How much longer than one interval of the periodic checkpointer a reader waits for it: the
 /// writer may be busy with a group when the timer fires.
 pub(super) const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
+
+/// Events read at a time when the stored Merkle tree is grown from the log.
+const GROW_BATCH_EVENTS: usize = 8192;
+
+/// How often a writer on a shared store looks whether the stored Merkle nodes stop short of
+/// the log ([`Writer::mend_tree_if_due`]).
+pub(super) const MEND_EVERY: Duration = Duration::from_secs(1);
 
 impl Core {
     /// The shared state of a ledger over `storage`, poisoned at once if storage found a problem
@@ -182,6 +188,8 @@ impl Ledger {
             contended: false,
             follow_due: false,
             leads: storage.checkpoint_leader(),
+            mend_due: Instant::now() + MEND_EVERY,
+            mend_seen: None,
         };
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
@@ -259,6 +267,10 @@ pub(super) struct Writer {
     pub(super) follow_due: bool,
     /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
     pub(super) leads: bool,
+    /// On a shared store: when to look next whether the stored Merkle nodes stop short of the
+    /// log, and the stored size found short at the last look.
+    pub(super) mend_due: Instant,
+    pub(super) mend_seen: Option<u64>,
 }
 
 impl Writer {
@@ -266,6 +278,7 @@ impl Writer {
         let limits = self.core.limits.clone();
         let mut next: Option<Job> = None;
         loop {
+            self.mend_tree_if_due();
             let Some(job) = next.take().or_else(|| self.next_job(&mut rx)) else {
                 break;
             };
@@ -388,7 +401,7 @@ impl Writer {
     pub(super) fn catch_up_tree(&mut self) -> Result<(), String> {
         let storage = Arc::clone(&self.core.storage);
         let stored = storage.merkle_size().map_err(|e| e.to_string())?;
-        self.frontier = match Frontier::load(&StoredNodes(&*storage), stored) {
+        let mut frontier = match Frontier::load(&StoredNodes(&*storage), stored) {
             Ok(frontier) => frontier,
             Err(e) => {
                 tracing::warn!(error = %e, "rebuilding the Merkle tree from the first event");
@@ -398,44 +411,84 @@ impl Writer {
             }
         };
         let head = self.head.size;
-        while self.frontier.size() < head {
-            let events = self
-                .core
-                .storage
-                .read_range(self.frontier.size(), 8192)
-                .map_err(|e| e.to_string())?;
-            if events.is_empty() {
-                return Err(format!(
-                    "the log ends at {} before its head",
-                    self.frontier.size()
-                ));
-            }
-            let hashes: Vec<Digest> = events
-                .iter()
-                .map(|raw| {
-                    crate::envelope::split_stored(&raw.bytes)
-                        .map(|(_, hash)| hash)
-                        .map_err(|e| format!("seq {}: {e}", raw.seq))
-                })
-                .collect::<Result<_, _>>()?;
-            self.grow_tree(&hashes).map_err(|e| e.to_string())?;
+        while frontier.size() < head {
+            self.grow_stored(&mut frontier, head)?;
         }
+        self.frontier = frontier;
         Ok(())
     }
 
-    /// Adds event hashes as leaves and stores the perfect subtrees they complete.
-    pub(super) fn grow_tree(&mut self, hashes: &[Digest]) -> Result<(), StorageError> {
-        let mut nodes = Vec::with_capacity(hashes.len() * 2);
-        for hash in hashes {
-            let completed = self
-                .frontier
-                .push(&Sha256, hash.as_bytes())
-                .map_err(|e| StorageError::Failed(format!("Merkle tree: {e}")))?;
-            nodes.extend(completed);
+    /// Grows `frontier` by the events after it, up to `to` and at most one read's worth, and
+    /// stores the nodes they complete.
+    fn grow_stored(&self, frontier: &mut Frontier, to: u64) -> Result<(), String> {
+        let from = frontier.size();
+        let limit = usize::try_from(to.saturating_sub(from))
+            .map_or(GROW_BATCH_EVENTS, |n| n.min(GROW_BATCH_EVENTS));
+        let events = self
+            .core
+            .storage
+            .read_range(from, limit)
+            .map_err(|e| e.to_string())?;
+        if events.is_empty() {
+            return Err(format!("the log ends at {from} before {to}"));
+        }
+        let mut nodes = Vec::with_capacity(events.len() * 2);
+        for raw in &events {
+            let (_, hash) = crate::envelope::split_stored(&raw.bytes)
+                .map_err(|e| format!("seq {}: {e}", raw.seq))?;
+            frontier
+                .push_into(&Sha256, hash.as_bytes(), &mut nodes)
+                .map_err(|e| format!("Merkle tree: {e}"))?;
         }
         self.core
             .storage
-            .put_merkle_nodes(&nodes, self.frontier.size())
+            .put_merkle_nodes(&nodes, frontier.size())
+            .map_err(|e| e.to_string())
+    }
+
+    /// On a shared store, at most once every [`MEND_EVERY`]: when the stored Merkle nodes stop
+    /// short of this writer's tree at the same size as at the last look, stores the nodes of
+    /// one read's worth of events from there. The stored size stops short of the log only
+    /// while a node that cleared the nodes stores them again (the nodes other nodes' groups
+    /// complete meanwhile do not move it, their growth starting outside it), or after such a
+    /// node stopped before it was done: the look before gives a node still at it time to move
+    /// the size on itself.
+    pub(super) fn mend_tree_if_due(&mut self) {
+        let now = Instant::now();
+        if !self.shared || now < self.mend_due || self.core.poisoned().is_some() {
+            return;
+        }
+        self.mend_due = now + MEND_EVERY;
+        if let Err(e) = self.mend_tree() {
+            // Said once a minute, not at every look; the next open rebuilds what it cannot read.
+            self.mend_due = now + MEND_EVERY * 60;
+            tracing::warn!(error = %e, "could not store the Merkle nodes the store lacks");
+        }
+    }
+
+    fn mend_tree(&mut self) -> Result<(), String> {
+        let storage = Arc::clone(&self.core.storage);
+        let stored = storage.merkle_size().map_err(|e| e.to_string())?;
+        let to = self.frontier.size();
+        if stored >= to {
+            self.mend_seen = None;
+            return Ok(());
+        }
+        if self.mend_seen.replace(stored) != Some(stored) {
+            // The first look at this size.
+            return Ok(());
+        }
+        tracing::warn!(
+            stored,
+            size = to,
+            "the stored Merkle nodes stop short of the log; storing them from there"
+        );
+        let mut frontier =
+            Frontier::load(&StoredNodes(&*storage), stored).map_err(|e| e.to_string())?;
+        self.grow_stored(&mut frontier, to)?;
+        // Its own progress needs no second look.
+        self.mend_seen = Some(frontier.size());
+        Ok(())
     }
 
     /// The time for a group: the clock, but never earlier than the previous group's, so

@@ -530,12 +530,16 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// events are durable without it.
     fn checkpoint_index(&self) -> Result<(), StorageError>;
 
-    /// How many leaves the stored Merkle nodes cover (never more than the log holds).
+    /// How many leaves the stored Merkle nodes cover (never more than the log holds): every
+    /// node completed by a leaf below it is stored. On a shared store it may stop short of the
+    /// log when another node cleared the nodes to store them again, until a ledger stores
+    /// them from there.
     fn merkle_size(&self) -> Result<u64, StorageError>;
 
     /// Stores perfect-subtree hashes of the Merkle tree, which now covers `size` leaves, when
-    /// the tree is rebuilt from the events. They are derived from the event hashes and may be
-    /// rebuilt from them.
+    /// the tree is grown from the events (`nodes` in the order the growth completed them, the
+    /// first being its first leaf's own). They are derived from the event hashes and may be
+    /// rebuilt from them. The stored size becomes `size` if the growth started within it.
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError>;
 
     /// Forgets every stored perfect-subtree hash, before the tree is rebuilt from the first

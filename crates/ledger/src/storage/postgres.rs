@@ -193,13 +193,16 @@ mod sql {
         SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) DO UPDATE \
         SET nodes = EXCLUDED.nodes \
         WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)";
-    /// The nodes of a rebuild and the size they bring the stored tree to, in one statement:
-    /// one transaction, or the held head's. Conflicts as in [`INSERT_NODES`].
+    /// The nodes of a growth from leaf $4 to tree size $3, in one statement (one
+    /// transaction), and the stored size raised to $3 when the growth starts within it: every
+    /// node below the stored size is stored, whatever other nodes cleared or grew meanwhile
+    /// (as a group's head update does, migration 5). Conflicts as in [`INSERT_NODES`].
     pub(super) const PUT_NODES: &str = "WITH put AS (INSERT INTO ledger_merkle_groups \
         (size, nodes) SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) \
         DO UPDATE SET nodes = EXCLUDED.nodes \
         WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)) \
-        UPDATE ledger_head SET merkle_size = greatest(merkle_size, $3) WHERE id = 1";
+        UPDATE ledger_head SET merkle_size = $3 \
+        WHERE id = 1 AND merkle_size >= $4 AND merkle_size < $3";
     /// A blob already stored with the same bytes is left as it is; one whose stored bytes
     /// differ (damaged: the hash names the bytes) is replaced by the bytes given.
     pub(super) const INSERT_CONTENT: &str = "INSERT INTO content_blobs (hash, bytes) \
@@ -1538,6 +1541,19 @@ impl Storage for PostgresStorage {
 
     fn put_merkle_nodes(&self, nodes: &[PerfectNode], size: u64) -> Result<(), StorageError> {
         self.refuse_writes()?;
+        // A growth's first leaf completes the first node it reports, that leaf's own.
+        let Some(first) = nodes.first() else {
+            return Ok(());
+        };
+        let from = MerkleEntries::completing_leaf(first.level, first.index)
+            .filter(|&leaf| leaf < size)
+            .ok_or_else(|| {
+                StorageError::Failed(format!(
+                    "Merkle node ({}, {}) cannot be in a growth to {size} leaves",
+                    first.level, first.index
+                ))
+            })?;
+        let from = to_i64(from, "a leaf")?;
         let rows = Rows::of(
             &[],
             &[],
@@ -1550,11 +1566,14 @@ impl Storage for PostgresStorage {
         let pool = Arc::clone(&self.pool);
         // Derived data, outside the head's lock: nodes are the same whoever computes them. The
         // rows and the size they bring the tree to are written together, so the stored size
-        // never falls behind the rows, whose keys a later growth then only follows.
+        // never runs ahead of the rows.
         self.driver.run(async move {
             let s = pool.writer.session().await?;
             s.client
-                .execute(sql::PUT_NODES, &[&rows.node_size, &rows.nodes, &size])
+                .execute(
+                    sql::PUT_NODES,
+                    &[&rows.node_size, &rows.nodes, &size, &from],
+                )
                 .await
                 .map_err(|e| db_error("insert Merkle nodes", &e))?;
             Ok(())

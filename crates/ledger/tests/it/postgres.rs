@@ -92,7 +92,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
     );
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "4"
+        "5"
     );
 
     let ledger = open(&url, keys.path(), 2);
@@ -1410,7 +1410,7 @@ fn perfect_nodes(reference: &MemoryTree<Sha256>, size: u64) -> Vec<(u8, u64, Dig
 /// Puts a database this build wrote back into the layout of schema version 3: the Merkle
 /// nodes of the first `merkle_size` leaves one a row in `ledger_merkle_nodes` (the table as
 /// migration 1 made it), computed from the event hashes, not read from the packed rows, and
-/// migration 4 forgotten.
+/// the migrations from 4 on forgotten.
 fn back_to_schema_3(cluster: &PgCluster, url: &str, merkle_size: u64) {
     let reference = reference_tree(&event_hashes(cluster, url));
     sql(
@@ -1424,7 +1424,7 @@ fn back_to_schema_3(cluster: &PgCluster, url: &str, merkle_size: u64) {
                  hash  bytea    NOT NULL CHECK (length(hash) = 32), \
                  PRIMARY KEY (level, idx)); \
              UPDATE ledger_head SET merkle_size = {merkle_size} WHERE id = 1; \
-             DELETE FROM ledger_schema WHERE version = 4"
+             DELETE FROM ledger_schema WHERE version >= 4"
         ),
     );
     // In parts: one psql argument holds at most 128 KiB.
@@ -1566,7 +1566,7 @@ fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_pr
     drop(PostgresStorage::open(&url, PostgresOptions::default()).unwrap());
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "4"
+        "5"
     );
     assert_eq!(
         sql(
@@ -1835,4 +1835,102 @@ fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
     assert_every_node(&ours, &reference, 600);
     assert_every_node(&theirs, &reference, 600);
     assert_eq!(ours.merkle_size().unwrap(), 600);
+}
+
+/// The stored Merkle size counts only nodes stored in one piece from the first leaf: a group
+/// committed after another node cleared the nodes does not raise it (its growth starts outside
+/// it), nor does a growth that starts past it; a rebuild that stops short leaves it where the
+/// rebuild's nodes end, not at the last group's end, so it never claims the nodes between
+/// that the rebuild did not reach. A growth from the stored size fills them in.
+#[test]
+fn a_rebuild_that_stops_short_while_another_node_commits_leaves_the_stored_size_at_its_end() {
+    let Some((_, url)) = database("a_rebuild_that_stops_short") else {
+        return;
+    };
+    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
+    let mut leaves: Vec<Digest> = Vec::new();
+    commit_groups(&ours, &[300, 261], &mut leaves);
+    assert_eq!(ours.merkle_size().unwrap(), 561);
+    theirs.clear_merkle_nodes().unwrap();
+    // Ours' groups after the clear, rows keyed 580 and 600: the size stays at the clear's 0.
+    commit_groups(&ours, &[19, 20], &mut leaves);
+    assert_eq!(ours.merkle_size().unwrap(), 0);
+    // Theirs stores the first 300 leaves' nodes and stops there.
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 0, 300), 300)
+        .unwrap();
+    assert_eq!(ours.merkle_size().unwrap(), 300);
+    // The nodes of leaves 300..561 are stored nowhere, and the size does not claim them.
+    assert_eq!(ours.merkle_node(0, 400).unwrap(), None);
+    assert_eq!(ours.merkle_node(8, 1).unwrap(), None);
+    // A growth that starts past the size (at 580, where a row ends) leaves it.
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 580, 600), 600)
+        .unwrap();
+    assert_eq!(ours.merkle_size().unwrap(), 300);
+    // One from it brings it to the log's end, every node found.
+    ours.put_merkle_nodes(&growth_nodes(&leaves, 300, 600), 600)
+        .unwrap();
+    assert_eq!(ours.merkle_size().unwrap(), 600);
+    let reference = reference_tree(&leaves);
+    assert_every_node(&ours, &reference, 600);
+    assert_every_node(&theirs, &reference, 600);
+}
+
+/// Appends `n` one-event appends to `ledger` on stream `stream`, then a checkpoint.
+fn append_then_checkpoint(ledger: &Ledger, stream: &str, n: u32) {
+    for i in 0..n {
+        append_any(ledger, stream, &i.to_le_bytes()).unwrap();
+    }
+    ledger.checkpoint().unwrap();
+}
+
+/// Clears the stored Merkle nodes from another node and stores those of the first `to` leaves
+/// again, then stops, as a node that died in its rebuild would.
+fn rebuild_and_stop(cluster: &PgCluster, url: &str, to: u64) {
+    let theirs = PostgresStorage::open(url, PostgresOptions::default()).unwrap();
+    let leaves = event_hashes(cluster, url);
+    theirs.clear_merkle_nodes().unwrap();
+    theirs
+        .put_merkle_nodes(&growth_nodes(&leaves, 0, to), to)
+        .unwrap();
+}
+
+/// Another node clears the stored Merkle nodes, stores some again and stops, while a ledger
+/// commits on: the nodes of the leaves between are missing, though the nodes of the tree's
+/// right edge are all there. A ledger that opens then grows the stored tree from where the
+/// stored size stands; one already running does so on its own within seconds. Either way
+/// every node is stored again and every root and proof is right.
+#[test]
+fn nodes_a_stopped_rebuild_left_out_are_stored_again_at_open_and_by_a_running_ledger() {
+    let Some((cluster, url)) = database("nodes_a_stopped_rebuild_left_out") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let merkle_size = || sql(cluster, &url, "SELECT merkle_size FROM ledger_head");
+    {
+        let ledger = open(&url, keys.path(), 40);
+        append_then_checkpoint(&ledger, "a", 600);
+        // Stopped at 520: the subtree of the first 512 leaves is stored, the leaves 520..600
+        // are not, and the groups from 600 to 650 store the rest of the right edge at 650.
+        rebuild_and_stop(cluster, &url, 520);
+        append_then_checkpoint(&ledger, "b", 50);
+    }
+    let ledger = open(&url, keys.path(), 41);
+    assert_eq!(merkle_size(), "650");
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    assert_every_node(&read_only_storage(&url), &reference, 650);
+    assert_proves(&ledger, &reference);
+
+    // Again while the ledger runs: stopped at 520, the groups to 700 store the right edge but
+    // for the subtree of leaves 512..640.
+    rebuild_and_stop(cluster, &url, 520);
+    append_then_checkpoint(&ledger, "c", 50);
+    eventually("the running ledger stores the missing nodes", || {
+        merkle_size() == "700"
+    });
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    assert_every_node(&read_only_storage(&url), &reference, 700);
+    assert_proves(&ledger, &reference);
 }

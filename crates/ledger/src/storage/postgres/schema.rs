@@ -96,6 +96,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "the Merkle nodes a group completes packed into one row keyed by tree size",
         sql: PACK_MERKLE_NODES,
     },
+    Migration {
+        version: 5,
+        description: "the stored Merkle size moved only by a growth that starts within it",
+        sql: CONTIGUOUS_MERKLE_SIZE,
+    },
 ];
 
 /// The first schema version a read-only open reads: every table reads use, the content blobs
@@ -185,6 +190,45 @@ const ADVANCE_HEAD: &str = r"
             END IF;
             -- Delivered at commit, never for a group rolled back: wakes the other nodes'
             -- followers. The payload names the new size and the node that wrote.
+            PERFORM pg_notify('ledger_appended',
+                p_new_size::text || ' ' || coalesce(current_setting('ledger.node', true), ''));
+        END
+        $$;
+";
+
+/// Migration 5. `ledger_head.merkle_size` is the size below which every Merkle node is stored:
+/// an open loads the tree's right edge there and stores again what lies between it and the
+/// head. Migration 3's function raised it to the size any group reached, so a group committed
+/// by one node while another had cleared the nodes and was storing them again from the first
+/// leaf raised it past leaves whose nodes were not yet stored again; had that node stopped
+/// before it was done, the stored size would have claimed nodes that were missing. A group now
+/// raises the size only when its growth starts within it (the head it was planned on is at or
+/// below the size); otherwise the size stays where the nodes stored in one piece end, and a
+/// node that finds it short of the log stores the nodes from there again.
+const CONTIGUOUS_MERKLE_SIZE: &str = r"
+        CREATE OR REPLACE FUNCTION ledger_advance_head(
+            p_size bigint, p_hash bytea, p_new_size bigint, p_new_hash bytea,
+            p_merkle_size bigint, p_streams text[], p_bases bigint[]
+        ) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE ledger_head
+               SET size = p_new_size, last_hash = p_new_hash,
+                   merkle_size = CASE WHEN merkle_size >= p_size
+                                      THEN greatest(merkle_size, p_merkle_size)
+                                      ELSE merkle_size END
+             WHERE id = 1 AND size = p_size AND last_hash = p_hash;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the head of the chain is not at % events with the hash the group was planned on', p_size
+                    USING ERRCODE = 'RLH01';
+            END IF;
+            IF EXISTS (
+                SELECT 1 FROM unnest(p_streams, p_bases) AS s(stream, base)
+                 WHERE coalesce((SELECT max(e.stream_version) FROM ledger_events e
+                                  WHERE e.stream = s.stream), 0) <> s.base
+            ) THEN
+                RAISE EXCEPTION 'a stream is not at the version the group was planned on'
+                    USING ERRCODE = 'RLH02';
+            END IF;
             PERFORM pg_notify('ledger_appended',
                 p_new_size::text || ' ' || coalesce(current_setting('ledger.node', true), ''));
         END

@@ -42,7 +42,7 @@ pub(crate) struct Args {
     /// Connection counts the writes are measured at.
     #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
     connections: Vec<usize>,
-    /// How long each write run lasts, in seconds.
+    /// How long each write run lasts, in seconds: the engine's, in process, over REST and over MCP.
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     write_secs: f64,
     /// Read calls per connection in each read run.
@@ -138,7 +138,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     let root = scratch.path().to_owned();
 
     phase("the ledger's own concurrent appends");
-    let engine = engine_rates(&root, &args.connections)?;
+    let engine = engine_rates(&root, &args.connections, args.write_secs)?;
 
     phase("the same writes in process");
     let in_process =
@@ -192,15 +192,24 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
 }
 
 /// The ledger's own concurrent durable appends at each connection count, each count in a
-/// directory of its own: appends/s and this process's CPU time per append in milliseconds.
-fn engine_rates(root: &Path, connections: &[usize]) -> anyhow::Result<Vec<(f64, f64)>> {
+/// directory of its own, for `secs` of appending like the writes they are compared with (in
+/// rounds, each of its writers appending in turn until all are done; a fixed count of appends
+/// took a fifth of a second at 32 writers, too short a run for a baseline): appends/s and this
+/// process's CPU time per append in milliseconds.
+fn engine_rates(root: &Path, connections: &[usize], secs: f64) -> anyhow::Result<Vec<(f64, f64)>> {
+    let duration = Duration::from_secs_f64(secs);
     let mut engine = Vec::new();
     for &c in connections {
         let dir = root.join(format!("engine-{c}"));
         let ledger = open_ledger(&dir)?;
-        let appends = (c as u64 * 200).clamp(2_000, 20_000);
+        let round = (c as u64 * 200).clamp(2_000, 20_000);
+        let (mut appends, mut elapsed) = (0u64, Duration::ZERO);
         let cpu_before = own_cpu_secs()?;
-        let (elapsed, _) = append_concurrently(&ledger, c, appends)?;
+        while appends == 0 || elapsed < duration {
+            let (took, _) = append_concurrently(&ledger, c, round)?;
+            appends += round;
+            elapsed += took;
+        }
         let cpu = own_cpu_secs()? - cpu_before;
         ledger.shutdown();
         engine.push((rate(appends, elapsed), cpu * 1e3 / appends as f64));

@@ -454,8 +454,11 @@ impl Writer {
     /// node stopped before it was done: the look before gives a node still at it time to move
     /// the size on itself.
     pub(super) fn mend_tree_if_due(&mut self) {
+        if !self.shared {
+            return;
+        }
         let now = Instant::now();
-        if !self.shared || now < self.mend_due || self.core.poisoned().is_some() {
+        if now < self.mend_due || self.core.poisoned().is_some() {
             return;
         }
         self.mend_due = now + MEND_EVERY;

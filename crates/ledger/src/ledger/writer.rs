@@ -164,33 +164,7 @@ impl Ledger {
         let limits = options.limits.clone();
         let core = Core::open(&storage, &options);
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
-        let mut writer = Writer {
-            core: Arc::clone(&core),
-            head: storage.head(),
-            versions: HashMap::new(),
-            ids: match options.id_seed {
-                Some(seed) => IdGenerator::seeded(seed),
-                None => IdGenerator::from_entropy(),
-            },
-            clock: Arc::clone(&options.clock),
-            last_time: None,
-            frontier: Frontier::new(),
-            key: None,
-            files,
-            last_signed: None,
-            entries_seen: 0,
-            tried_key: None,
-            checkpoint_every_events: options.checkpoint_every_events,
-            unadopted: None,
-            origin: String::new(),
-            configured_origin: options.origin.clone(),
-            shared: storage.is_shared(),
-            contended: false,
-            follow_due: false,
-            leads: storage.checkpoint_leader(),
-            mend_due: Instant::now() + MEND_EVERY,
-            mend_seen: None,
-        };
+        let mut writer = Writer::new(&core, &storage, &options, files);
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
                 "the Merkle tree could not be brought up to date: {e}"
@@ -274,6 +248,42 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// A writer over `storage` at its head, its Merkle tree not yet brought up to date.
+    fn new(
+        core: &Arc<Core>,
+        storage: &Arc<dyn Storage>,
+        options: &LedgerOptions,
+        files: Option<KeyFiles>,
+    ) -> Writer {
+        Writer {
+            core: Arc::clone(core),
+            head: storage.head(),
+            versions: HashMap::new(),
+            ids: match options.id_seed {
+                Some(seed) => IdGenerator::seeded(seed),
+                None => IdGenerator::from_entropy(),
+            },
+            clock: Arc::clone(&options.clock),
+            last_time: None,
+            frontier: Frontier::new(),
+            key: None,
+            files,
+            last_signed: None,
+            entries_seen: 0,
+            tried_key: None,
+            checkpoint_every_events: options.checkpoint_every_events,
+            unadopted: None,
+            origin: String::new(),
+            configured_origin: options.origin.clone(),
+            shared: storage.is_shared(),
+            contended: false,
+            follow_due: false,
+            leads: storage.checkpoint_leader(),
+            mend_due: Instant::now() + MEND_EVERY,
+            mend_seen: None,
+        }
+    }
+
     pub(super) fn run(mut self, mut rx: mpsc::Receiver<Job>) {
         let limits = self.core.limits.clone();
         let mut next: Option<Job> = None;

@@ -185,24 +185,31 @@ mod sql {
     pub(super) const INSERT_KEYS: &str = "INSERT INTO ledger_idempotency \
         (key, fingerprint, stream, first_seq, event_count, stream_version) SELECT * FROM \
         unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int4[], $6::int8[])";
+    /// The rows of `ledger_merkle_groups` in `$1` (keys) and `$2` (nodes), as both a group
+    /// and a rebuild insert them.
+    macro_rules! insert_nodes {
+        () => {
+            "INSERT INTO ledger_merkle_groups (size, nodes) \
+             SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) DO UPDATE \
+             SET nodes = EXCLUDED.nodes \
+             WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)"
+        };
+    }
     /// Rows under one key end at the same leaf and hold every node completed from their
     /// growth's start up to it, so of two rows under a key the longer holds the other: it is
     /// the one kept. (A growth that started after a clear of the nodes, on another node,
     /// may have stored the shorter one first.)
-    pub(super) const INSERT_NODES: &str = "INSERT INTO ledger_merkle_groups (size, nodes) \
-        SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) DO UPDATE \
-        SET nodes = EXCLUDED.nodes \
-        WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)";
+    pub(super) const INSERT_NODES: &str = insert_nodes!();
     /// The nodes of a growth from leaf $4 to tree size $3, in one statement (one
     /// transaction), and the stored size raised to $3 when the growth starts within it: every
     /// node below the stored size is stored, whatever other nodes cleared or grew meanwhile
     /// (as a group's head update does, migration 5). Conflicts as in [`INSERT_NODES`].
-    pub(super) const PUT_NODES: &str = "WITH put AS (INSERT INTO ledger_merkle_groups \
-        (size, nodes) SELECT * FROM unnest($1::int8[], $2::bytea[]) ON CONFLICT (size) \
-        DO UPDATE SET nodes = EXCLUDED.nodes \
-        WHERE length(EXCLUDED.nodes) > length(ledger_merkle_groups.nodes)) \
-        UPDATE ledger_head SET merkle_size = $3 \
-        WHERE id = 1 AND merkle_size >= $4 AND merkle_size < $3";
+    pub(super) const PUT_NODES: &str = concat!(
+        "WITH put AS (",
+        insert_nodes!(),
+        ") UPDATE ledger_head SET merkle_size = $3 \
+         WHERE id = 1 AND merkle_size >= $4 AND merkle_size < $3"
+    );
     /// A blob already stored with the same bytes is left as it is; one whose stored bytes
     /// differ (damaged: the hash names the bytes) is replaced by the bytes given.
     pub(super) const INSERT_CONTENT: &str = "INSERT INTO content_blobs (hash, bytes) \

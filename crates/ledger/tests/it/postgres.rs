@@ -1804,6 +1804,21 @@ fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
     assert_eq!(ours.merkle_size().unwrap(), size);
 }
 
+/// Two nodes on one database and the interleaving both clear-and-rebuild tests replay: ours
+/// commits groups to 561 leaves (the stored size there), theirs clears the stored nodes to
+/// rebuild them, and ours commits on from its head to 600, rows keyed 580 (leaves 561..580)
+/// and 600 (580..600), where no stored row ends. Ours, theirs, and the leaves.
+fn groups_around_a_clear(url: &str) -> (PostgresStorage, PostgresStorage, Vec<Digest>) {
+    let ours = PostgresStorage::open(url, PostgresOptions::default()).unwrap();
+    let theirs = PostgresStorage::open(url, PostgresOptions::default()).unwrap();
+    let mut leaves: Vec<Digest> = Vec::new();
+    commit_groups(&ours, &[300, 261], &mut leaves);
+    assert_eq!(ours.merkle_size().unwrap(), 561);
+    theirs.clear_merkle_nodes().unwrap();
+    commit_groups(&ours, &[19, 20], &mut leaves);
+    (ours, theirs, leaves)
+}
+
 /// A node that clears the stored Merkle nodes to rebuild them while another node commits
 /// groups: the other's growth then starts where no stored row ends, its first row keyed
 /// inside the rebuild's span and shorter than the rebuild's row under the key they share.
@@ -1814,14 +1829,7 @@ fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
     let Some((cluster, url)) = database("a_rebuild_racing_group_commits") else {
         return;
     };
-    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
-    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
-    let mut leaves: Vec<Digest> = Vec::new();
-    commit_groups(&ours, &[300, 261], &mut leaves);
-    // Theirs clears the nodes to rebuild them; ours goes on from its head, 561: rows keyed
-    // 580 (leaves 561..580) and 600 (580..600), where no stored row ends.
-    theirs.clear_merkle_nodes().unwrap();
-    commit_groups(&ours, &[19, 20], &mut leaves);
+    let (ours, theirs, leaves) = groups_around_a_clear(&url);
     // Theirs rebuilds from the first leaf: rows keyed 256, 512 and 600 (512..600), longer
     // than ours' under 600.
     theirs
@@ -1847,14 +1855,8 @@ fn a_rebuild_that_stops_short_while_another_node_commits_leaves_the_stored_size_
     let Some((_, url)) = database("a_rebuild_that_stops_short") else {
         return;
     };
-    let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
-    let theirs = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
-    let mut leaves: Vec<Digest> = Vec::new();
-    commit_groups(&ours, &[300, 261], &mut leaves);
-    assert_eq!(ours.merkle_size().unwrap(), 561);
-    theirs.clear_merkle_nodes().unwrap();
-    // Ours' groups after the clear, rows keyed 580 and 600: the size stays at the clear's 0.
-    commit_groups(&ours, &[19, 20], &mut leaves);
+    let (ours, theirs, leaves) = groups_around_a_clear(&url);
+    // Ours' groups after the clear: the size stays at the clear's 0.
     assert_eq!(ours.merkle_size().unwrap(), 0);
     // Theirs stores the first 300 leaves' nodes and stops there.
     theirs

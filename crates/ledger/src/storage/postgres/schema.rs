@@ -158,23 +158,25 @@ pub(super) const HEAD_MOVED: &str = "RLH01";
 /// planned on.
 pub(super) const STREAM_MOVED: &str = "RLH02";
 
-/// Migration 3. A group is sent with its `COMMIT` in one pipeline, so a condition the group
-/// depends on must fail inside the server, where it aborts the transaction (which turns the
-/// `COMMIT` into a rollback), not in the client after the `COMMIT` was sent. The `UPDATE` takes
-/// the head row's lock first, waiting for any other writer's commit; it then sees the row that
-/// writer left (read committed re-checks the condition on the newest version), so a head that
-/// moved is found here. The stream versions are read after the lock, in a snapshot that holds
-/// everything committed before it. Each append's group calls this before its inserts. It also
-/// notifies `ledger_appended`, so that other nodes read the group as soon as it commits.
-const ADVANCE_HEAD: &str = r"
-        CREATE FUNCTION ledger_advance_head(
+/// `ledger_advance_head` as `$create` (`CREATE FUNCTION` or `CREATE OR REPLACE FUNCTION`)
+/// makes it, with `$merkle_size` the new value of the head row's Merkle size: migrations 3 and
+/// 5 differ in that alone.
+macro_rules! advance_head {
+    ($create:literal, $merkle_size:literal) => {
+        concat!(
+            r"
+        ",
+            $create,
+            r" ledger_advance_head(
             p_size bigint, p_hash bytea, p_new_size bigint, p_new_hash bytea,
             p_merkle_size bigint, p_streams text[], p_bases bigint[]
         ) RETURNS void LANGUAGE plpgsql AS $$
         BEGIN
             UPDATE ledger_head
                SET size = p_new_size, last_hash = p_new_hash,
-                   merkle_size = greatest(merkle_size, p_merkle_size)
+                   merkle_size = ",
+            $merkle_size,
+            r"
              WHERE id = 1 AND size = p_size AND last_hash = p_hash;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'the head of the chain is not at % events with the hash the group was planned on', p_size
@@ -194,7 +196,20 @@ const ADVANCE_HEAD: &str = r"
                 p_new_size::text || ' ' || coalesce(current_setting('ledger.node', true), ''));
         END
         $$;
-";
+"
+        )
+    };
+}
+
+/// Migration 3. A group is sent with its `COMMIT` in one pipeline, so a condition the group
+/// depends on must fail inside the server, where it aborts the transaction (which turns the
+/// `COMMIT` into a rollback), not in the client after the `COMMIT` was sent. The `UPDATE` takes
+/// the head row's lock first, waiting for any other writer's commit; it then sees the row that
+/// writer left (read committed re-checks the condition on the newest version), so a head that
+/// moved is found here. The stream versions are read after the lock, in a snapshot that holds
+/// everything committed before it. Each append's group calls this before its inserts. It also
+/// notifies `ledger_appended`, so that other nodes read the group as soon as it commits.
+const ADVANCE_HEAD: &str = advance_head!("CREATE FUNCTION", "greatest(merkle_size, p_merkle_size)");
 
 /// Migration 5. `ledger_head.merkle_size` is the size below which every Merkle node is stored:
 /// an open loads the tree's right edge there and stores again what lies between it and the
@@ -205,35 +220,11 @@ const ADVANCE_HEAD: &str = r"
 /// raises the size only when its growth starts within it (the head it was planned on is at or
 /// below the size); otherwise the size stays where the nodes stored in one piece end, and a
 /// node that finds it short of the log stores the nodes from there again.
-const CONTIGUOUS_MERKLE_SIZE: &str = r"
-        CREATE OR REPLACE FUNCTION ledger_advance_head(
-            p_size bigint, p_hash bytea, p_new_size bigint, p_new_hash bytea,
-            p_merkle_size bigint, p_streams text[], p_bases bigint[]
-        ) RETURNS void LANGUAGE plpgsql AS $$
-        BEGIN
-            UPDATE ledger_head
-               SET size = p_new_size, last_hash = p_new_hash,
-                   merkle_size = CASE WHEN merkle_size >= p_size
-                                      THEN greatest(merkle_size, p_merkle_size)
-                                      ELSE merkle_size END
-             WHERE id = 1 AND size = p_size AND last_hash = p_hash;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'the head of the chain is not at % events with the hash the group was planned on', p_size
-                    USING ERRCODE = 'RLH01';
-            END IF;
-            IF EXISTS (
-                SELECT 1 FROM unnest(p_streams, p_bases) AS s(stream, base)
-                 WHERE coalesce((SELECT max(e.stream_version) FROM ledger_events e
-                                  WHERE e.stream = s.stream), 0) <> s.base
-            ) THEN
-                RAISE EXCEPTION 'a stream is not at the version the group was planned on'
-                    USING ERRCODE = 'RLH02';
-            END IF;
-            PERFORM pg_notify('ledger_appended',
-                p_new_size::text || ' ' || coalesce(current_setting('ledger.node', true), ''));
-        END
-        $$;
-";
+const CONTIGUOUS_MERKLE_SIZE: &str = advance_head!(
+    "CREATE OR REPLACE FUNCTION",
+    "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
+     ELSE merkle_size END"
+);
 
 /// The schema version this program writes.
 pub(super) fn latest() -> i32 {

@@ -157,6 +157,10 @@ pub struct LedgerOptions {
     /// On a shared store, how often the writer reads what other ledgers committed when no
     /// notification woke it sooner (zero: only when woken, or before its own writes).
     pub follow_every: Duration,
+    /// On a shared store, how often the writer looks whether the stored Merkle nodes stop
+    /// short of the log, and stores them from there once they stopped short at the same size
+    /// at two looks in a row (zero: never while it runs; an open still does).
+    pub mend_every: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -172,6 +176,7 @@ impl Default for LedgerOptions {
             read_only: false,
             origin: None,
             follow_every: follow::FOLLOW_EVERY,
+            mend_every: writer::MEND_EVERY,
         }
     }
 }

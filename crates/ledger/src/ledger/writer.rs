@@ -24,8 +24,8 @@ pub(super) const CHECKPOINT_WAIT_SLACK: Duration = Duration::from_millis(500);
 /// Events read at a time when the stored Merkle tree is grown from the log.
 const GROW_BATCH_EVENTS: usize = 8192;
 
-/// How often a writer on a shared store looks whether the stored Merkle nodes stop short of
-/// the log ([`Writer::mend_tree_if_due`]).
+/// How often a writer on a shared store looks by default whether the stored Merkle nodes stop
+/// short of the log ([`Writer::mend_tree_if_due`]).
 pub(super) const MEND_EVERY: Duration = Duration::from_secs(1);
 
 impl Core {
@@ -241,8 +241,9 @@ pub(super) struct Writer {
     pub(super) follow_due: bool,
     /// This ledger writes the periodic checkpoints (on a shared store, one ledger at a time).
     pub(super) leads: bool,
-    /// On a shared store: when to look next whether the stored Merkle nodes stop short of the
-    /// log, and the stored size found short at the last look.
+    /// On a shared store: how often to look whether the stored Merkle nodes stop short of the
+    /// log (zero: never), when to look next, and the stored size found short at the last look.
+    pub(super) mend_every: Duration,
     pub(super) mend_due: Instant,
     pub(super) mend_seen: Option<u64>,
 }
@@ -279,7 +280,8 @@ impl Writer {
             contended: false,
             follow_due: false,
             leads: storage.checkpoint_leader(),
-            mend_due: Instant::now() + MEND_EVERY,
+            mend_every: options.mend_every,
+            mend_due: Instant::now() + options.mend_every,
             mend_seen: None,
         }
     }
@@ -456,7 +458,7 @@ impl Writer {
             .map_err(|e| e.to_string())
     }
 
-    /// On a shared store, at most once every [`MEND_EVERY`]: when the stored Merkle nodes stop
+    /// On a shared store, at most once every `mend_every` ([`MEND_EVERY`] by default): when the stored Merkle nodes stop
     /// short of this writer's tree at the same size as at the last look, stores the nodes of
     /// one read's worth of events from there. The stored size stops short of the log only
     /// while a node that cleared the nodes stores them again (the nodes other nodes' groups
@@ -464,17 +466,17 @@ impl Writer {
     /// node stopped before it was done: the look before gives a node still at it time to move
     /// the size on itself.
     pub(super) fn mend_tree_if_due(&mut self) {
-        if !self.shared {
+        if !self.shared || self.mend_every.is_zero() {
             return;
         }
         let now = Instant::now();
         if now < self.mend_due || self.core.poisoned().is_some() {
             return;
         }
-        self.mend_due = now + MEND_EVERY;
+        self.mend_due = now + self.mend_every;
         if let Err(e) = self.mend_tree() {
-            // Said once a minute, not at every look; the next open rebuilds what it cannot read.
-            self.mend_due = now + MEND_EVERY * 60;
+            // Said at a sixtieth of the looks; the next open rebuilds what it cannot read.
+            self.mend_due = now + self.mend_every * 60;
             tracing::warn!(error = %e, "could not store the Merkle nodes the store lacks");
         }
     }

@@ -1901,9 +1901,10 @@ fn rebuild_and_stop(cluster: &PgCluster, url: &str, to: u64) {
 
 /// Another node clears the stored Merkle nodes, stores some again and stops, while a ledger
 /// commits on: the nodes of the leaves between are missing, though the nodes of the tree's
-/// right edge are all there. A ledger that opens then grows the stored tree from where the
-/// stored size stands; one already running does so on its own within seconds. Either way
-/// every node is stored again and every root and proof is right.
+/// right edge are all there. Until they are stored again a root that needs one is refused,
+/// never answered wrong. A ledger that opens grows the stored tree from where the stored size
+/// stands; one already running does so on its own within seconds. Either way every node is
+/// stored again and every root and proof is right.
 #[test]
 fn nodes_a_stopped_rebuild_left_out_are_stored_again_at_open_and_by_a_running_ledger() {
     let Some((cluster, url)) = database("nodes_a_stopped_rebuild_left_out") else {
@@ -1912,16 +1913,41 @@ fn nodes_a_stopped_rebuild_left_out_are_stored_again_at_open_and_by_a_running_le
     let keys = tempfile::tempdir().unwrap();
     let merkle_size = || sql(cluster, &url, "SELECT merkle_size FROM ledger_head");
     {
-        let ledger = open(&url, keys.path(), 40);
+        // This one does not look for missing nodes while it runs, so that the next open finds
+        // them missing.
+        let unmending = LedgerOptions {
+            mend_every: Duration::ZERO,
+            ..options(40)
+        };
+        let ledger = Ledger::open_postgres(&url, keys.path(), unmending).unwrap();
         append_then_checkpoint(&ledger, "a", 600);
         // Stopped at 520: the subtree of the first 512 leaves is stored, the leaves 520..600
         // are not, and the groups from 600 to 650 store the rest of the right edge at 650.
         rebuild_and_stop(cluster, &url, 520);
         append_then_checkpoint(&ledger, "b", 50);
     }
+    // Until they are stored again, a root that needs one of them is refused, never wrong: a
+    // read-only ledger stores nothing. The root at 650 needs only the right edge's nodes.
+    let reference = reference_tree(&event_hashes(cluster, &url));
+    {
+        let read_only = LedgerOptions {
+            read_only: true,
+            ..options(42)
+        };
+        let reader = Ledger::open_postgres(&url, keys.path(), read_only).unwrap();
+        let refused = reader.root_at(600);
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("is missing")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            reader.root_at(650).unwrap(),
+            reference.root_at(650).unwrap()
+        );
+        assert_eq!(merkle_size(), "520");
+    }
     let ledger = open(&url, keys.path(), 41);
     assert_eq!(merkle_size(), "650");
-    let reference = reference_tree(&event_hashes(cluster, &url));
     assert_every_node(&read_only_storage(&url), &reference, 650);
     assert_proves(&ledger, &reference);
 

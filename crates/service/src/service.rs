@@ -1237,42 +1237,36 @@ fn write_canonical(value: &Value, top: bool, out: &mut String) {
 
 /// On a ledger other nodes also write, the thread that folds what they commit into the read
 /// models as the ledger's writer follows it, so that a read on this node sees another node's
-/// write within the follow bound even when this node writes nothing. It ends when the service
-/// shuts down or goes away (its subscription holds the ledger, so the ledger's end alone would
-/// never come), or when a fold fails (reads then catch up at the next write).
+/// write within the follow bound even when this node writes nothing. A read or a fold that
+/// fails (the database lost, a session it dropped) is tried again from where the read models
+/// stand, after a pause that grows from [`FOLLOW_RETRY_FIRST`] to [`FOLLOW_RETRY_MAX`]: the
+/// thread ends only when the service shuts down or goes away (its subscription holds the
+/// ledger, so the ledger's end alone would never come).
 #[derive(Debug)]
 pub(crate) struct Follower {
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The first pause before the read models try again to follow other nodes after a failure.
+pub(crate) const FOLLOW_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest such pause, however long the failures last.
+pub(crate) const FOLLOW_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Follower {
     fn start(ledger: &Ledger, projector: &Projector) -> Option<Follower> {
         if !ledger.is_shared() {
             return None;
         }
-        let mut subscription = ledger.subscribe(projector.next_seq());
-        let projector = projector.clone();
-        let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let runtime = tokio::runtime::Builder::new_current_thread().build();
+        let (ledger, projector) = (ledger.clone(), projector.clone());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build();
         let started = runtime.map_err(|e| e.to_string()).and_then(|runtime| {
             std::thread::Builder::new()
                 .name("projection-follower".into())
-                .spawn(move || {
-                    runtime.block_on(async move {
-                        loop {
-                            let event = tokio::select! {
-                                _ = stopped.changed() => return,
-                                event = subscription.next() => event,
-                            };
-                            let Ok(event) = event else { return };
-                            if let Err(e) = projector.catch_up_to(event.seq) {
-                                tracing::warn!(error = %e, "the read models stopped following other nodes");
-                                return;
-                            }
-                        }
-                    });
-                })
+                .spawn(move || runtime.block_on(follow_other_nodes(ledger, projector, stopped)))
                 .map_err(|e| e.to_string())
         });
         match started {
@@ -1299,6 +1293,49 @@ impl Follower {
 impl Drop for Follower {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The follower's loop: each event other nodes committed, as the ledger's writer hands it out,
+/// folded with everything before it; after a failure, a pause and a new subscription from
+/// where the read models stand. Said once when following fails and once when it works again.
+async fn follow_other_nodes(
+    ledger: Ledger,
+    projector: Projector,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut pause = FOLLOW_RETRY_FIRST;
+    let mut failing = false;
+    loop {
+        let mut subscription = ledger.subscribe(projector.next_seq());
+        let failure = loop {
+            let event = tokio::select! {
+                _ = stopped.changed() => return,
+                event = subscription.next() => event,
+            };
+            let folded = match event {
+                Ok(event) => projector.catch_up_to(event.seq).map_err(|e| e.to_string()),
+                Err(ledger::SubscriptionError::Closed) => return,
+                Err(e) => Err(e.to_string()),
+            };
+            match folded {
+                Ok(_) if failing => {
+                    tracing::info!("the read models follow other nodes again");
+                    (failing, pause) = (false, FOLLOW_RETRY_FIRST);
+                }
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
+        if !failing {
+            tracing::warn!(error = %failure, "the read models could not follow other nodes; trying again");
+            failing = true;
+        }
+        tokio::select! {
+            _ = stopped.changed() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(FOLLOW_RETRY_MAX);
     }
 }
 

@@ -554,3 +554,79 @@ fn files_placed_by_hand_are_refused_unless_the_database_holds_them() {
     assert!(refused.contains("fallbacks.yaml"), "{refused}");
     assert!(!refused.contains("kb_tickets"), "{refused}");
 }
+
+/// A task's version as a node's read models have it.
+fn version_on(service: &Service, task: &str) -> u64 {
+    service.projector().session_version(task).unwrap_or(0)
+}
+
+#[test]
+fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessions() {
+    let Some(cluster) = cluster_or_skip("the_read_models_follow_other_nodes_again") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let task = open_task(&a);
+    let written = |service: &Service, i: usize| {
+        // A write whose session the database dropped is retried under its key.
+        let key = format!("storm-{i}");
+        let args = json!({
+            "task_id": task, "source": format!("source-{i}.example.org"),
+            "publish_date": "2025-01-10", "source_type": "government",
+            "content": format!("Report {i} says that lithium supply grows faster than demand."),
+            "stance": "supports", "idempotency_key": key,
+        });
+        for _ in 0..200 {
+            if call(service, "retrieval_add_evidence", args.clone()).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("write {i} never succeeded");
+    };
+    let caught_up = |want: u64, within: Duration| {
+        let deadline = Instant::now() + within;
+        while version_on(&b, &task) < want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        version_on(&b, &task)
+    };
+    written(&a, 0);
+    assert_eq!(caught_up(2, Duration::from_secs(10)), 2);
+
+    // While node A writes, the database drops every session of both nodes again and again,
+    // reads of node B's read models among them.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = cluster.psql_url(
+                    &url,
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                     AND application_name = 'research-ledger'",
+                );
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        });
+        for i in 1..=60 {
+            written(&a, i);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+
+    // Then node A alone writes on; node B, which writes nothing, must show every write within
+    // the follow bound.
+    for i in 61..=65 {
+        written(&a, i);
+    }
+    let want = version_on(&a, &task);
+    assert_eq!(want, 67, "node A's own read models hold every write");
+    assert_eq!(
+        caught_up(want, Duration::from_secs(10)),
+        want,
+        "node B's read models stopped following node A"
+    );
+}

@@ -19,6 +19,14 @@ fn node(dir: &Path, url: &str) -> Service {
     Service::open(options).unwrap()
 }
 
+/// Two nodes on the database at `url`, each with a data directory of its own; the directories
+/// come first, so that they outlive the nodes when the caller's bindings are dropped.
+fn two_nodes(url: &str) -> ([tempfile::TempDir; 2], Service, Service) {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let (a, b) = (node(dirs[0].path(), url), node(dirs[1].path(), url));
+    (dirs, a, b)
+}
+
 fn sql(cluster: &PgCluster, url: &str, statement: &str) -> String {
     cluster.psql_url(url, statement).unwrap()
 }
@@ -59,14 +67,18 @@ fn a_contract_registered_on_one_node_is_served_by_the_other_and_removed_from_bot
         return;
     };
     let url = cluster.create_database().unwrap();
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let (dirs, a, b) = two_nodes(&url);
     assert_eq!(
         a.register_tool(&alice(), &contract("kb_search")).unwrap(),
         "kb_search"
     );
     // Nothing of it in either data directory: it is the database's.
-    assert!(!a_dir.path().join("contracts/tools/kb_search.yaml").exists());
+    assert!(
+        !dirs[0]
+            .path()
+            .join("contracts/tools/kb_search.yaml")
+            .exists()
+    );
     assert!(tool_names(&b).is_empty());
     assert!(b.refresh_tools());
     assert_eq!(tool_names(&b), ["kb_search"]);
@@ -293,8 +305,7 @@ fn documents_ingested_through_one_node_are_searched_by_the_other_with_the_same_h
         return;
     };
     let url = cluster.create_database().unwrap();
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let (_dirs, a, b) = two_nodes(&url);
     assert_eq!(b.corpus().len(), 0);
     let files = tempfile::tempdir().unwrap();
     let paths = documents(files.path());
@@ -463,14 +474,13 @@ fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() 
         return;
     };
     let url = cluster.create_database().unwrap();
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let (dirs, a, b) = two_nodes(&url);
     let folder = folder_with("ticket_ref", "printer_manual");
     // The tag is in no dictionary yet: the tool is refused through either node.
     let text = std::fs::read_to_string(folder.path().join("tools/kb_tickets.yaml")).unwrap();
     assert!(a.register_tool(&alice(), &text).is_err());
 
-    let tools = service::push_contracts(&options_of(a_dir.path(), &url), folder.path()).unwrap();
+    let tools = service::push_contracts(&options_of(dirs[0].path(), &url), folder.path()).unwrap();
     assert_eq!(tools, ["kb_tickets"]);
     // The other node serves the tool, its tag and the fallback after its next refresh.
     assert!(b.refresh_tools());
@@ -487,7 +497,7 @@ fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() 
 
     // A new fallback map pushed through B: A sends the new name, not the old one.
     let changed = folder_with("ticket_ref", "old_manual");
-    service::push_contracts(&options_of(b_dir.path(), &url), changed.path()).unwrap();
+    service::push_contracts(&options_of(dirs[1].path(), &url), changed.path()).unwrap();
     assert!(a.refresh_tools());
     assert!(a.has_tool("old_manual"));
     assert!(!a.has_tool("printer_manual"));
@@ -495,7 +505,7 @@ fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() 
     // A dictionary that drops a tag a kept tool uses is refused whole: nothing changes.
     let dropped = folder_with("other_tag", "old_manual");
     std::fs::remove_dir_all(dropped.path().join("tools")).unwrap();
-    let err = service::push_contracts(&options_of(b_dir.path(), &url), dropped.path())
+    let err = service::push_contracts(&options_of(dirs[1].path(), &url), dropped.path())
         .unwrap_err()
         .to_string();
     assert!(err.contains("nothing was stored"), "{err}");
@@ -566,10 +576,9 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
         return;
     };
     let url = cluster.create_database().unwrap();
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (node(a_dir.path(), &url), node(b_dir.path(), &url));
+    let (_dirs, a, b) = two_nodes(&url);
     let task = open_task(&a);
-    let written = |service: &Service, i: usize| {
+    let written = |i: usize| {
         // A write whose session the database dropped is retried under its key.
         let key = format!("storm-{i}");
         let args = json!({
@@ -579,7 +588,7 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
             "stance": "supports", "idempotency_key": key,
         });
         for _ in 0..200 {
-            if call(service, "retrieval_add_evidence", args.clone()).is_ok() {
+            if call(&a, "retrieval_add_evidence", args.clone()).is_ok() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -593,7 +602,7 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
         }
         version_on(&b, &task)
     };
-    written(&a, 0);
+    written(0);
     assert_eq!(caught_up(2, Duration::from_secs(10)), 2);
 
     // While node A writes, the database drops every session of both nodes again and again,
@@ -612,7 +621,7 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
             }
         });
         for i in 1..=60 {
-            written(&a, i);
+            written(i);
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
@@ -620,7 +629,7 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
     // Then node A alone writes on; node B, which writes nothing, must show every write within
     // the follow bound.
     for i in 61..=65 {
-        written(&a, i);
+        written(i);
     }
     let want = version_on(&a, &task);
     assert_eq!(want, 67, "node A's own read models hold every write");

@@ -7,11 +7,17 @@
 //! the announcement buffer, reads what it missed from the ledger — never past what the
 //! projection has folded — and rejoins the announcements where it caught up, so it skips
 //! nothing and never runs ahead of the read models.
+//!
+//! A read that the database failed (a dropped session, a failover, a restart) is tried again
+//! after a pause, growing from 50 ms to 5 s: the subscriber waits, as it waits for new events,
+//! and misses nothing. Anything else that stops a read — damaged or missing events — ends the
+//! feed with an error.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
-use ledger::{ReadError, RecordedEvent};
+use ledger::{ReadError, RecordedEvent, StorageError};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::error::Stall;
@@ -19,6 +25,12 @@ use crate::projector::Projector;
 
 /// How many events a subscriber reads from the ledger at a time while catching up.
 const CATCH_UP_EVENTS: usize = 512;
+
+/// The pause after the first failed catch-up read.
+const READ_RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest pause between catch-up reads that keep failing.
+const READ_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// What the projector announces.
 #[derive(Debug, Clone)]
@@ -75,7 +87,7 @@ impl Feed {
             let folded = self.projector.next_seq();
             if self.next_seq < folded {
                 let want = ((folded - self.next_seq) as usize).min(CATCH_UP_EVENTS);
-                let events = self.projector.ledger().read_range(self.next_seq, want)?;
+                let events = self.read_missed(want).await?;
                 let before = self.next_seq;
                 self.backlog.extend(
                     events
@@ -110,6 +122,41 @@ impl Feed {
                 Ok(Folded::Stalled(_)) => {}
                 // The projector holds the sender, and this feed holds the projector.
                 Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    /// Up to `want` events from the next one on, read from the ledger off the runtime's
+    /// workers; what the database failed is read again after a pause.
+    async fn read_missed(&self, want: usize) -> Result<Vec<RecordedEvent>, ReadError> {
+        let mut pause = READ_RETRY_FIRST;
+        let mut failing = false;
+        loop {
+            let ledger = self.projector.ledger().clone();
+            let from = self.next_seq;
+            let read =
+                match tokio::task::spawn_blocking(move || ledger.read_range(from, want)).await {
+                    Ok(read) => read,
+                    Err(e) => match e.try_into_panic() {
+                        Ok(panic) => std::panic::resume_unwind(panic),
+                        // Cancelled: the runtime is shutting down, and this feed with it.
+                        Err(_) => std::future::pending().await,
+                    },
+                };
+            match read {
+                Err(ReadError::Storage(e @ StorageError::Database { .. })) => {
+                    if !failing {
+                        tracing::warn!(seq = from, error = %e, "a subscriber waits for the database to read events");
+                        failing = true;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(READ_RETRY_MAX);
+                }
+                Ok(events) if failing => {
+                    tracing::info!(seq = from, "a subscriber reads events again");
+                    return Ok(events);
+                }
+                other => return other,
             }
         }
     }

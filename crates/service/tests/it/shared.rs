@@ -4,6 +4,7 @@
 //! and pass, unless `RESEARCH_LEDGER_REQUIRE_POSTGRES` is set.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -566,6 +567,33 @@ fn files_placed_by_hand_are_refused_unless_the_database_holds_them() {
 }
 
 /// A task's version as a node's read models have it.
+/// Runs `work` while the database terminates every session of every node, again and again.
+fn while_sessions_drop<R>(cluster: &PgCluster, url: &str, work: impl FnOnce() -> R) -> R {
+    /// Stops the terminations when `work` ends, returning or panicking.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = cluster.psql_url(
+                    url,
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                     AND application_name = 'research-ledger'",
+                );
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        });
+        let _stop = Stop(&stop);
+        work()
+    })
+}
+
 fn version_on(service: &Service, task: &str) -> u64 {
     service.projector().session_version(task).unwrap_or(0)
 }
@@ -607,23 +635,10 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
 
     // While node A writes, the database drops every session of both nodes again and again,
     // reads of node B's read models among them.
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = cluster.psql_url(
-                    &url,
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                     WHERE datname = current_database() AND pid <> pg_backend_pid() \
-                     AND application_name = 'research-ledger'",
-                );
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        });
+    while_sessions_drop(&cluster, &url, || {
         for i in 1..=60 {
             written(i);
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
 
     // Then node A alone writes on; node B, which writes nothing, must show every write within
@@ -638,4 +653,61 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
         want,
         "node B's read models stopped following node A"
     );
+}
+
+#[test]
+fn subscribers_from_the_past_miss_nothing_while_the_database_drops_their_sessions() {
+    let Some(cluster) = cluster_or_skip("subscribers_from_the_past_miss_nothing") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (_dirs, a, b) = two_nodes(&url);
+    let task = open_task(&a);
+    for i in 0..40 {
+        let args = json!({
+            "task_id": task, "source": format!("source-{i}.example.org"),
+            "publish_date": "2025-01-10", "source_type": "government",
+            "content": format!("Report {i} says that lithium supply grows faster than demand."),
+            "stance": "supports",
+        });
+        call(&a, "retrieval_add_evidence", args).unwrap();
+    }
+    let head = a.ledger().head().size;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.projector().next_seq() < head && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        b.projector().next_seq(),
+        head,
+        "node B folded node A's writes"
+    );
+
+    // Subscribers on node B start from the first event, again and again, and catch up from the
+    // database while it drops their sessions; each must see every event, in order, and wait
+    // through the failures rather than end.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rounds = while_sessions_drop(&cluster, &url, || {
+        runtime.block_on(async {
+            let started = Instant::now();
+            let mut rounds = 0;
+            while started.elapsed() < Duration::from_secs(3) {
+                let mut updates = b.updates(0);
+                for seq in 0..head {
+                    let update = tokio::time::timeout(Duration::from_secs(20), updates.next())
+                        .await
+                        .unwrap_or_else(|_| panic!("round {rounds}: no event {seq} in 20 s"))
+                        .unwrap_or_else(|e| panic!("round {rounds}: event {seq}: {e}"));
+                    assert_eq!(update.seq, seq, "round {rounds}: events out of order");
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    });
+    assert!(rounds > 0);
 }

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
-use service::Service;
+use service::{Service, ServiceError};
 
 use crate::bridge::Bridge;
-use crate::error::resource_not_found;
+use crate::error::{internal, resource_not_found};
 use crate::resources::{ResourceUri, changed_by_append};
 
 /// What one connection set up: its legacy subscriptions and its log level.
@@ -104,30 +104,31 @@ pub(crate) fn subscribe(
                     Ok(())
                 }
             })
-            .await;
+            .await
+            // A 2025-11-25 connection has no request to end with the failure, logged by
+            // `follow`; its next `resources/subscribe` starts a listener again.
+            .ok();
         }));
     }
     Ok(())
 }
 
 /// Follows the ledger from its head on, calling `notify` with the task of every new event,
-/// until `notify` fails (the client is gone) or the ledger stops.
-async fn follow<F, Fut>(service: &Service, mut notify: F)
+/// until `notify` fails (the client is gone: `Ok`) or no further update can be delivered in
+/// order (the read models stopped, or the ledger cannot be read: that error). Updates wait
+/// through a database that fails for a while; they do not end for it.
+async fn follow<F, Fut>(service: &Service, mut notify: F) -> Result<(), ServiceError>
 where
     F: FnMut(&str) -> Fut,
     Fut: std::future::Future<Output = Result<(), ()>>,
 {
     let mut updates = service.updates(service.ledger().head().size);
     loop {
-        let update = match updates.next().await {
-            Ok(update) => update,
-            Err(e) => {
-                tracing::warn!(error = %e, "resource subscriptions stop: the ledger's updates failed");
-                return;
-            }
-        };
+        let update = updates.next().await.inspect_err(|e| {
+            tracing::warn!(error = %e, "resource subscriptions stop: the ledger's updates failed");
+        })?;
         if notify(&update.task_id).await.is_err() {
-            return;
+            return Ok(());
         }
     }
 }
@@ -201,9 +202,83 @@ pub(crate) async fn listen(bridge: &Bridge, context: SubscriptionContext) -> Res
         }
     });
     tokio::select! {
-        () = following => {}
+        // Nothing more can be told in order: the request ends with why, not as if done.
+        followed = following => followed.map_err(|e| internal(&e))?,
         () = tool_changes => {}
         () = context.cancelled() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ledger::{AppendRequest, ExpectedVersion, NewEvent};
+    use serde_json::json;
+    use service::{Caller, ServiceOptions};
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn following_ends_with_the_reason_when_the_read_models_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = ServiceOptions::new(dir.path());
+        options.ledger.checkpoint_interval = None;
+        let service = Service::open(options).unwrap();
+        let opened = service
+            .call_tool(
+                &Caller::new("alice"),
+                "research_open_task",
+                &json!({"question": "Q?", "research_date": "2025-06-30"}),
+            )
+            .unwrap();
+        let task = opened.structured["task_id"].as_str().unwrap().to_owned();
+        let mut told = 0;
+        let following = follow(&service, |_| {
+            told += 1;
+            async { Ok(()) }
+        });
+        let stalling = async {
+            // An event of a known kind that does not decode: the read models stop before it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let ledger = service.ledger().clone();
+            let task = task.clone();
+            tokio::task::spawn_blocking(move || {
+                ledger
+                    .append(AppendRequest {
+                        stream: task,
+                        expected: ExpectedVersion::Any,
+                        actor: "newer-build".into(),
+                        events: vec![NewEvent {
+                            kind: "evidence_weighed".into(),
+                            payload: vec![1, 0, 7],
+                            causation: vec![],
+                        }],
+                        idempotency: None,
+                        content: Vec::new(),
+                    })
+                    .unwrap();
+            })
+            .await
+            .unwrap();
+            let projector = service.projector().clone();
+            let folded = tokio::task::spawn_blocking(move || projector.catch_up())
+                .await
+                .unwrap();
+            assert!(folded.is_err(), "{folded:?}");
+            std::future::pending::<()>().await
+        };
+        let followed = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::select! {
+                followed = following => followed,
+                () = stalling => unreachable!(),
+            }
+        })
+        .await
+        .expect("following ends once the read models stop");
+        let error = followed.expect_err("it ends with why");
+        assert!(error.to_string().contains("read models stopped"), "{error}");
+        assert_eq!(told, 0);
+    }
 }

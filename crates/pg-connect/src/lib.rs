@@ -16,9 +16,20 @@
 //! `sslrootcert=PATH` is a PEM file of CA certificates; `sslrootcert=system` takes Mozilla's
 //! roots; without it, `verify-ca` and `verify-full` read `~/.postgresql/root.crt` as libpq
 //! does, and refuse to connect when it is missing. TLS is rustls on the ring provider.
+//!
+//! A server whose machine is gone (powered off, cut off by the network) sends nothing, not
+//! even a reset, so without more a statement waiting for its answer waits for the kernel's
+//! retransmissions to give up, a quarter of an hour on Linux, and an idle session for two
+//! hours of keepalive silence — long after a standby was promoted. Unless the URL sets them,
+//! every connection therefore has libpq's `tcp_user_timeout` at 10 s (sent data that nothing
+//! acknowledges for that long fails the connection; a slow server still acknowledges at once)
+//! and keepalives after 5 s idle, every 2 s, 3 unanswered ones failing it: a vanished server is
+//! noticed within about 10 s, and the session is then opened again, on whichever host of a
+//! multi-host URL takes writes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -29,6 +40,15 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, Config, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// How long sent data may go unacknowledged before the connection fails, unless the URL says.
+pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle time before the first keepalive probe, unless the URL says.
+pub const KEEPALIVES_IDLE: Duration = Duration::from_secs(5);
+/// Time between unanswered keepalive probes, unless the URL says.
+pub const KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
+/// Unanswered keepalive probes that fail the connection, unless the URL says.
+pub const KEEPALIVES_RETRIES: u32 = 3;
 
 /// How a connection uses TLS: libpq's `sslmode`. See the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +149,35 @@ impl Connector {
             Some(value) => SslMode::parse(&value)?,
             None => SslMode::Prefer,
         };
+        // libpq reads `tcp_user_timeout` in milliseconds, the driver in seconds: read it here.
+        let (rest, user_timeout) = take_parameter(&rest, "tcp_user_timeout")?;
         let mut config: Config = rest.parse().map_err(|e| UrlError::Url(format!("{e}")))?;
+        // A server that vanished is noticed within seconds (see the module documentation).
+        match user_timeout {
+            None => {
+                config.tcp_user_timeout(TCP_USER_TIMEOUT);
+            }
+            Some(value) => {
+                let millis: u64 = value.parse().map_err(|_| {
+                    UrlError::Url(format!(
+                        "tcp_user_timeout is in milliseconds, a whole number, not {value:?}"
+                    ))
+                })?;
+                // 0 leaves the system's default, as in libpq.
+                if millis > 0 {
+                    config.tcp_user_timeout(Duration::from_millis(millis));
+                }
+            }
+        }
+        if !names_parameter(&rest, "keepalives_idle") {
+            config.keepalives_idle(KEEPALIVES_IDLE);
+        }
+        if !names_parameter(&rest, "keepalives_interval") {
+            config.keepalives_interval(KEEPALIVES_INTERVAL);
+        }
+        if !names_parameter(&rest, "keepalives_retries") {
+            config.keepalives_retries(KEEPALIVES_RETRIES);
+        }
         config.ssl_mode(match mode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
             SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
@@ -216,6 +264,49 @@ fn split_tls_parameters(url: &str) -> Result<(String, Option<String>, Option<Str
         format!("{base}?{}", kept.join("&"))
     };
     Ok((rest, mode, root))
+}
+
+/// The URL (or `key=value` string) without the parameter `key`, and its value if it was set.
+fn take_parameter(url: &str, key: &str) -> Result<(String, Option<String>), UrlError> {
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let mut value = None;
+    if !is_url {
+        let mut kept = Vec::new();
+        for word in url.split_whitespace() {
+            match word.split_once('=') {
+                Some((k, v)) if k == key => value = Some(v.to_owned()),
+                _ => kept.push(word),
+            }
+        }
+        return Ok((kept.join(" "), value));
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None));
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((k, v)) if k == key => value = Some(percent_decode(v)?),
+            _ => kept.push(pair),
+        }
+    }
+    let rest = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((rest, value))
+}
+
+/// Whether a URL (or a `key=value` string) sets the parameter `key`.
+fn names_parameter(url: &str, key: &str) -> bool {
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let mut pairs: Box<dyn Iterator<Item = &str>> = if is_url {
+        Box::new(url.split_once('?').map(|(_, q)| q).unwrap_or("").split('&'))
+    } else {
+        Box::new(url.split_whitespace())
+    };
+    pairs.any(|pair| pair.split_once('=').map_or(pair, |(k, _)| k).trim() == key)
 }
 
 fn percent_decode(value: &str) -> Result<String, UrlError> {
@@ -385,6 +476,54 @@ mod tests {
 
     fn split(url: &str) -> (String, Option<String>, Option<String>) {
         split_tls_parameters(url).expect("split")
+    }
+
+    #[test]
+    fn a_vanished_server_is_noticed_within_seconds_unless_the_url_says_otherwise() {
+        for url in ["postgres://u@h:5/db", "host=h port=5 user=u dbname=db"] {
+            let connector = Connector::parse(url).expect("parse");
+            let config = connector.config();
+            assert_eq!(
+                config.get_tcp_user_timeout(),
+                Some(&TCP_USER_TIMEOUT),
+                "{url}"
+            );
+            assert!(config.get_keepalives(), "{url}");
+            assert_eq!(config.get_keepalives_idle(), KEEPALIVES_IDLE, "{url}");
+            assert_eq!(config.get_keepalives_interval(), Some(KEEPALIVES_INTERVAL));
+            assert_eq!(config.get_keepalives_retries(), Some(KEEPALIVES_RETRIES));
+        }
+        for url in [
+            "postgres://u@h:5/db?tcp_user_timeout=60000&keepalives_idle=30&keepalives_interval=9&keepalives_retries=7&target_session_attrs=read-write",
+            "host=h user=u tcp_user_timeout=60000 keepalives_idle=30 keepalives_interval=9 keepalives_retries=7",
+        ] {
+            let connector = Connector::parse(url).expect("parse");
+            let config = connector.config();
+            assert_eq!(
+                config.get_tcp_user_timeout(),
+                Some(&Duration::from_secs(60)),
+                "{url}"
+            );
+            assert_eq!(config.get_keepalives_idle(), Duration::from_secs(30));
+            assert_eq!(
+                config.get_keepalives_interval(),
+                Some(Duration::from_secs(9))
+            );
+            assert_eq!(config.get_keepalives_retries(), Some(7));
+        }
+        // `tcp_user_timeout=0` leaves the system's default, as in libpq.
+        let connector = Connector::parse("postgres://u@h/db?tcp_user_timeout=0").expect("parse");
+        assert_eq!(connector.config().get_tcp_user_timeout(), None);
+        // In milliseconds, as libpq reads it.
+        let connector = Connector::parse("postgres://u@h/db?tcp_user_timeout=2500").expect("parse");
+        assert_eq!(
+            connector.config().get_tcp_user_timeout(),
+            Some(&Duration::from_millis(2500))
+        );
+        assert!(matches!(
+            Connector::parse("postgres://u@h/db?tcp_user_timeout=10s"),
+            Err(UrlError::Url(e)) if e.contains("milliseconds")
+        ));
     }
 
     #[test]

@@ -635,7 +635,7 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
 
     // While node A writes, the database drops every session of both nodes again and again,
     // reads of node B's read models among them.
-    while_sessions_drop(&cluster, &url, || {
+    while_sessions_drop(cluster, &url, || {
         for i in 1..=60 {
             written(i);
         }
@@ -691,7 +691,7 @@ fn subscribers_from_the_past_miss_nothing_while_the_database_drops_their_session
         .enable_all()
         .build()
         .unwrap();
-    let rounds = while_sessions_drop(&cluster, &url, || {
+    let rounds = while_sessions_drop(cluster, &url, || {
         runtime.block_on(async {
             let started = Instant::now();
             let mut rounds = 0;

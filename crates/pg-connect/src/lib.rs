@@ -144,13 +144,11 @@ impl std::fmt::Debug for Connector {
 impl Connector {
     /// Reads a storage URL, its `sslmode` and `sslrootcert` included (the CA file is read now).
     pub fn parse(url: &str) -> Result<Connector, UrlError> {
-        let (rest, mode, root) = split_tls_parameters(url)?;
+        let (rest, [mode, root, user_timeout]) = take_parameters(url)?;
         let mode = match mode {
             Some(value) => SslMode::parse(&value)?,
             None => SslMode::Prefer,
         };
-        // libpq reads `tcp_user_timeout` in milliseconds, the driver in seconds: read it here.
-        let (rest, user_timeout) = take_parameter(&rest, "tcp_user_timeout")?;
         let mut config: Config = rest.parse().map_err(|e| UrlError::Url(format!("{e}")))?;
         // A server that vanished is noticed within seconds (see the module documentation).
         match user_timeout {
@@ -169,13 +167,14 @@ impl Connector {
                 }
             }
         }
-        if !names_parameter(&rest, "keepalives_idle") {
+        let set = Parameters::of(&rest);
+        if !set.names("keepalives_idle") {
             config.keepalives_idle(KEEPALIVES_IDLE);
         }
-        if !names_parameter(&rest, "keepalives_interval") {
+        if !set.names("keepalives_interval") {
             config.keepalives_interval(KEEPALIVES_INTERVAL);
         }
-        if !names_parameter(&rest, "keepalives_retries") {
+        if !set.names("keepalives_retries") {
             config.keepalives_retries(KEEPALIVES_RETRIES);
         }
         config.ssl_mode(match mode {
@@ -230,83 +229,75 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     text
 }
 
-/// Takes `sslmode` and `sslrootcert` out of the URL (or of a `key=value` string), leaving the
-/// rest for the driver.
-fn split_tls_parameters(url: &str) -> Result<(String, Option<String>, Option<String>), UrlError> {
-    let (mut mode, mut root) = (None, None);
-    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    if !is_url {
-        let mut kept = Vec::new();
-        for word in url.split_whitespace() {
-            match word.split_once('=') {
-                Some(("sslmode", value)) => mode = Some(value.to_owned()),
-                Some(("sslrootcert", value)) => root = Some(value.to_owned()),
-                _ => kept.push(word),
-            }
-        }
-        return Ok((kept.join(" "), mode, root));
-    }
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None, None));
-    };
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
-            "sslmode" => mode = Some(percent_decode(value)?),
-            "sslrootcert" => root = Some(percent_decode(value)?),
-            _ => kept.push(pair),
-        }
-    }
-    let rest = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    Ok((rest, mode, root))
+/// The parameters this crate reads itself rather than the driver: libpq's TLS settings, and
+/// `tcp_user_timeout`, which libpq reads in milliseconds and the driver in seconds.
+const TAKEN: [&str; 3] = ["sslmode", "sslrootcert", "tcp_user_timeout"];
+
+/// A storage URL's parameters: the part before `?` and the `key=value` pairs after it, or the
+/// words of a `key=value` string.
+struct Parameters<'a> {
+    /// The URL before its `?`; `None` for a `key=value` string.
+    base: Option<&'a str>,
+    words: Vec<&'a str>,
 }
 
-/// The URL (or `key=value` string) without the parameter `key`, and its value if it was set.
-fn take_parameter(url: &str, key: &str) -> Result<(String, Option<String>), UrlError> {
-    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let mut value = None;
-    if !is_url {
-        let mut kept = Vec::new();
-        for word in url.split_whitespace() {
-            match word.split_once('=') {
-                Some((k, v)) if k == key => value = Some(v.to_owned()),
-                _ => kept.push(word),
-            }
+impl<'a> Parameters<'a> {
+    fn of(url: &'a str) -> Parameters<'a> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Parameters {
+                base: None,
+                words: url.split_whitespace().collect(),
+            };
         }
-        return Ok((kept.join(" "), value));
-    }
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
-    };
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((k, v)) if k == key => value = Some(percent_decode(v)?),
-            _ => kept.push(pair),
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        Parameters {
+            base: Some(base),
+            words: query.split('&').filter(|p| !p.is_empty()).collect(),
         }
     }
-    let rest = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    Ok((rest, value))
+
+    /// A word's key and its value as written; a URL's key may come without `=`.
+    fn split(&self, word: &'a str) -> Option<(&'a str, &'a str)> {
+        match self.base {
+            Some(_) => Some(word.split_once('=').unwrap_or((word, ""))),
+            None => word.split_once('='),
+        }
+    }
+
+    /// Whether the parameter `key` is set.
+    fn names(&self, key: &str) -> bool {
+        self.words
+            .iter()
+            .any(|word| self.split(word).is_some_and(|(k, _)| k.trim() == key))
+    }
 }
 
-/// Whether a URL (or a `key=value` string) sets the parameter `key`.
-fn names_parameter(url: &str, key: &str) -> bool {
-    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let mut pairs: Box<dyn Iterator<Item = &str>> = if is_url {
-        Box::new(url.split_once('?').map(|(_, q)| q).unwrap_or("").split('&'))
-    } else {
-        Box::new(url.split_whitespace())
+/// Takes the [`TAKEN`] parameters out of the URL (or of a `key=value` string), leaving the rest
+/// for the driver; their values in [`TAKEN`]'s order, percent-decoded in a URL.
+fn take_parameters(url: &str) -> Result<(String, [Option<String>; 3]), UrlError> {
+    let parameters = Parameters::of(url);
+    let mut values: [Option<String>; 3] = Default::default();
+    let mut kept = Vec::new();
+    for &word in &parameters.words {
+        let taken = parameters
+            .split(word)
+            .and_then(|(key, value)| Some((TAKEN.iter().position(|t| *t == key)?, value)));
+        match taken {
+            Some((i, value)) => {
+                values[i] = Some(match parameters.base {
+                    Some(_) => percent_decode(value)?,
+                    None => value.to_owned(),
+                })
+            }
+            None => kept.push(word),
+        }
+    }
+    let rest = match parameters.base {
+        None => kept.join(" "),
+        Some(base) if kept.is_empty() => base.to_owned(),
+        Some(base) => format!("{base}?{}", kept.join("&")),
     };
-    pairs.any(|pair| pair.split_once('=').map_or(pair, |(k, _)| k).trim() == key)
+    Ok((rest, values))
 }
 
 fn percent_decode(value: &str) -> Result<String, UrlError> {
@@ -475,7 +466,8 @@ mod tests {
     use super::*;
 
     fn split(url: &str) -> (String, Option<String>, Option<String>) {
-        split_tls_parameters(url).expect("split")
+        let (rest, [mode, root, _]) = take_parameters(url).expect("split");
+        (rest, mode, root)
     }
 
     #[test]

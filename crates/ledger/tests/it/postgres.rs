@@ -92,7 +92,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
     );
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "5"
+        "6"
     );
 
     let ledger = open(&url, keys.path(), 2);
@@ -1022,6 +1022,20 @@ fn a_group_planned_on_a_moved_head_or_stream_writes_nothing_and_the_writer_write
         .unwrap();
     assert_eq!(count("ledger_events"), "2");
     assert_eq!(ours.head().size, 2);
+    // On the true head but on a version the stream never reached, or on a stream that holds
+    // nothing at all: refused whole too (no event past the base, none at it either).
+    let head = ours.head();
+    for (stream, base) in [("a", 5), ("a", 3), ("never-written", 1)] {
+        let err = ours
+            .append(&[made_up_commit(head, stream, base)], &[], &tree(3))
+            .unwrap_err();
+        assert!(
+            matches!(err, StorageError::HeadMoved),
+            "{stream} at {base}: {err}"
+        );
+    }
+    assert_eq!(count("ledger_events"), "2");
+    assert_eq!(ours.head().size, 2);
     assert_eq!(
         sql(
             cluster,
@@ -1566,7 +1580,7 @@ fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_pr
     drop(PostgresStorage::open(&url, PostgresOptions::default()).unwrap());
     assert_eq!(
         sql(cluster, &url, "SELECT max(version) FROM ledger_schema"),
-        "5"
+        "6"
     );
     assert_eq!(
         sql(

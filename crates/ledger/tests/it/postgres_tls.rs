@@ -138,7 +138,7 @@ fn the_ledger_connects_only_as_its_url_says_over_tls() {
         "localhost",
         &format!("sslmode=verify-ca&{}", root(&tls.ca)),
     );
-    assert_eq!(schema_version(&chain_only).unwrap(), 5);
+    assert_eq!(schema_version(&chain_only).unwrap(), 6);
     let err = schema_version(&url(
         &tls,
         "localhost",
@@ -161,7 +161,7 @@ fn the_ledger_connects_only_as_its_url_says_over_tls() {
         "postgres://postgres@127.0.0.1:{}/postgres",
         tls.cluster.port()
     );
-    assert_eq!(schema_version(&default).unwrap(), 5);
+    assert_eq!(schema_version(&default).unwrap(), 6);
 
     // disable against a server that takes TLS only: the server refuses.
     let err = schema_version(&url(&tls, "127.0.0.1", "sslmode=disable"))

@@ -101,6 +101,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "the stored Merkle size moved only by a growth that starts within it",
         sql: CONTIGUOUS_MERKLE_SIZE,
     },
+    Migration {
+        version: 6,
+        description: "a group's stream check as index probes instead of an aggregate per stream",
+        sql: STREAM_PROBES,
+    },
 ];
 
 /// The first schema version a read-only open reads: every table reads use, the content blobs
@@ -158,11 +163,39 @@ pub(super) const HEAD_MOVED: &str = "RLH01";
 /// planned on.
 pub(super) const STREAM_MOVED: &str = "RLH02";
 
+/// A stream is not at its base when its last version is another: an aggregate, run as a
+/// subplan for each stream (migrations 3 and 5).
+macro_rules! max_version_moved {
+    () => {
+        "coalesce((SELECT max(e.stream_version) FROM ledger_events e
+                                  WHERE e.stream = s.stream), 0) <> s.base"
+    };
+}
+
+/// A stream is not at its base when it holds an event past the base, or (a base above 0) none
+/// at or past it — that is, none at the base: the same condition as [`max_version_moved`]
+/// where versions start at 1 (the table's check), as two probes of the `(stream,
+/// stream_version)` index, the first of which finds no entry when the stream is where it
+/// should be, instead of an aggregate (migration 6). The second probe is a range (`>=`), not an
+/// equality, on purpose: an uncorrelatable range keeps it a probe per stream, where the planner
+/// would turn `NOT EXISTS (… = s.base)` into a hashed subplan over the whole table whenever the
+/// table looked small when the function's plan was made (a new database), and keep that plan
+/// as the table grew.
+macro_rules! probes_moved {
+    () => {
+        "EXISTS (SELECT 1 FROM ledger_events e
+                          WHERE e.stream = s.stream AND e.stream_version > s.base)
+                    OR (s.base > 0 AND NOT EXISTS (SELECT 1 FROM ledger_events e
+                          WHERE e.stream = s.stream AND e.stream_version >= s.base))"
+    };
+}
+
 /// `ledger_advance_head` as `$create` (`CREATE FUNCTION` or `CREATE OR REPLACE FUNCTION`)
-/// makes it, with `$merkle_size` the new value of the head row's Merkle size: migrations 3 and
-/// 5 differ in that alone.
+/// makes it, with `$merkle_size` the new value of the head row's Merkle size and `$moved` the
+/// condition, over `s(stream, base)`, under which a stream of the group is not at the version
+/// the group was planned on: migrations 3, 5 and 6 differ in these alone.
 macro_rules! advance_head {
-    ($create:literal, $merkle_size:literal) => {
+    ($create:literal, $merkle_size:literal, $moved:expr) => {
         concat!(
             r"
         ",
@@ -184,8 +217,9 @@ macro_rules! advance_head {
             END IF;
             IF EXISTS (
                 SELECT 1 FROM unnest(p_streams, p_bases) AS s(stream, base)
-                 WHERE coalesce((SELECT max(e.stream_version) FROM ledger_events e
-                                  WHERE e.stream = s.stream), 0) <> s.base
+                 WHERE ",
+            $moved,
+            r"
             ) THEN
                 RAISE EXCEPTION 'a stream is not at the version the group was planned on'
                     USING ERRCODE = 'RLH02';
@@ -209,7 +243,11 @@ macro_rules! advance_head {
 /// moved is found here. The stream versions are read after the lock, in a snapshot that holds
 /// everything committed before it. Each append's group calls this before its inserts. It also
 /// notifies `ledger_appended`, so that other nodes read the group as soon as it commits.
-const ADVANCE_HEAD: &str = advance_head!("CREATE FUNCTION", "greatest(merkle_size, p_merkle_size)");
+const ADVANCE_HEAD: &str = advance_head!(
+    "CREATE FUNCTION",
+    "greatest(merkle_size, p_merkle_size)",
+    max_version_moved!()
+);
 
 /// Migration 5. `ledger_head.merkle_size` is the size below which every Merkle node is stored:
 /// an open loads the tree's right edge there and stores again what lies between it and the
@@ -223,7 +261,20 @@ const ADVANCE_HEAD: &str = advance_head!("CREATE FUNCTION", "greatest(merkle_siz
 const CONTIGUOUS_MERKLE_SIZE: &str = advance_head!(
     "CREATE OR REPLACE FUNCTION",
     "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
-     ELSE merkle_size END"
+     ELSE merkle_size END",
+    max_version_moved!()
+);
+
+/// Migration 6. The check that each stream of a group is at the version the group was planned
+/// on was an aggregate per stream (`max(stream_version)`, run as a subplan with an init plan
+/// for each stream): in a group of 25 streams about 0.25 ms, the largest part of the writer
+/// backend's work on a group. It is now two index probes a stream, the same condition
+/// ([`probes_moved`]), about a third of the time.
+const STREAM_PROBES: &str = advance_head!(
+    "CREATE OR REPLACE FUNCTION",
+    "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
+     ELSE merkle_size END",
+    probes_moved!()
 );
 
 /// The schema version this program writes.

@@ -144,7 +144,8 @@ impl std::fmt::Debug for Connector {
 impl Connector {
     /// Reads a storage URL, its `sslmode` and `sslrootcert` included (the CA file is read now).
     pub fn parse(url: &str) -> Result<Connector, UrlError> {
-        let (rest, [mode, root, user_timeout]) = take_parameters(url)?;
+        let parameters = Parameters::of(url);
+        let (rest, [mode, root, user_timeout]) = take_parameters(&parameters)?;
         let mode = match mode {
             Some(value) => SslMode::parse(&value)?,
             None => SslMode::Prefer,
@@ -167,14 +168,13 @@ impl Connector {
                 }
             }
         }
-        let set = Parameters::of(&rest);
-        if !set.names("keepalives_idle") {
+        if !parameters.names("keepalives_idle") {
             config.keepalives_idle(KEEPALIVES_IDLE);
         }
-        if !set.names("keepalives_interval") {
+        if !parameters.names("keepalives_interval") {
             config.keepalives_interval(KEEPALIVES_INTERVAL);
         }
-        if !set.names("keepalives_retries") {
+        if !parameters.names("keepalives_retries") {
             config.keepalives_retries(KEEPALIVES_RETRIES);
         }
         config.ssl_mode(match mode {
@@ -274,8 +274,7 @@ impl<'a> Parameters<'a> {
 
 /// Takes the [`TAKEN`] parameters out of the URL (or of a `key=value` string), leaving the rest
 /// for the driver; their values in [`TAKEN`]'s order, percent-decoded in a URL.
-fn take_parameters(url: &str) -> Result<(String, [Option<String>; 3]), UrlError> {
-    let parameters = Parameters::of(url);
+fn take_parameters(parameters: &Parameters<'_>) -> Result<(String, [Option<String>; 3]), UrlError> {
     let mut values: [Option<String>; 3] = Default::default();
     let mut kept = Vec::new();
     for &word in &parameters.words {
@@ -466,7 +465,7 @@ mod tests {
     use super::*;
 
     fn split(url: &str) -> (String, Option<String>, Option<String>) {
-        let (rest, [mode, root, _]) = take_parameters(url).expect("split");
+        let (rest, [mode, root, _]) = take_parameters(&Parameters::of(url)).expect("split");
         (rest, mode, root)
     }
 

@@ -190,12 +190,21 @@ macro_rules! probes_moved {
     };
 }
 
+/// The head row's new Merkle size, raised only by a growth that starts within the stored size
+/// (migration 5 on).
+macro_rules! contiguous_merkle_size {
+    () => {
+        "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
+         ELSE merkle_size END"
+    };
+}
+
 /// `ledger_advance_head` as `$create` (`CREATE FUNCTION` or `CREATE OR REPLACE FUNCTION`)
 /// makes it, with `$merkle_size` the new value of the head row's Merkle size and `$moved` the
 /// condition, over `s(stream, base)`, under which a stream of the group is not at the version
 /// the group was planned on: migrations 3, 5 and 6 differ in these alone.
 macro_rules! advance_head {
-    ($create:literal, $merkle_size:literal, $moved:expr) => {
+    ($create:literal, $merkle_size:expr, $moved:expr) => {
         concat!(
             r"
         ",
@@ -260,8 +269,7 @@ const ADVANCE_HEAD: &str = advance_head!(
 /// node that finds it short of the log stores the nodes from there again.
 const CONTIGUOUS_MERKLE_SIZE: &str = advance_head!(
     "CREATE OR REPLACE FUNCTION",
-    "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
-     ELSE merkle_size END",
+    contiguous_merkle_size!(),
     max_version_moved!()
 );
 
@@ -272,8 +280,7 @@ const CONTIGUOUS_MERKLE_SIZE: &str = advance_head!(
 /// ([`probes_moved`]), about a third of the time.
 const STREAM_PROBES: &str = advance_head!(
     "CREATE OR REPLACE FUNCTION",
-    "CASE WHEN merkle_size >= p_size THEN greatest(merkle_size, p_merkle_size) \
-     ELSE merkle_size END",
+    contiguous_merkle_size!(),
     probes_moved!()
 );
 

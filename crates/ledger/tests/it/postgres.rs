@@ -1047,6 +1047,47 @@ fn a_group_planned_on_a_moved_head_or_stream_writes_nothing_and_the_writer_write
     );
 }
 
+/// The generic plan of the stream check `ledger_advance_head` runs, as the function holds it:
+/// its condition read back from the function's source in the database, prepared with the
+/// group's arrays as parameters.
+fn stream_check_plan(cluster: &PgCluster, url: &str) -> String {
+    sql(
+        cluster,
+        url,
+        r"CREATE FUNCTION pg_temp.stream_check_plan() RETURNS SETOF text LANGUAGE plpgsql AS $f$
+          DECLARE
+            body text := (SELECT prosrc FROM pg_proc WHERE proname = 'ledger_advance_head');
+            check_sql text := substring(body FROM
+                'IF EXISTS \((.*)\)\s*THEN\s*RAISE EXCEPTION ''a stream');
+          BEGIN
+            check_sql := replace(replace(check_sql, 'p_streams', '$1'), 'p_bases', '$2');
+            EXECUTE format('PREPARE stream_check(text[], bigint[]) AS %s', check_sql);
+            SET LOCAL plan_cache_mode = force_generic_plan;
+            RETURN QUERY EXECUTE
+                'EXPLAIN EXECUTE stream_check(ARRAY[''a'', ''b''], ARRAY[1, 0]::bigint[])';
+          END $f$;
+          SELECT * FROM pg_temp.stream_check_plan();",
+    )
+}
+
+#[test]
+fn the_stream_check_probes_the_index_for_each_stream_even_on_a_new_database() {
+    let Some((cluster, url)) = database("the_stream_check_probes_the_index") else {
+        return;
+    };
+    // A new database: the table is empty when the function's plan is made, and the plan is
+    // kept as the table grows, so it must not be one that reads the whole table.
+    drop(PostgresStorage::open(&url, PostgresOptions::default()).unwrap());
+    let plan = stream_check_plan(cluster, &url);
+    assert!(plan.contains("SubPlan"), "{plan}");
+    assert!(
+        plan.contains("Index Only Scan using ledger_events_stream_stream_version_key"),
+        "{plan}"
+    );
+    assert!(!plan.contains("hashed SubPlan"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
 #[test]
 fn a_writer_behind_another_plans_again_under_the_lock_and_answers_no_stale_conflict() {
     let Some((_, url)) = database("a_writer_behind_another") else {

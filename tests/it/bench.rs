@@ -45,11 +45,32 @@ fn the_ledger_benchmark_reports_every_figure_with_consistent_ratios() {
     let data = tempfile::tempdir().unwrap();
     let out = run(
         data.path(),
-        &["bench", "ledger", "--json", "--events", "200"],
+        &[
+            "bench",
+            "ledger",
+            "--json",
+            "--events",
+            "200",
+            "--checkpoints",
+            "40",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["bench"], "ledger");
+
+    // The reads that serve checkpoints, on the short log and on the one asked for.
+    let reads = &report["checkpoint_reads"];
+    assert_eq!(reads["short"]["entries"], 16, "{reads}");
+    assert_eq!(reads["long"]["entries"], 40, "{reads}");
+    for log in ["short", "long"] {
+        for key in ["notes_per_s", "proofs_per_s", "health_per_s"] {
+            assert!(
+                reads[log][key].as_f64().is_some_and(|r| r > 0.0),
+                "{log} {key}: {reads}"
+            );
+        }
+    }
 
     for key in FIGURES {
         positive(&report, "figures", key);

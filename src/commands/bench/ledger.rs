@@ -14,6 +14,7 @@
 
 mod appends;
 mod baseline;
+mod checkpoint_reads;
 mod frames;
 mod postgres;
 mod reads;
@@ -107,6 +108,12 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u16).range(1..=4096))]
     writers: u16,
 
+    /// Entries of the long checkpoint log the reads that serve checkpoints are measured on
+    /// (a server writing all day checkpoints every second: some 86,000 a day).
+    #[arg(long, value_name = "N", default_value_t = 20_000,
+          value_parser = clap::value_parser!(u64).range(checkpoint_reads::SHORT_LOG_ENTRIES + 1..=10_000_000))]
+    checkpoints: u64,
+
     /// Write into this directory (new or empty) and leave what was written there; by default a
     /// temporary directory, removed afterwards.
     #[arg(long, value_name = "DIR")]
@@ -154,6 +161,9 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     let (generated, verified, checkpoint_tree_size) = prove(&ledger, proofs)?;
     ledger.shutdown();
     drop(ledger);
+
+    phase("reads that serve checkpoints, as the checkpoint log grows");
+    let checkpoint_reads = checkpoint_reads::measure(&root.join("checkpoints"), args.checkpoints)?;
 
     phase("raw blake3 and SHA-256");
     let blake3 = blake3_rate(PAYLOAD_BYTES, BLAKE3_DURATION);
@@ -213,6 +223,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
             },
             checkpoint_syncs: appends.checkpoint_syncs,
         },
+        checkpoint_reads,
         notes: notes(appends.value_bytes, appends.checkpoint_syncs, replay_rounds),
     };
     if args.json {
@@ -267,6 +278,10 @@ fn notes(value_bytes: usize, checkpoint_syncs: u64, replay_rounds: usize) -> Vec
             BLAKE3_DURATION.as_secs()
         ),
         "Proofs: inclusion_proof for pseudo-random seqs against one checkpoint covering every event, written just before; then verify_proof_file with the ledger's public key (the checkpoint's Ed25519 signature and the RFC 9162 path).".to_owned(),
+        format!(
+            "Reads that serve checkpoints: a ledger of its own, filled with --checkpoints events, then written one event and one signed checkpoint at a time; each read is repeated for at least 0.3 s when its checkpoint log holds {} entries and again at --checkpoints entries, when its tree is about twice as large (a proof one node longer). The ratio is the long log's rate over the short one's: near 1 when a read does not grow with the checkpoint log.",
+            checkpoint_reads::SHORT_LOG_ENTRIES
+        ),
         format!(
             "Measured on {cores} cores as this machine had them, shared with whatever else ran: compare ratios between machines, not rates."
         ),

@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::checkpoint_reads::CheckpointReads;
+
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Report {
@@ -18,6 +20,8 @@ pub(super) struct Report {
     pub(super) baselines: Baselines,
     pub(super) ratios: Vec<Ratio>,
     pub(super) group_commit: GroupCommit,
+    /// The reads that serve checkpoints, on a short checkpoint log and on a long one.
+    pub(super) checkpoint_reads: CheckpointReads,
     pub(super) notes: Vec<String>,
 }
 
@@ -376,6 +380,42 @@ impl Report {
             "proofs/s",
             "",
         );
+        let c = &self.checkpoint_reads;
+        let _ = writeln!(
+            out,
+            "reads that serve checkpoints, on a checkpoint log of {} entries and of {} (written in {:.1} s)",
+            count(c.short.entries),
+            count(c.long.entries),
+            c.written_secs
+        );
+        for ((label, short, long), (_, ratio)) in [
+            (
+                "checkpoint note (GET /checkpoint)",
+                c.short.notes_per_s,
+                c.long.notes_per_s,
+            ),
+            (
+                "inclusion proof, latest checkpoint",
+                c.short.proofs_per_s,
+                c.long.proofs_per_s,
+            ),
+            (
+                "what /health reads",
+                c.short.health_per_s,
+                c.long.health_per_s,
+            ),
+        ]
+        .into_iter()
+        .zip(c.ratios())
+        {
+            line(
+                &mut out,
+                label,
+                long,
+                "reads/s",
+                &format!("{} on the short log: {ratio:.3}x", rate_text(short)),
+            );
+        }
         let _ = writeln!(out);
         let _ = writeln!(out, "ratios (ledger figure / baseline)");
         for r in &self.ratios {

@@ -20,6 +20,7 @@ use ledger_proof::{
 use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::checkpoint_view::CheckpointView;
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Digest, RecordedEvent, decode_stored, decode_stored_ref};
 use crate::error::{AppendError, ReadError, SigningError};
@@ -198,6 +199,9 @@ pub(crate) struct Core {
     /// How long a reader waits for the periodic checkpointer to cover what it asks about; none
     /// when nothing writes checkpoints periodically.
     pub(crate) checkpoint_wait: Option<Duration>,
+    /// What the reads that serve checkpoints need of the checkpoint log, as of the entries it
+    /// has seen ([`Core::checkpoint_view`]).
+    checkpoint_view: Mutex<CheckpointView>,
 }
 
 impl Core {
@@ -207,6 +211,29 @@ impl Core {
             tracing::error!(%reason, "the ledger refuses further appends");
             *poison = Some(reason);
         }
+    }
+
+    /// Reads `read` of the checkpoint log as it stands: the entries appended since the view
+    /// was last brought up to date (by this ledger, or on a shared store by another node) are
+    /// read and taken in first, not the whole log.
+    pub(crate) fn checkpoint_view<R>(
+        &self,
+        read: impl FnOnce(&CheckpointView) -> R,
+    ) -> Result<R, StorageError> {
+        let lock = || {
+            self.checkpoint_view
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        // The store is read without the lock, so that readers on a shared store do not queue
+        // behind each other's round trips.
+        let from = lock().seen();
+        let new = self.storage.checkpoint_entries_from(from)?;
+        let mut view = lock();
+        if !new.is_empty() {
+            view.extend(from, new, || self.storage.checkpoint_entries())?;
+        }
+        Ok(read(&view))
     }
 
     pub(crate) fn poisoned(&self) -> Option<String> {

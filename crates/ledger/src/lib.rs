@@ -10,6 +10,7 @@
 
 pub mod bundle;
 mod chain;
+mod checkpoint_view;
 pub mod clock;
 mod durable;
 pub mod envelope;

@@ -7,7 +7,6 @@ use ledger_proof::{
 };
 
 use crate::error::{ProofError, ReadError};
-use crate::key_history::KeyHistory;
 use crate::ledger::Ledger;
 use crate::storage::{CheckpointEntry, Storage, StorageError};
 
@@ -54,19 +53,14 @@ impl Ledger {
             .collect())
     }
 
-    /// The latest signed checkpoint.
+    /// The latest signed checkpoint (not one of history given up by an accepted loss).
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, ReadError> {
-        Ok(self.checkpoints()?.pop())
+        Ok(self.core().checkpoint_view(|v| v.latest().cloned())?)
     }
 
     /// The rotation statements since the current chain of keys began.
     pub fn key_rotations(&self) -> Result<Vec<KeyRotation>, ReadError> {
-        let history = KeyHistory::of(&self.checkpoint_entries()?);
-        Ok(history
-            .eras
-            .last()
-            .map(|era| era.rotations.iter().map(|(_, r)| r.clone()).collect())
-            .unwrap_or_default())
+        Ok(self.core().checkpoint_view(|v| v.rotations().to_vec())?)
     }
 
     /// The key that signs checkpoints now, or why none can.
@@ -108,29 +102,28 @@ impl Ledger {
     /// The latest checkpoint as a C2SP signed note: its body, the log's signature, and every
     /// witness cosignature the ledger keeps of it.
     pub fn checkpoint_note(&self) -> Result<Option<String>, ProofError> {
-        let Some(checkpoint) = self.latest_checkpoint()? else {
+        let read = self.core().checkpoint_view(|v| {
+            v.latest().map(|checkpoint| {
+                (
+                    checkpoint.clone(),
+                    v.key_of(checkpoint),
+                    v.cosignatures().to_vec(),
+                )
+            })
+        });
+        let Some((checkpoint, key, cosignatures)) = read.map_err(ReadError::from)? else {
             return Ok(None);
         };
-        let key = self.key_of(&checkpoint)?.ok_or_else(|| {
+        let key = key.ok_or_else(|| {
             ProofError::Invalid("the checkpoint's key is not in the chain".into())
         })?;
         let mut note = checkpoint
             .note(key)
             .map_err(|e| ProofError::Invalid(e.to_string()))?;
-        for cosignature in self.cosignatures_of(&checkpoint)? {
+        for cosignature in cosignatures {
             note.signatures.push(cosignature.line());
         }
         Ok(Some(note.render()))
-    }
-
-    /// The public key that signed `checkpoint`, from the current era of keys.
-    pub(crate) fn key_of(&self, checkpoint: &Checkpoint) -> Result<Option<PublicKey>, ReadError> {
-        let history = KeyHistory::of(&self.checkpoint_entries()?);
-        Ok(history.eras.last().and_then(|era| {
-            std::iter::once(era.first)
-                .chain(era.rotations.iter().map(|(_, r)| r.new_public_key))
-                .find(|k| k.fingerprint() == checkpoint.key_fingerprint)
-        }))
     }
 
     /// The bytes of a C2SP hash tile: its hashes, 32 bytes each, read from the stored perfect
@@ -196,6 +189,12 @@ impl Ledger {
     }
 
     fn checkpoint_of_size(&self, size: u64) -> Result<Checkpoint, ProofError> {
+        // Most often the latest: a proof to today's tree.
+        if let Some(latest) = self.latest_checkpoint()?
+            && latest.tree_size == size
+        {
+            return Ok(latest);
+        }
         self.checkpoints()?
             .into_iter()
             .rev()

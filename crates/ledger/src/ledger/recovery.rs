@@ -91,9 +91,10 @@ impl Ledger {
     /// (torn writes cut, losses accepted), and what storage noted on open that is not a
     /// problem.
     pub fn recovery_notes(&self) -> Vec<String> {
-        let entries = self.core().storage.checkpoint_entries().unwrap_or_default();
-        let standing = standings(&entries);
-        let mut notes = verify::entry_notes(&entries, &standing);
+        let mut notes = self
+            .core()
+            .checkpoint_view(|v| v.notes().to_vec())
+            .unwrap_or_default();
         notes.extend(self.core().storage.notes());
         notes
     }

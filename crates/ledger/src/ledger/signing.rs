@@ -143,12 +143,35 @@ impl Writer {
         cosignature
             .verify()
             .map_err(|e| SigningError::Cosignature(e.to_string()))?;
+        let body = cosignature.body();
+        // Most often of the latest checkpoint: then the view knows whether the witness
+        // cosigned it already, without reading the whole log.
+        let of_latest = self
+            .core
+            .checkpoint_view(|v| {
+                v.latest().filter(|l| l.body() == body).map(|_| {
+                    v.cosignatures()
+                        .iter()
+                        .any(|c| c.witness == cosignature.witness)
+                })
+            })
+            .map_err(|e| SigningError::Storage(Arc::new(e)))?;
+        match of_latest {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return self
+                    .core
+                    .storage
+                    .append_checkpoint_entry(&CheckpointEntry::Cosignature(cosignature))
+                    .map_err(|e| SigningError::Storage(Arc::new(e)));
+            }
+            None => {}
+        }
         let entries = self
             .core
             .storage
             .checkpoint_entries()
             .map_err(|e| SigningError::Storage(Arc::new(e)))?;
-        let body = cosignature.body();
         if !entries
             .iter()
             .any(|e| matches!(e, CheckpointEntry::Checkpoint(c) if c.body() == body))

@@ -10,6 +10,7 @@ use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
 use tokio::sync::{broadcast, mpsc};
 
 use super::{AcceptedLoss, AppendJob, Core, Handle, Job, Ledger, LedgerOptions, request_bytes};
+use crate::checkpoint_view::CheckpointView;
 use crate::clock::{Clock, IdGenerator};
 use crate::error::SigningError;
 use crate::keys::KeyFiles;
@@ -49,6 +50,7 @@ impl Core {
                 }
                 _ => None,
             },
+            checkpoint_view: Mutex::new(CheckpointView::default()),
         });
         if let Some(problem) = storage.problems().first() {
             core.poison(format!(

@@ -549,6 +549,14 @@ impl Storage for EmbeddedStorage {
             .entries
             .clone())
     }
+
+    fn checkpoint_entries_from(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
+        let checkpoints = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        let from = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(checkpoints.entries.len());
+        Ok(checkpoints.entries[from..].to_vec())
+    }
 }
 
 impl Drop for EmbeddedStorage {

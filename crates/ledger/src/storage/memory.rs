@@ -385,4 +385,12 @@ impl Storage for MemoryStorage {
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
         Ok(self.state().checkpoints.clone())
     }
+
+    fn checkpoint_entries_from(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
+        let state = self.state();
+        let from = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(state.checkpoints.len());
+        Ok(state.checkpoints[from..].to_vec())
+    }
 }

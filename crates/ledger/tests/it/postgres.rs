@@ -1323,6 +1323,10 @@ fn a_rotation_on_one_node_retires_the_key_on_the_other_until_it_is_given_the_new
     assert_eq!(b.public_key().unwrap(), old);
     b.checkpoint().unwrap();
     let old_key_file = std::fs::read(b_keys.path().join("signing.key")).unwrap();
+    // Both nodes have served the checkpoint once, so what follows reaches their reads as
+    // entries another node appended after.
+    assert_eq!(a.checkpoint_note().unwrap(), b.checkpoint_note().unwrap());
+    assert!(a.key_rotations().unwrap().is_empty());
 
     let rotation = a.rotate_key().unwrap();
     let new = rotation.new_public_key;
@@ -1379,6 +1383,20 @@ fn a_rotation_on_one_node_retires_the_key_on_the_other_until_it_is_given_the_new
     assert_eq!(b.public_key().unwrap(), new);
     append_any(&b, "s", b"signed again").unwrap();
     b.checkpoint().unwrap().verify(&new).unwrap();
+
+    // Whichever node wrote the rotation and the checkpoints, both serve the same latest
+    // checkpoint, with the rotation that lets an auditor check it from the first key.
+    let latest = b.latest_checkpoint().unwrap().unwrap();
+    assert_eq!(a.latest_checkpoint().unwrap(), Some(latest.clone()));
+    latest.verify(&new).unwrap();
+    assert_eq!(a.key_rotations().unwrap(), vec![rotation.clone()]);
+    assert_eq!(b.key_rotations().unwrap(), vec![rotation.clone()]);
+    let note = a.checkpoint_note().unwrap().unwrap();
+    assert_eq!(b.checkpoint_note().unwrap().as_deref(), Some(note.as_str()));
+    assert!(
+        note.starts_with(&latest.body()),
+        "{note} does not serve {latest:?}"
+    );
 
     // A node started with the retired key is refused its key, as at any open.
     let stale = tempfile::tempdir().unwrap();

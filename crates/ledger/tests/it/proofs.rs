@@ -469,3 +469,146 @@ fn an_open_checks_the_newest_checkpoints_in_full_and_verify_checks_them_all() {
     let failure = report.failure.expect("verify checks every checkpoint");
     assert!(failure.problem.contains("entry 3"), "{failure:?}");
 }
+
+/// What the whole checkpoint log says the reads that serve checkpoints must answer: the latest
+/// signed checkpoint that counts, its note with every cosignature of it, and the rotations of
+/// the current era of keys.
+fn from_the_whole_log(ledger: &Ledger) -> (Option<String>, Vec<ledger_proof::KeyRotation>) {
+    let entries = ledger.checkpoint_entries().unwrap();
+    let era = entries
+        .iter()
+        .rposition(|e| matches!(e, CheckpointEntry::KeyIntroduced { .. }))
+        .unwrap();
+    let CheckpointEntry::KeyIntroduced { public_key, .. } = &entries[era] else {
+        unreachable!()
+    };
+    let rotations: Vec<_> = entries[era..]
+        .iter()
+        .filter_map(|e| match e {
+            CheckpointEntry::Rotation(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    let keys: Vec<PublicKey> = std::iter::once(*public_key)
+        .chain(rotations.iter().map(|r| r.new_public_key))
+        .collect();
+    let note = ledger.checkpoints().unwrap().pop().map(|latest| {
+        let key = keys
+            .iter()
+            .find(|k| k.fingerprint() == latest.key_fingerprint)
+            .unwrap();
+        let mut note = latest.note(*key).unwrap();
+        for cosignature in ledger.cosignatures_of(&latest).unwrap() {
+            note.signatures.push(cosignature.line());
+        }
+        note.render()
+    });
+    (note, rotations)
+}
+
+#[test]
+fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
+    // They keep what they need as entries come rather than reading the whole log each time;
+    // a run of appends, checkpoints, key rotations and witness cosignatures (of the latest
+    // checkpoint and of older ones, some twice), read from a second handle too, must never
+    // find them saying something the whole log does not.
+    let storage = Arc::new(MemoryStorage::new(Faults::default(), 5));
+    let ledger = Ledger::with_storage(
+        storage,
+        LedgerOptions {
+            // Only the checkpoints the run writes, so that each step is compared with the log
+            // it read.
+            checkpoint_interval: None,
+            ..options(5)
+        },
+    );
+    let witnesses: Vec<ledger_proof::SigningKey> = (1..=3u8)
+        .map(|i| ledger_proof::SigningKey::from_secret_bytes(&[i; 32]))
+        .collect();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let (mut rotations, mut cosigned, mut kept) = (0, 0, 0);
+    for step in 0..600u32 {
+        match next(20) {
+            0..=7 => fill(&ledger, 1),
+            8..=12 => {
+                fill(&ledger, 1);
+                ledger.checkpoint().unwrap();
+            }
+            13 if step % 7 == 0 => {
+                ledger.rotate_key().unwrap();
+                rotations += 1;
+            }
+            _ => {
+                let checkpoints = ledger.checkpoints().unwrap();
+                if checkpoints.is_empty() {
+                    continue;
+                }
+                // The latest most often, an older one sometimes.
+                let at = if next(3) == 0 {
+                    next(checkpoints.len() as u64) as usize
+                } else {
+                    checkpoints.len() - 1
+                };
+                let witness = next(witnesses.len() as u64) as usize;
+                let cosignature = ledger_proof::Cosignature::sign(
+                    &witnesses[witness],
+                    &format!("witness-{witness}"),
+                    &checkpoints[at],
+                    1_750_000_000 + u64::from(step),
+                )
+                .unwrap();
+                let before = ledger.checkpoint_entries().unwrap().len();
+                ledger.record_cosignature(cosignature).unwrap();
+                cosigned += 1;
+                kept += ledger.checkpoint_entries().unwrap().len() - before;
+            }
+        }
+        let (note, expected_rotations) = from_the_whole_log(&ledger);
+        assert_eq!(ledger.checkpoint_note().unwrap(), note, "step {step}");
+        assert_eq!(
+            ledger.latest_checkpoint().unwrap().map(|c| c.tree_size),
+            ledger.checkpoints().unwrap().pop().map(|c| c.tree_size),
+            "step {step}"
+        );
+        assert_eq!(
+            ledger.key_rotations().unwrap(),
+            expected_rotations,
+            "step {step}"
+        );
+    }
+    // The run did what it is meant to test.
+    assert!(rotations >= 2, "{rotations} rotations");
+    assert!(
+        cosigned >= 50 && kept < cosigned,
+        "{cosigned} cosignatures, {kept} kept"
+    );
+    // Every witness cosigns the latest checkpoint, one twice: its note carries each once.
+    fill(&ledger, 1);
+    let latest = ledger.checkpoint().unwrap();
+    for (i, witness) in witnesses.iter().enumerate().chain([(0, &witnesses[0])]) {
+        let cosignature = ledger_proof::Cosignature::sign(
+            witness,
+            &format!("witness-{i}"),
+            &latest,
+            1_800_000_000,
+        )
+        .unwrap();
+        ledger.record_cosignature(cosignature).unwrap();
+    }
+    let note = ledger.checkpoint_note().unwrap().unwrap();
+    let lines = |name: &str| {
+        note.lines()
+            .filter(|l| l.starts_with(&format!("— {name} ")))
+            .count()
+    };
+    for i in 0..witnesses.len() {
+        assert_eq!(lines(&format!("witness-{i}")), 1, "{note}");
+    }
+    assert_eq!(Some(note), from_the_whole_log(&ledger).0);
+}

@@ -1,0 +1,156 @@
+//! What the reads that serve checkpoints need of the checkpoint log — the latest checkpoint
+//! that counts, the witness cosignatures recorded of it, the current era of keys, the notes of
+//! what recovery did — kept up to date as entries are appended, so that no such read walks
+//! the whole log. A ledger written all day checkpoints every second (some 86,000 entries a
+//! day), and `GET /checkpoint`, `/health`, tiles and every proof are asked for all the time.
+//!
+//! Checkpoints and cosignatures, nearly every entry there is, are taken in one at a time. Any
+//! other entry (a key introduced, a rotation, a statement of recovery) can change what the
+//! entries before it count for, so the view is then computed again from the whole log; such
+//! entries are rare.
+
+use std::iter;
+
+use ledger_proof::{Checkpoint, Cosignature, KeyRotation, PublicKey};
+
+use crate::key_history::KeyHistory;
+use crate::storage::{CheckpointEntry, Standing, standings};
+use crate::verify;
+
+/// The checkpoint log's first [`CheckpointView::seen`] entries, as the reads need them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CheckpointView {
+    seen: u64,
+    latest: Option<Checkpoint>,
+    /// The cosignatures recorded after the latest checkpoint that cosign it (a cosignature
+    /// is recorded only of a checkpoint the log already holds).
+    cosignatures: Vec<Cosignature>,
+    /// The current era's keys: the one introduced, then each rotation's new key.
+    keys: Vec<PublicKey>,
+    rotations: Vec<KeyRotation>,
+    notes: Vec<String>,
+}
+
+impl CheckpointView {
+    /// The view of `entries`, computed from every one of them.
+    pub(crate) fn of(entries: &[CheckpointEntry]) -> CheckpointView {
+        let standing = standings(entries);
+        let latest =
+            entries
+                .iter()
+                .enumerate()
+                .zip(&standing)
+                .rev()
+                .find_map(|((i, e), s)| match e {
+                    CheckpointEntry::Checkpoint(c) if *s == Standing::Counts => Some((i, c)),
+                    _ => None,
+                });
+        let cosignatures = latest.map_or_else(Vec::new, |(at, latest)| {
+            entries[at + 1..]
+                .iter()
+                .filter_map(|e| match e {
+                    CheckpointEntry::Cosignature(c) if c.cosigns(latest) => Some(c.clone()),
+                    _ => None,
+                })
+                .collect()
+        });
+        let history = KeyHistory::of(entries);
+        let (keys, rotations) = history.eras.last().map_or_else(Default::default, |era| {
+            (
+                iter::once(era.first)
+                    .chain(era.rotations.iter().map(|(_, r)| r.new_public_key))
+                    .collect(),
+                era.rotations.iter().map(|(_, r)| r.clone()).collect(),
+            )
+        });
+        CheckpointView {
+            seen: entries.len() as u64,
+            latest: latest.map(|(_, c)| c.clone()),
+            cosignatures,
+            keys,
+            rotations,
+            notes: verify::entry_notes(entries, &standing),
+        }
+    }
+
+    /// How many entries of the log the view covers: its first `seen`.
+    pub(crate) fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// Takes in `new`, the entries of the log past its first `from`, when they reach past what
+    /// the view covers; `all` reads the whole log, for an entry that is neither a checkpoint nor
+    /// a cosignature.
+    pub(crate) fn extend<E>(
+        &mut self,
+        from: u64,
+        new: Vec<CheckpointEntry>,
+        all: impl FnOnce() -> Result<Vec<CheckpointEntry>, E>,
+    ) -> Result<(), E> {
+        // What another reader took in meanwhile is skipped; a view never goes back.
+        let Some(skip) = self.seen.checked_sub(from) else {
+            *self = CheckpointView::of(&all()?);
+            return Ok(());
+        };
+        let new: Vec<CheckpointEntry> = new
+            .into_iter()
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+            .collect();
+        if new.iter().any(|e| {
+            !matches!(
+                e,
+                CheckpointEntry::Checkpoint(_) | CheckpointEntry::Cosignature(_)
+            )
+        }) {
+            *self = CheckpointView::of(&all()?);
+            return Ok(());
+        }
+        for entry in new {
+            self.seen += 1;
+            match entry {
+                CheckpointEntry::Checkpoint(c) => {
+                    self.latest = Some(c);
+                    self.cosignatures.clear();
+                }
+                CheckpointEntry::Cosignature(c) => {
+                    if self.latest.as_ref().is_some_and(|l| c.cosigns(l)) {
+                        self.cosignatures.push(c);
+                    }
+                }
+                CheckpointEntry::KeyIntroduced { .. }
+                | CheckpointEntry::Rotation(_)
+                | CheckpointEntry::Recovery(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The latest signed checkpoint that counts: not one of history given up by an accepted
+    /// loss.
+    pub(crate) fn latest(&self) -> Option<&Checkpoint> {
+        self.latest.as_ref()
+    }
+
+    /// The witness cosignatures recorded of [`CheckpointView::latest`].
+    pub(crate) fn cosignatures(&self) -> &[Cosignature] {
+        &self.cosignatures
+    }
+
+    /// The rotation statements since the current chain of keys began.
+    pub(crate) fn rotations(&self) -> &[KeyRotation] {
+        &self.rotations
+    }
+
+    /// The key of the current era whose fingerprint `checkpoint` names.
+    pub(crate) fn key_of(&self, checkpoint: &Checkpoint) -> Option<PublicKey> {
+        self.keys
+            .iter()
+            .find(|k| k.fingerprint() == checkpoint.key_fingerprint)
+            .copied()
+    }
+
+    /// What recovery did, as the log's statements record it.
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+}

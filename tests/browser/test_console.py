@@ -257,6 +257,8 @@ def test_proofs_are_checked_in_the_page_and_a_doctored_one_fails(main_page: Page
     page = main_page
     page.goto(f"{demo['url']}/#/ledger")
     expect(page.get_by_role("heading", name="Ledger and verification")).to_be_visible()
+    # The newest checkpoints, with how many there are in all.
+    expect(page.get_by_test_id("checkpoints-shown")).to_have_text(re.compile(r"^The newest \d+ of \d+;"))
     page.get_by_role("button", name="Verify now").click()
     expect(page.locator("#verify-result")).to_contain_text("intact")
     expect(page.locator("#verify-result")).to_contain_text("all hold")

@@ -7,13 +7,15 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use service::ServiceError;
 use service::ledger::ledger_proof::{
-    Checkpoint as SignedCheckpoint, ConsistencyProofFile, InclusionProofFile, ProofFile,
+    Checkpoint as SignedCheckpoint, ConsistencyProofFile, Cosignature as SignedCosignature,
+    InclusionProofFile, ProofFile,
 };
 use service::ledger::{CheckpointEntry, RecordedEvent, VerifyReport};
 use service::projections::AuditEntry;
 
 use crate::context;
 use crate::error::{blocking, from_proof, from_read};
+use crate::limits::{page_complexity, page_size_of};
 use crate::views::json_of;
 
 /// An event exactly as the ledger holds it.
@@ -104,8 +106,14 @@ pub(crate) struct Checkpoint {
     /// The checkpoint as `research-ledger checkpoint` prints it: keep it, and
     /// `research-ledger verify-proof --since` proves later that the ledger only grew.
     pub(crate) json: Json<Value>,
+    /// Its entry number in the checkpoint log, from 1, when it was read as one of a page of
+    /// `checkpoints`: what `beforeEntry` takes to ask for the page before.
+    pub(crate) entry: Option<u64>,
     #[graphql(skip)]
     pub(crate) signed: SignedCheckpoint,
+    /// Its cosignatures, when they were read with it.
+    #[graphql(skip)]
+    pub(crate) cosigned: Option<Vec<SignedCosignature>>,
 }
 
 #[ComplexObject]
@@ -114,19 +122,23 @@ impl Checkpoint {
     /// each with the witness's verifier key, so that it can be checked without trusting the
     /// server.
     async fn cosignatures(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Cosignature>> {
-        let service = context::service(ctx)?.clone();
-        let signed = self.signed.clone();
-        blocking(move || service.ledger().cosignatures_of(&signed).map_err(from_read))
-            .await
-            .map(|all| {
-                all.iter()
-                    .map(|c| Cosignature {
-                        witness: c.witness.to_string(),
-                        timestamp: c.timestamp,
-                        signature: c.signature.to_string(),
-                    })
-                    .collect()
+        let all = match &self.cosigned {
+            Some(all) => all.clone(),
+            None => {
+                let service = context::service(ctx)?.clone();
+                let signed = self.signed.clone();
+                blocking(move || service.ledger().cosignatures_of(&signed).map_err(from_read))
+                    .await?
+            }
+        };
+        Ok(all
+            .iter()
+            .map(|c| Cosignature {
+                witness: c.witness.to_string(),
+                timestamp: c.timestamp,
+                signature: c.signature.to_string(),
             })
+            .collect())
     }
 }
 
@@ -227,6 +239,8 @@ impl From<&SignedCheckpoint> for Checkpoint {
             key_fingerprint: c.key_fingerprint.to_string(),
             signature: c.signature.to_string(),
             json: json_of(c),
+            entry: None,
+            cosigned: None,
         }
     }
 }
@@ -286,12 +300,46 @@ impl LedgerInfo {
         .await
     }
 
-    /// Every signed checkpoint, oldest first.
-    async fn checkpoints(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Checkpoint>> {
+    /// The newest `last` signed checkpoints (20 unless asked), oldest first, each with its
+    /// cosignatures; with `beforeEntry`, the newest of those recorded before that entry of the
+    /// checkpoint log (a checkpoint's `entry`: so the page before is asked for with the first
+    /// one's). Checkpoints of history given up by an accepted loss are not among them. A ledger
+    /// written all day signs one a second: `checkpointCount` says how many there are, and the
+    /// export bundle carries the whole checkpoint log.
+    #[graphql(complexity = "page_complexity(last, child_complexity)")]
+    async fn checkpoints(
+        &self,
+        ctx: &Context<'_>,
+        last: Option<i32>,
+        before_entry: Option<u64>,
+    ) -> async_graphql::Result<Vec<Checkpoint>> {
+        let last = page_size_of("last", last, context::limits(ctx)?)?;
         let service = context::service(ctx)?.clone();
-        blocking(move || service.ledger().checkpoints().map_err(from_read))
+        let page = blocking(move || {
+            service
+                .ledger()
+                .checkpoint_page(last, before_entry)
+                .map_err(from_read)
+        })
+        .await?;
+        Ok(page
+            .checkpoints
+            .into_iter()
+            .map(|p| Checkpoint {
+                entry: Some(p.entry),
+                cosigned: Some(p.cosignatures),
+                ..Checkpoint::from(&p.checkpoint)
+            })
+            .collect())
+    }
+
+    /// How many signed checkpoints there are (not counting those of history given up by an
+    /// accepted loss).
+    async fn checkpoint_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+        let service = context::service(ctx)?.clone();
+        blocking(move || service.ledger().checkpoint_page(0, None).map_err(from_read))
             .await
-            .map(|all| all.iter().map(Checkpoint::from).collect())
+            .map(|page| page.total)
     }
 
     /// The latest signed checkpoint.

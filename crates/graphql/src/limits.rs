@@ -236,10 +236,19 @@ impl Extension for GuardExtension {
 
 /// Checks the size of a page a query asks for, and gives the size to read.
 pub(crate) fn page_size(first: Option<i32>, limits: &Limits) -> async_graphql::Result<usize> {
-    match first {
+    page_size_of("first", first, limits)
+}
+
+/// [`page_size`] of a page whose size the argument `name` gives.
+pub(crate) fn page_size_of(
+    name: &str,
+    items: Option<i32>,
+    limits: &Limits,
+) -> async_graphql::Result<usize> {
+    match items {
         None => Ok(PAGE_ITEMS_DEFAULT.min(limits.page_items_max).max(1)),
         Some(n) if n < 1 => Err(crate::error::invalid(
-            "first",
+            name,
             format!("a page holds at least 1 item, not {n}"),
         )),
         Some(n) => {

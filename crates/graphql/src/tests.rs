@@ -439,3 +439,121 @@ async fn the_key_chain_and_the_cosignatures_of_a_checkpoint_are_read_as_the_log_
     assert_eq!(later["cosignatures"], json!([]), "{out}");
     drop(witness);
 }
+
+#[tokio::test]
+async fn checkpoints_are_read_a_page_at_a_time_newest_last_with_their_cosignatures() {
+    use service::ledger::ledger_proof::{Cosignature, SigningKey};
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = ServiceOptions::new(dir.path());
+    options.ledger.checkpoint_interval = None;
+    let service = Service::open(options).unwrap();
+    let schema = build_schema(service.clone(), Options::default());
+    // 45 checkpoints, each of a larger tree; a witness cosigns every fifth.
+    for i in 0..45u64 {
+        let opened = run(
+            &schema,
+            "mutation($q: String!) { openTask(input: {question: $q}) { taskId } }",
+            json!({"q": format!("Question {i}?")}),
+        )
+        .await;
+        assert!(opened.get("errors").is_none(), "{opened}");
+        let ledger = service.ledger().clone();
+        tokio::task::spawn_blocking(move || {
+            let checkpoint = ledger.checkpoint().unwrap();
+            if i % 5 == 0 {
+                let witness = SigningKey::from_secret_bytes(&[9; 32]);
+                let cosignature =
+                    Cosignature::sign(&witness, "witness.example", &checkpoint, 1_700_000_000 + i)
+                        .unwrap();
+                ledger.record_cosignature(cosignature).unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+    let page = |args: &str| {
+        format!(
+            "{{ ledger {{ checkpointCount checkpoints{args} {{ entry treeSize cosignatures {{ timestamp }} }} }} }}"
+        )
+    };
+    let read = |out: &serde_json::Value| -> Vec<(u64, u64, Vec<u64>)> {
+        out["data"]["ledger"]["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["entry"].as_u64().unwrap(),
+                    c["treeSize"].as_u64().unwrap(),
+                    c["cosignatures"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|s| s["timestamp"].as_u64().unwrap())
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+
+    // Unasked, the newest 20, oldest first.
+    let out = run(&schema, &page(""), json!({})).await;
+    assert!(out.get("errors").is_none(), "{out}");
+    assert_eq!(out["data"]["ledger"]["checkpointCount"], 45, "{out}");
+    let newest = read(&out);
+    assert_eq!(newest.len(), 20);
+    assert!(
+        newest
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+    );
+    let sizes: Vec<u64> = service
+        .ledger()
+        .checkpoints()
+        .unwrap()
+        .iter()
+        .map(|c| c.tree_size)
+        .collect();
+    assert_eq!(newest.last().unwrap().1, *sizes.last().unwrap());
+
+    // Page after page back to the first, by the first entry of each: every checkpoint once,
+    // each with the cosignature of it and no other.
+    let mut all = newest;
+    loop {
+        let before = all[0].0;
+        let out = run(
+            &schema,
+            &page(&format!("(last: 20, beforeEntry: {before})")),
+            json!({}),
+        )
+        .await;
+        assert!(out.get("errors").is_none(), "{out}");
+        let earlier = read(&out);
+        if earlier.is_empty() {
+            break;
+        }
+        assert!(earlier.last().unwrap().0 < before);
+        all.splice(0..0, earlier);
+    }
+    assert_eq!(all.iter().map(|c| c.1).collect::<Vec<_>>(), sizes);
+    for (i, (_, _, cosigned)) in all.iter().enumerate() {
+        let expected: Vec<u64> = if i % 5 == 0 {
+            vec![1_700_000_000 + i as u64]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(*cosigned, expected, "checkpoint {i}");
+    }
+
+    // A page is bounded like every other.
+    for (args, code) in [
+        ("(last: 0)", "INVALID_ARGUMENT"),
+        ("(last: 100000)", "LIMIT_EXCEEDED"),
+    ] {
+        let out = run(&schema, &page(args), json!({})).await;
+        assert_eq!(
+            out["errors"][0]["extensions"]["code"], code,
+            "{args}: {out}"
+        );
+    }
+}

@@ -41,4 +41,5 @@ pub use storage::{
     StorageError, standings,
 };
 pub use subscribe::{Live, LiveEvents, Subscription};
+pub use tree::{CheckpointPage, PagedCheckpoint};
 pub use verify::{VerifyFailure, VerifyReport};

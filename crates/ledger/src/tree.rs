@@ -30,6 +30,26 @@ fn tree_error(e: ledger_proof::ProveError<StorageError>) -> ProofError {
     }
 }
 
+/// A page of the signed checkpoints ([`Ledger::checkpoint_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointPage {
+    /// The page, oldest first.
+    pub checkpoints: Vec<PagedCheckpoint>,
+    /// How many signed checkpoints count in all.
+    pub total: u64,
+}
+
+/// A signed checkpoint of a [`CheckpointPage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagedCheckpoint {
+    /// Its entry number in the checkpoint log, from 1: the cursor of the page before it.
+    pub entry: u64,
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+    /// The witness cosignatures the log keeps of it.
+    pub cosignatures: Vec<Cosignature>,
+}
+
 impl Ledger {
     /// Every entry of the checkpoint log: keys introduced, checkpoints, rotations.
     pub fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, ReadError> {
@@ -51,6 +71,64 @@ impl Ledger {
                 _ => None,
             })
             .collect())
+    }
+
+    /// A page of the signed checkpoints that count, for a reader who cannot take them all (a
+    /// ledger written all day gains one a second): the newest `last` of those recorded before
+    /// entry `before_entry` of the checkpoint log (1-based; all of them when none), oldest
+    /// first, each with its entry number and the witness cosignatures the log keeps of it; and
+    /// how many count in all. One pass over the log, whatever the page.
+    pub fn checkpoint_page(
+        &self,
+        last: usize,
+        before_entry: Option<u64>,
+    ) -> Result<CheckpointPage, ReadError> {
+        let entries = self.checkpoint_entries()?;
+        let standing = crate::storage::standings(&entries);
+        let counting: Vec<(usize, &Checkpoint)> = entries
+            .iter()
+            .zip(&standing)
+            .enumerate()
+            .filter_map(|(i, (e, s))| match e {
+                CheckpointEntry::Checkpoint(c) if *s == crate::storage::Standing::Counts => {
+                    Some((i, c))
+                }
+                _ => None,
+            })
+            .collect();
+        let end = before_entry.map_or(counting.len(), |before| {
+            counting.partition_point(|(i, _)| (*i as u64) + 1 < before)
+        });
+        let page = &counting[end.saturating_sub(last)..end];
+        let mut out: Vec<PagedCheckpoint> = page
+            .iter()
+            .map(|(i, c)| PagedCheckpoint {
+                entry: *i as u64 + 1,
+                checkpoint: (*c).clone(),
+                cosignatures: Vec::new(),
+            })
+            .collect();
+        // A cosignature is recorded after the checkpoint it cosigns.
+        let mut by_size: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+        for (at, p) in out.iter().enumerate() {
+            by_size.entry(p.checkpoint.tree_size).or_default().push(at);
+        }
+        if let Some((first, _)) = page.first() {
+            for entry in &entries[first + 1..] {
+                let CheckpointEntry::Cosignature(c) = entry else {
+                    continue;
+                };
+                for &at in by_size.get(&c.tree_size).into_iter().flatten() {
+                    if c.cosigns(&out[at].checkpoint) {
+                        out[at].cosignatures.push(c.clone());
+                    }
+                }
+            }
+        }
+        Ok(CheckpointPage {
+            checkpoints: out,
+            total: counting.len() as u64,
+        })
     }
 
     /// The latest signed checkpoint (not one of history given up by an accepted loss).

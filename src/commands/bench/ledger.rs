@@ -184,12 +184,6 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         sha256_node_hashes_per_s: sha256_node_rate(BLAKE3_DURATION),
     };
     let ratios = Ratio::all(&figures, &baselines, &RATIOS)?;
-    let syncs = |g: &Grouping| Syncs {
-        syncs: g.syncs,
-        events: g.events,
-        events_per_sync: g.events_per_sync(),
-        largest: g.largest,
-    };
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let latencies = &appends.latencies;
     let report = Report {
@@ -232,6 +226,16 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         print!("{}", report.to_text());
     }
     Ok(Outcome::Passed)
+}
+
+/// How the appends of a run were grouped into syncs.
+fn syncs(g: &Grouping) -> Syncs {
+    Syncs {
+        syncs: g.syncs,
+        events: g.events,
+        events_per_sync: g.events_per_sync(),
+        largest: g.largest,
+    }
 }
 
 /// Opens (creating if needed) the benchmark's ledger in `dir`, with the product's defaults:

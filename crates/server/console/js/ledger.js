@@ -8,11 +8,15 @@ import {checkCheckpoint, checkCosignature, checkInclusionFile, walkKeyChain} fro
 
 const TRUSTED_KEY = 'research-ledger.trusted-key';
 
+/** The newest checkpoints shown and checked here: a ledger written all day signs one a second. */
+const CHECKPOINTS_SHOWN = 20;
+
 const LEDGER = `{
   ledger {
     size headHash root origin publicKey keyFingerprint refusingWrites
     keyChain { kind publicKey keyFingerprint origin treeSize root time oldKeyFingerprint signature reason }
-    checkpoints { origin treeSize root time keyFingerprint signature json cosignatures { witness timestamp signature } }
+    checkpointCount
+    checkpoints(last: ${CHECKPOINTS_SHOWN}) { origin treeSize root time keyFingerprint signature json cosignatures { witness timestamp signature } }
   }
 }`;
 
@@ -125,7 +129,7 @@ export async function render(ctx) {
             v.intact ? note('ok', `The server verified the ledger: intact, ${v.size} events (checked ${v.checked} from seq ${v.checkedFrom}), ${v.checkpointsChecked} checkpoints.`)
               : note('error', `The server's verification FAILED at seq ${v.failure ? v.failure.seq : '?'}: ${v.failure ? v.failure.problem : ''}`),
             v.keyChainBreaks.length ? note('error', `Key chain breaks: ${v.keyChainBreaks.join('; ')}`) : null,
-            browserOk ? note('ok', `This browser checked ${cps.length} checkpoint signature(s) and ${chain.steps.length} key hand-over(s) from the trusted key: all hold.`)
+            browserOk ? note('ok', `This browser checked the newest ${cps.length} checkpoint signature(s) and ${chain.steps.length} key hand-over(s) from the trusted key: all hold.`)
               : note('error', 'This browser found a checkpoint signature or key hand-over that does not hold (see below).'));
         } catch (error) {
           fill(verifyOut, failure(error));
@@ -165,7 +169,10 @@ export async function render(ctx) {
     trustPanel(anchor, rerender),
     section('Key chain', table(['How', 'Key', 'Fingerprint', 'From size', 'Time', 'Checked here'], chainRows)),
     section('Signed checkpoints', cpRows.length
-      ? table(['Tree size', 'Time', 'Root', 'Key', 'Signature (checked here)', 'Witness cosignatures (checked here)'], cpRows)
+      ? h('div', {},
+        h('p', {class: 'muted', dataset: {testid: 'checkpoints-shown'}},
+          `The newest ${cpRows.length} of ${l.checkpointCount}; the export bundle carries them all.`),
+        table(['Tree size', 'Time', 'Root', 'Key', 'Signature (checked here)', 'Witness cosignatures (checked here)'], cpRows))
       : h('p', {class: 'muted'}, 'None yet: the server signs one when the ledger has grown.')),
     checkFilePanel(anchor));
   return null;

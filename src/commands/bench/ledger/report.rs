@@ -226,6 +226,46 @@ impl Report {
         }
     }
 
+    /// The reads that serve checkpoints, on the short log and the long one.
+    fn checkpoint_read_lines(&self, out: &mut String) {
+        let c = &self.checkpoint_reads;
+        let _ = writeln!(
+            out,
+            "reads that serve checkpoints, on a checkpoint log of {} entries and of {} (written in {:.1} s)",
+            count(c.short.entries),
+            count(c.long.entries),
+            c.written_secs
+        );
+        for ((label, short, long), (_, ratio)) in [
+            (
+                "checkpoint note (GET /checkpoint)",
+                c.short.notes_per_s,
+                c.long.notes_per_s,
+            ),
+            (
+                "inclusion proof, latest checkpoint",
+                c.short.proofs_per_s,
+                c.long.proofs_per_s,
+            ),
+            (
+                "what /health reads",
+                c.short.health_per_s,
+                c.long.health_per_s,
+            ),
+        ]
+        .into_iter()
+        .zip(c.ratios())
+        {
+            line(
+                out,
+                label,
+                long,
+                "reads/s",
+                &format!("{} on the short log: {ratio:.3}x", rate_text(short)),
+            );
+        }
+    }
+
     /// The report as a person reads it.
     /// The replay figures and the hash rates they are measured against.
     fn replay_lines(&self, out: &mut String) {
@@ -380,42 +420,7 @@ impl Report {
             "proofs/s",
             "",
         );
-        let c = &self.checkpoint_reads;
-        let _ = writeln!(
-            out,
-            "reads that serve checkpoints, on a checkpoint log of {} entries and of {} (written in {:.1} s)",
-            count(c.short.entries),
-            count(c.long.entries),
-            c.written_secs
-        );
-        for ((label, short, long), (_, ratio)) in [
-            (
-                "checkpoint note (GET /checkpoint)",
-                c.short.notes_per_s,
-                c.long.notes_per_s,
-            ),
-            (
-                "inclusion proof, latest checkpoint",
-                c.short.proofs_per_s,
-                c.long.proofs_per_s,
-            ),
-            (
-                "what /health reads",
-                c.short.health_per_s,
-                c.long.health_per_s,
-            ),
-        ]
-        .into_iter()
-        .zip(c.ratios())
-        {
-            line(
-                &mut out,
-                label,
-                long,
-                "reads/s",
-                &format!("{} on the short log: {ratio:.3}x", rate_text(short)),
-            );
-        }
+        self.checkpoint_read_lines(&mut out);
         let _ = writeln!(out);
         let _ = writeln!(out, "ratios (ledger figure / baseline)");
         for r in &self.ratios {

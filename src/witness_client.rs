@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ledger::Ledger;
 use ledger::ledger_proof::witness::AddCheckpoint;
 use ledger::ledger_proof::{Checkpoint, Cosignature, NoteSignature, VerifierKey};
-use ledger::{CheckpointEntry, Ledger};
 
 /// One witness: where it listens (its submission prefix) and its verifier key.
 #[derive(Debug, Clone)]
@@ -89,36 +89,21 @@ fn start(
         .ok()
 }
 
-/// The largest tree size this witness cosigned, as the checkpoint log records.
-fn last_cosigned(ledger: &Ledger, witness: &VerifierKey) -> anyhow::Result<u64> {
-    Ok(ledger
-        .checkpoint_entries()?
-        .iter()
-        .filter_map(|e| match e {
-            CheckpointEntry::Cosignature(c) if c.witness == *witness => Some(c.tree_size),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0))
-}
-
 /// Pushes the latest checkpoint to one witness, if it has not cosigned it.
 fn push_latest(
     ledger: &Ledger,
     agent: &ureq::Agent,
     witness: &WitnessTarget,
 ) -> anyhow::Result<()> {
-    let Some(checkpoint) = ledger.latest_checkpoint()? else {
+    let Some((checkpoint, cosignatures)) = ledger.latest_cosigned_checkpoint()? else {
         return Ok(());
     };
-    if !ledger
-        .cosignatures_of(&checkpoint)?
-        .iter()
-        .all(|c| c.witness != witness.key)
-    {
+    if cosignatures.iter().any(|c| c.witness == witness.key) {
         return Ok(());
     }
-    let mut old = last_cosigned(ledger, &witness.key)?.min(checkpoint.tree_size);
+    let mut old = ledger
+        .last_cosigned_size(&witness.key)?
+        .min(checkpoint.tree_size);
     let note = ledger
         .checkpoint_note()?
         .ok_or_else(|| anyhow::anyhow!("no checkpoint note"))?;

@@ -9,9 +9,10 @@
 //! entries before it count for, so the view is then computed again from the whole log; such
 //! entries are rare.
 
+use std::collections::HashMap;
 use std::iter;
 
-use ledger_proof::{Checkpoint, Cosignature, KeyRotation, PublicKey};
+use ledger_proof::{Checkpoint, Cosignature, KeyRotation, PublicKey, VerifierKey};
 
 use crate::key_history::KeyHistory;
 use crate::storage::{CheckpointEntry, Standing, standings};
@@ -29,6 +30,8 @@ pub(crate) struct CheckpointView {
     keys: Vec<PublicKey>,
     rotations: Vec<KeyRotation>,
     notes: Vec<String>,
+    /// The largest tree size each witness cosigned, by its verifier key.
+    cosigned: HashMap<String, u64>,
 }
 
 impl CheckpointView {
@@ -63,7 +66,14 @@ impl CheckpointView {
                 era.rotations.iter().map(|(_, r)| r.clone()).collect(),
             )
         });
+        let mut cosigned = HashMap::new();
+        for entry in entries {
+            if let CheckpointEntry::Cosignature(c) = entry {
+                note_cosigned(&mut cosigned, c);
+            }
+        }
         CheckpointView {
+            cosigned,
             seen: entries.len() as u64,
             latest: latest.map(|(_, c)| c.clone()),
             cosignatures,
@@ -113,6 +123,7 @@ impl CheckpointView {
                     self.cosignatures.clear();
                 }
                 CheckpointEntry::Cosignature(c) => {
+                    note_cosigned(&mut self.cosigned, &c);
                     if self.latest.as_ref().is_some_and(|l| c.cosigns(l)) {
                         self.cosignatures.push(c);
                     }
@@ -149,8 +160,21 @@ impl CheckpointView {
             .copied()
     }
 
+    /// The largest tree size `witness` cosigned, 0 when it cosigned none.
+    pub(crate) fn last_cosigned(&self, witness: &VerifierKey) -> u64 {
+        self.cosigned
+            .get(&witness.to_string())
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// What recovery did, as the log's statements record it.
     pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
+}
+
+fn note_cosigned(cosigned: &mut HashMap<String, u64>, c: &Cosignature) {
+    let size = cosigned.entry(c.witness.to_string()).or_default();
+    *size = (*size).max(c.tree_size);
 }

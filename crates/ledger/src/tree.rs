@@ -136,6 +136,22 @@ impl Ledger {
         Ok(self.core().checkpoint_view(|v| v.latest().cloned())?)
     }
 
+    /// The latest signed checkpoint with the witness cosignatures the log keeps of it.
+    pub fn latest_cosigned_checkpoint(
+        &self,
+    ) -> Result<Option<(Checkpoint, Vec<Cosignature>)>, ReadError> {
+        Ok(self.core().checkpoint_view(|v| {
+            v.latest()
+                .map(|latest| (latest.clone(), v.cosignatures().to_vec()))
+        })?)
+    }
+
+    /// The largest tree size `witness` cosigned, as the checkpoint log records: 0 when it
+    /// cosigned none.
+    pub fn last_cosigned_size(&self, witness: &VerifierKey) -> Result<u64, ReadError> {
+        Ok(self.core().checkpoint_view(|v| v.last_cosigned(witness))?)
+    }
+
     /// The rotation statements since the current chain of keys began.
     pub fn key_rotations(&self) -> Result<Vec<KeyRotation>, ReadError> {
         Ok(self.core().checkpoint_view(|v| v.rotations().to_vec())?)

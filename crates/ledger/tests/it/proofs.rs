@@ -581,6 +581,34 @@ fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
             expected_rotations,
             "step {step}"
         );
+        let latest = ledger.checkpoints().unwrap().pop();
+        assert_eq!(
+            ledger.latest_cosigned_checkpoint().unwrap(),
+            latest.map(|c| {
+                let cosignatures = ledger.cosignatures_of(&c).unwrap();
+                (c, cosignatures)
+            }),
+            "step {step}"
+        );
+        let entries = ledger.checkpoint_entries().unwrap();
+        for (i, witness) in witnesses.iter().enumerate() {
+            let key =
+                ledger_proof::VerifierKey::cosigner(&format!("witness-{i}"), witness.public_key())
+                    .unwrap();
+            let largest = entries
+                .iter()
+                .filter_map(|e| match e {
+                    CheckpointEntry::Cosignature(c) if c.witness == key => Some(c.tree_size),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            assert_eq!(
+                ledger.last_cosigned_size(&key).unwrap(),
+                largest,
+                "step {step}"
+            );
+        }
     }
     // The run did what it is meant to test.
     assert!(rotations >= 2, "{rotations} rotations");

@@ -337,9 +337,7 @@ impl LedgerInfo {
     /// accepted loss).
     async fn checkpoint_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
         let service = context::service(ctx)?.clone();
-        blocking(move || service.ledger().checkpoint_page(0, None).map_err(from_read))
-            .await
-            .map(|page| page.total)
+        blocking(move || service.ledger().checkpoint_count().map_err(from_read)).await
     }
 
     /// The latest signed checkpoint.

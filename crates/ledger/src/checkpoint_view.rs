@@ -32,6 +32,8 @@ pub(crate) struct CheckpointView {
     notes: Vec<String>,
     /// The largest tree size each witness cosigned, by its verifier key.
     cosigned: HashMap<String, u64>,
+    /// How many signed checkpoints count.
+    counting: u64,
 }
 
 impl CheckpointView {
@@ -73,6 +75,13 @@ impl CheckpointView {
             }
         }
         CheckpointView {
+            counting: entries
+                .iter()
+                .zip(&standing)
+                .filter(|(e, s)| {
+                    matches!(e, CheckpointEntry::Checkpoint(_)) && **s == Standing::Counts
+                })
+                .count() as u64,
             cosigned,
             seen: entries.len() as u64,
             latest: latest.map(|(_, c)| c.clone()),
@@ -119,6 +128,7 @@ impl CheckpointView {
             self.seen += 1;
             match entry {
                 CheckpointEntry::Checkpoint(c) => {
+                    self.counting += 1;
                     self.latest = Some(c);
                     self.cosignatures.clear();
                 }
@@ -158,6 +168,11 @@ impl CheckpointView {
             .iter()
             .find(|k| k.fingerprint() == checkpoint.key_fingerprint)
             .copied()
+    }
+
+    /// How many signed checkpoints count (not those of history given up by an accepted loss).
+    pub(crate) fn counting(&self) -> u64 {
+        self.counting
     }
 
     /// The largest tree size `witness` cosigned, 0 when it cosigned none.

@@ -77,58 +77,36 @@ impl Ledger {
     /// ledger written all day gains one a second): the newest `last` of those recorded before
     /// entry `before_entry` of the checkpoint log (1-based; all of them when none), oldest
     /// first, each with its entry number and the witness cosignatures the log keeps of it; and
-    /// how many count in all. One pass over the log, whatever the page.
+    /// how many count in all.
+    ///
+    /// It reads the log from a little before the page to its end, since how an entry stands
+    /// and the cosignatures of a checkpoint are in the entries after it: the newest page reads
+    /// a few of them, whatever the length of the log.
     pub fn checkpoint_page(
         &self,
         last: usize,
         before_entry: Option<u64>,
     ) -> Result<CheckpointPage, ReadError> {
-        let entries = self.checkpoint_entries()?;
-        let standing = crate::storage::standings(&entries);
-        let counting: Vec<(usize, &Checkpoint)> = entries
-            .iter()
-            .zip(&standing)
-            .enumerate()
-            .filter_map(|(i, (e, s))| match e {
-                CheckpointEntry::Checkpoint(c) if *s == crate::storage::Standing::Counts => {
-                    Some((i, c))
-                }
-                _ => None,
-            })
-            .collect();
-        let end = before_entry.map_or(counting.len(), |before| {
-            counting.partition_point(|(i, _)| (*i as u64) + 1 < before)
-        });
-        let page = &counting[end.saturating_sub(last)..end];
-        let mut out: Vec<PagedCheckpoint> = page
-            .iter()
-            .map(|(i, c)| PagedCheckpoint {
-                entry: *i as u64 + 1,
-                checkpoint: (*c).clone(),
-                cosignatures: Vec::new(),
-            })
-            .collect();
-        // A cosignature is recorded after the checkpoint it cosigns.
-        let mut by_size: std::collections::HashMap<u64, Vec<usize>> = Default::default();
-        for (at, p) in out.iter().enumerate() {
-            by_size.entry(p.checkpoint.tree_size).or_default().push(at);
-        }
-        if let Some((first, _)) = page.first() {
-            for entry in &entries[first + 1..] {
-                let CheckpointEntry::Cosignature(c) = entry else {
-                    continue;
-                };
-                for &at in by_size.get(&c.tree_size).into_iter().flatten() {
-                    if c.cosigns(&out[at].checkpoint) {
-                        out[at].cosignatures.push(c.clone());
-                    }
-                }
+        let (seen, total) = self.core().checkpoint_view(|v| (v.seen(), v.counting()))?;
+        let end = before_entry.map_or(seen, |before| before.saturating_sub(1).min(seen));
+        let mut window = (last as u64).saturating_mul(4).saturating_add(64);
+        loop {
+            let from = end.saturating_sub(window);
+            let entries = self.core().storage.checkpoint_entries_from(from)?;
+            let page = page_of(&entries, from, end, last);
+            if page.len() == last || from == 0 {
+                return Ok(CheckpointPage {
+                    checkpoints: page,
+                    total,
+                });
             }
+            window = window.saturating_mul(4);
         }
-        Ok(CheckpointPage {
-            checkpoints: out,
-            total: counting.len() as u64,
-        })
+    }
+
+    /// How many signed checkpoints count (not those of history given up by an accepted loss).
+    pub fn checkpoint_count(&self) -> Result<u64, ReadError> {
+        Ok(self.core().checkpoint_view(|v| v.counting())?)
     }
 
     /// The latest signed checkpoint (not one of history given up by an accepted loss).
@@ -446,4 +424,50 @@ impl Ledger {
             self.key_rotations()?,
         ))
     }
+}
+
+/// The newest `last` counting checkpoints among `entries` (the log's entries from index `from`
+/// to its end) that lie before index `end`, oldest first, with their cosignatures.
+fn page_of(entries: &[CheckpointEntry], from: u64, end: u64, last: usize) -> Vec<PagedCheckpoint> {
+    let standing = crate::storage::standings_from(entries, from + 1);
+    let before = usize::try_from(end.saturating_sub(from)).unwrap_or(usize::MAX);
+    let counting: Vec<(usize, &Checkpoint)> = entries
+        .iter()
+        .zip(&standing)
+        .enumerate()
+        .take(before)
+        .filter_map(|(i, (e, s))| match e {
+            CheckpointEntry::Checkpoint(c) if *s == crate::storage::Standing::Counts => {
+                Some((i, c))
+            }
+            _ => None,
+        })
+        .collect();
+    let page = &counting[counting.len().saturating_sub(last)..];
+    let mut out: Vec<PagedCheckpoint> = page
+        .iter()
+        .map(|(i, c)| PagedCheckpoint {
+            entry: from + *i as u64 + 1,
+            checkpoint: (*c).clone(),
+            cosignatures: Vec::new(),
+        })
+        .collect();
+    // A cosignature is recorded after the checkpoint it cosigns.
+    let mut by_size: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+    for (at, p) in out.iter().enumerate() {
+        by_size.entry(p.checkpoint.tree_size).or_default().push(at);
+    }
+    if let Some((first, _)) = page.first() {
+        for entry in &entries[first + 1..] {
+            let CheckpointEntry::Cosignature(c) = entry else {
+                continue;
+            };
+            for &at in by_size.get(&c.tree_size).into_iter().flatten() {
+                if c.cosigns(&out[at].checkpoint) {
+                    out[at].cosignatures.push(c.clone());
+                }
+            }
+        }
+    }
+    out
 }

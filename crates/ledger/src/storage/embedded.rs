@@ -146,12 +146,31 @@ pub struct EmbeddedStorage {
 }
 
 /// The checkpoint log: one JSON entry a line, each line synced before it counts.
+///
+/// Its entries stay in the file: what is kept in memory is where each one is (16 bytes an
+/// entry) and the last one. A ledger written all day gains an entry a second, and the reads
+/// that serve checkpoints keep what they need of it themselves (`CheckpointView`), so a read of
+/// entries is of those past some point — most often none — or of all of them, rarely.
 #[derive(Debug)]
 struct CheckpointLog {
     path: PathBuf,
-    entries: Vec<CheckpointEntry>,
+    /// Where each entry's line is in the file: its offset and its length, newline included.
+    spans: Vec<(u64, u64)>,
+    /// The last entry.
+    last: Option<CheckpointEntry>,
     /// Bytes of the file the entries take.
     bytes: u64,
+}
+
+impl CheckpointLog {
+    fn new(path: PathBuf) -> CheckpointLog {
+        CheckpointLog {
+            path,
+            spans: Vec::new(),
+            last: None,
+            bytes: 0,
+        }
+    }
 }
 
 fn segment_path(log_dir: &Path, first_seq: u64) -> PathBuf {
@@ -159,6 +178,47 @@ fn segment_path(log_dir: &Path, first_seq: u64) -> PathBuf {
 }
 
 impl EmbeddedStorage {
+    /// The checkpoint log's entries past its first `from`, read from the file where the log
+    /// says they are. The file only grows while the ledger is open, so each entry's line is
+    /// where it was written.
+    fn read_checkpoint_entries(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
+        let (path, spans) = {
+            let log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+            let from = usize::try_from(from)
+                .unwrap_or(usize::MAX)
+                .min(log.spans.len());
+            (log.path.clone(), log.spans[from..].to_vec())
+        };
+        let (Some(&(start, _)), Some(&(last, last_len))) = (spans.first(), spans.last()) else {
+            return Ok(Vec::new());
+        };
+        let too_large = |_| StorageError::Failed("the checkpoint log is too large to read".into());
+        let mut bytes = vec![0; usize::try_from(last + last_len - start).map_err(too_large)?];
+        File::open(&path)
+            .and_then(|file| file.read_exact_at(&mut bytes, start))
+            .map_err(|e| StorageError::io("read", &path, e))?;
+        let first_number = from.min(u64::MAX - spans.len() as u64) + 1;
+        spans
+            .iter()
+            .zip(first_number..)
+            .map(|(&(offset, len), number)| {
+                let at = usize::try_from(offset - start).map_err(too_large)?;
+                let line = bytes
+                    .get(at..at + usize::try_from(len).map_err(too_large)?)
+                    .unwrap_or_default();
+                serde_json::from_slice(line.strip_suffix(b"\n").unwrap_or(line)).map_err(|e| {
+                    StorageError::Corrupt {
+                        seq: None,
+                        detail: format!(
+                            "entry {number} of the checkpoint log {} changed since the ledger opened: {e}",
+                            path.display()
+                        ),
+                    }
+                })
+            })
+            .collect()
+    }
+
     fn segments_snapshot(&self) -> BTreeMap<u64, Arc<Segment>> {
         self.segments
             .read()
@@ -542,20 +602,11 @@ impl Storage for EmbeddedStorage {
     }
 
     fn checkpoint_entries(&self) -> Result<Vec<CheckpointEntry>, StorageError> {
-        Ok(self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .clone())
+        self.read_checkpoint_entries(0)
     }
 
     fn checkpoint_entries_from(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
-        let checkpoints = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-        let from = usize::try_from(from)
-            .unwrap_or(usize::MAX)
-            .min(checkpoints.entries.len());
-        Ok(checkpoints.entries[from..].to_vec())
+        self.read_checkpoint_entries(from)
     }
 }
 

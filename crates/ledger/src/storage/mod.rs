@@ -136,6 +136,13 @@ pub enum Standing {
 
 /// The standing of every entry of a checkpoint log (see [`Standing`]).
 pub fn standings(entries: &[CheckpointEntry]) -> Vec<Standing> {
+    standings_from(entries, 1)
+}
+
+/// [`standings`] of entries of the checkpoint log numbered from `first` (1 for the first
+/// entry): the entries after them cannot change how they stand, so this is how they stand in
+/// the whole log when `entries` runs to its end. `by` indexes `entries`.
+pub(crate) fn standings_from(entries: &[CheckpointEntry], first: u64) -> Vec<Standing> {
     let mut out = vec![Standing::Counts; entries.len()];
     for (j, entry) in entries.iter().enumerate() {
         let CheckpointEntry::Recovery(statement) = entry else {
@@ -148,7 +155,7 @@ pub fn standings(entries: &[CheckpointEntry]) -> Vec<Standing> {
             if out[i] != Standing::Counts {
                 continue;
             }
-            if statement.disowned_entries.contains(&(i as u64 + 1)) {
+            if statement.disowned_entries.contains(&(first + i as u64)) {
                 out[i] = Standing::Disowned { by: j };
             } else if earlier
                 .signed_size()

@@ -506,22 +506,84 @@ fn from_the_whole_log(ledger: &Ledger) -> (Option<String>, Vec<ledger_proof::Key
     (note, rotations)
 }
 
+/// A page of the checkpoints as the whole log gives it: entry number, tree size and how many
+/// cosignatures of each.
+fn page_from_the_whole_log(
+    ledger: &Ledger,
+    last: usize,
+    before: Option<u64>,
+) -> Vec<(u64, u64, usize)> {
+    let entries = ledger.checkpoint_entries().unwrap();
+    let standing = ledger::storage::standings(&entries);
+    let counting: Vec<(u64, ledger_proof::Checkpoint)> = entries
+        .iter()
+        .zip(&standing)
+        .enumerate()
+        .filter_map(|(i, (e, s))| match e {
+            CheckpointEntry::Checkpoint(c) if *s == ledger::storage::Standing::Counts => {
+                Some((i as u64 + 1, c.clone()))
+            }
+            _ => None,
+        })
+        .filter(|(n, _)| before.is_none_or(|b| *n < b))
+        .collect();
+    counting[counting.len().saturating_sub(last)..]
+        .iter()
+        .map(|(n, c)| (*n, c.tree_size, ledger.cosignatures_of(c).unwrap().len()))
+        .collect()
+}
+
+fn page(ledger: &Ledger, last: usize, before: Option<u64>) -> Vec<(u64, u64, usize)> {
+    ledger
+        .checkpoint_page(last, before)
+        .unwrap()
+        .checkpoints
+        .iter()
+        .map(|p| (p.entry, p.checkpoint.tree_size, p.cosignatures.len()))
+        .collect()
+}
+
+/// Only the checkpoints a run writes, so that each step is compared with the log it read.
+fn without_periodic_checkpoints() -> LedgerOptions {
+    LedgerOptions {
+        checkpoint_interval: None,
+        ..options(5)
+    }
+}
+
 #[test]
-fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
-    // They keep what they need as entries come rather than reading the whole log each time;
-    // a run of appends, checkpoints, key rotations and witness cosignatures (of the latest
-    // checkpoint and of older ones, some twice), read from a second handle too, must never
-    // find them saying something the whole log does not.
+fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step_in_memory() {
     let storage = Arc::new(MemoryStorage::new(Faults::default(), 5));
-    let ledger = Ledger::with_storage(
-        storage,
-        LedgerOptions {
-            // Only the checkpoints the run writes, so that each step is compared with the log
-            // it read.
-            checkpoint_interval: None,
-            ..options(5)
-        },
-    );
+    let ledger = Ledger::with_storage(storage, without_periodic_checkpoints());
+    agree_with_the_whole_log_at_every_step(&ledger, 600);
+}
+
+#[test]
+fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step_on_disk() {
+    // The checkpoint log's entries stay in its file, read where the ledger noted they are, so
+    // a ledger opened again reads them as it wrote them.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(dir.path(), without_periodic_checkpoints()).unwrap();
+    agree_with_the_whole_log_at_every_step(&ledger, 300);
+    let (note, rotations) = from_the_whole_log(&ledger);
+    let newest = page(&ledger, 20, None);
+    let count = ledger.checkpoint_count().unwrap();
+    ledger.shutdown();
+    drop(ledger);
+    let ledger = Ledger::open(dir.path(), without_periodic_checkpoints()).unwrap();
+    assert_eq!(ledger.checkpoint_note().unwrap(), note);
+    assert_eq!(ledger.key_rotations().unwrap(), rotations);
+    assert_eq!(page(&ledger, 20, None), newest);
+    assert_eq!(ledger.checkpoint_count().unwrap(), count);
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.failure.is_none(), "{report:?}");
+}
+
+/// The reads that serve checkpoints keep what they need as entries come rather than reading
+/// the whole log each time; a run of appends, checkpoints, key rotations and witness
+/// cosignatures (of the latest checkpoint and of older ones, some twice) must never find them
+/// saying something the whole log does not.
+fn agree_with_the_whole_log_at_every_step(ledger: &Ledger, steps: u32) {
     let witnesses: Vec<ledger_proof::SigningKey> = (1..=3u8)
         .map(|i| ledger_proof::SigningKey::from_secret_bytes(&[i; 32]))
         .collect();
@@ -533,14 +595,14 @@ fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
         state % bound
     };
     let (mut rotations, mut cosigned, mut kept) = (0, 0, 0);
-    for step in 0..600u32 {
+    for step in 0..steps {
         match next(20) {
             0..=7 => fill(&ledger, 1),
             8..=12 => {
                 fill(&ledger, 1);
                 ledger.checkpoint().unwrap();
             }
-            13 if step % 7 == 0 => {
+            13 if step % 3 == 0 => {
                 ledger.rotate_key().unwrap();
                 rotations += 1;
             }
@@ -609,6 +671,22 @@ fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
                 "step {step}"
             );
         }
+        if step % 25 == 0 {
+            let entries = ledger.checkpoint_entries().unwrap().len() as u64;
+            for before in [None, Some(1), Some(entries / 2), Some(entries + 5)] {
+                for last in [1, 3, 20] {
+                    assert_eq!(
+                        page(ledger, last, before),
+                        page_from_the_whole_log(ledger, last, before),
+                        "step {step}, the last {last} before {before:?}"
+                    );
+                }
+            }
+            assert_eq!(
+                ledger.checkpoint_count().unwrap(),
+                ledger.checkpoints().unwrap().len() as u64
+            );
+        }
     }
     // The run did what it is meant to test.
     assert!(rotations >= 2, "{rotations} rotations");
@@ -639,4 +717,75 @@ fn the_reads_that_serve_checkpoints_agree_with_the_whole_log_at_every_step() {
         assert_eq!(lines(&format!("witness-{i}")), 1, "{note}");
     }
     assert_eq!(Some(note), from_the_whole_log(&ledger).0);
+}
+
+#[test]
+fn a_page_of_checkpoints_reads_further_back_when_other_entries_stand_between_them() {
+    // A checkpoint cosigned by 200 witnesses, then two more: the newest three are 203 entries
+    // back, further than a page first reads.
+    let storage = Arc::new(MemoryStorage::new(Faults::default(), 9));
+    let ledger = Ledger::with_storage(storage, without_periodic_checkpoints());
+    fill(&ledger, 1);
+    let first = ledger.checkpoint().unwrap();
+    for i in 0..200u32 {
+        let mut secret = [0u8; 32];
+        secret[..4].copy_from_slice(&i.to_le_bytes());
+        secret[31] = 1;
+        let witness = ledger_proof::SigningKey::from_secret_bytes(&secret);
+        let cosignature =
+            ledger_proof::Cosignature::sign(&witness, &format!("w{i}"), &first, 1_750_000_000)
+                .unwrap();
+        ledger.record_cosignature(cosignature).unwrap();
+    }
+    for _ in 0..2 {
+        fill(&ledger, 1);
+        ledger.checkpoint().unwrap();
+    }
+    let newest = page(&ledger, 3, None);
+    assert_eq!(newest, page_from_the_whole_log(&ledger, 3, None));
+    assert_eq!(newest[0], (2, first.tree_size, 200), "{newest:?}");
+    assert_eq!(newest.len(), 3);
+    // And before the first of them, nothing.
+    assert!(page(&ledger, 3, Some(2)).is_empty());
+}
+
+#[test]
+fn a_checkpoint_entry_changed_on_disk_while_the_ledger_is_open_is_not_served() {
+    // The entries stay in their file: one overwritten there after the open is read as it now
+    // is, so it must not pass for what was signed.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(dir.path(), without_periodic_checkpoints()).unwrap();
+    for _ in 0..3 {
+        fill(&ledger, 1);
+        ledger.checkpoint().unwrap();
+    }
+    let path = dir.path().join("checkpoints.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let second = text.lines().nth(2).unwrap();
+    assert!(second.contains("\"entry\":\"checkpoint\""), "{second}");
+    let at = text.find(second).unwrap();
+
+    // A signature changed, the line still parsing: verification names it.
+    let signature = second.find("\"signature\":\"").unwrap() + "\"signature\":\"".len();
+    let mut forged = text.clone().into_bytes();
+    let digit = &mut forged[at + signature];
+    *digit = if *digit == b'0' { b'1' } else { b'0' };
+    std::fs::write(&path, &forged).unwrap();
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(
+        report.failure.is_some() || report.incomplete.is_some(),
+        "{report:?}"
+    );
+
+    // A line that no longer parses: reading the log is refused, naming the entry.
+    let mut torn = text.into_bytes();
+    torn[at] = b'#';
+    std::fs::write(&path, &torn).unwrap();
+    let err = ledger.checkpoint_entries().unwrap_err();
+    assert!(
+        err.to_string().contains("entry 3 of the checkpoint log"),
+        "{err}"
+    );
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.incomplete.is_some(), "{report:?}");
 }

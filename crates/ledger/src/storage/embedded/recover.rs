@@ -94,11 +94,7 @@ impl EmbeddedStorage {
             problems: Vec::new(),
             recoveries: Vec::new(),
             segment_bytes_max: options.segment_bytes_max.max(SEGMENT_HEADER_LEN + 1024),
-            checkpoints: Mutex::new(CheckpointLog {
-                path: dir.join(CHECKPOINT_LOG),
-                entries: Vec::new(),
-                bytes: 0,
-            }),
+            checkpoints: Mutex::new(CheckpointLog::new(dir.join(CHECKPOINT_LOG))),
             progress: Arc::new(IndexProgress::default()),
             merkle_cache: Mutex::new(MerkleCache::default()),
             indexer: Mutex::new(None),
@@ -260,38 +256,21 @@ impl EmbeddedStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), true),
             Err(e) => return Err(StorageError::io("read", &path, e)),
         };
-        let mut entries = Vec::new();
-        let mut at = 0usize;
-        let mut cut: Option<usize> = None;
-        while at < bytes.len() {
-            let end = bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i);
-            let line = &bytes[at..end.unwrap_or(bytes.len())];
-            let parsed = serde_json::from_slice::<CheckpointEntry>(line);
-            match (parsed, end) {
-                (Ok(entry), Some(end)) => {
-                    entries.push(entry);
-                    at = end + 1;
-                }
-                (_, None) => {
-                    cut = Some(at);
-                    break;
-                }
-                (Err(e), Some(end)) if end + 1 == bytes.len() => {
-                    tracing::warn!(error = %e, "the last checkpoint entry does not parse");
-                    cut = Some(at);
-                    break;
-                }
-                (Err(e), Some(_)) => {
-                    self.problems.push(StorageProblem {
-                        seq: None,
-                        detail: format!(
-                            "checkpoint log entry {} does not parse: {e}",
-                            entries.len() + 1
-                        ),
-                    });
-                    break;
-                }
-            }
+        let CheckpointLines {
+            mut entries,
+            spans,
+            at,
+            cut,
+            unparsable,
+        } = checkpoint_lines(&bytes);
+        if let Some(e) = unparsable {
+            self.problems.push(StorageProblem {
+                seq: None,
+                detail: format!(
+                    "checkpoint log entry {} does not parse: {e}",
+                    entries.len() + 1
+                ),
+            });
         }
         let counted = cut.unwrap_or(at) as u64;
         let recorded = match head_found {
@@ -342,7 +321,8 @@ impl EmbeddedStorage {
             }
         }
         let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-        log.entries = entries;
+        log.spans = spans;
+        log.last = entries.pop();
         log.bytes = counted;
         Ok(())
     }
@@ -385,7 +365,7 @@ impl EmbeddedStorage {
         };
         // Every durable record of how long the log was, before the scan: what they say tells
         // a torn last frame from an acknowledged one whose content was damaged since.
-        let (claims, entries) = self.claims(recorded, head_found);
+        let (claims, entries) = self.claims(recorded, head_found)?;
         let claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
         self.claimed = claimed;
         let (mut tail, outcome) = if first_segment.is_some() {
@@ -522,7 +502,7 @@ impl EmbeddedStorage {
         &self,
         recorded: Option<Tail>,
         head_found: &HeadFound,
-    ) -> (Vec<(u64, String)>, Vec<CheckpointEntry>) {
+    ) -> Result<(Claims, Vec<CheckpointEntry>), StorageError> {
         let mut claims: Vec<(u64, String)> = Vec::new();
         if let Some(recorded) = recorded {
             claims.push((
@@ -536,12 +516,9 @@ impl EmbeddedStorage {
                 "the head record written when the last append was acknowledged".into(),
             ));
         }
-        let entries = self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .clone();
+        // The entries the open just read (up to one that did not parse, a problem already
+        // reported).
+        let entries = self.read_checkpoint_entries(0)?;
         if let Some((size, i)) = signed_claim(&entries) {
             claims.push((
                 size,
@@ -551,7 +528,7 @@ impl EmbeddedStorage {
                 ),
             ));
         }
-        (claims, entries)
+        Ok((claims, entries))
     }
 
     /// Swaps the index on disk for an empty one in memory and stops writing.
@@ -617,8 +594,8 @@ impl EmbeddedStorage {
             .checkpoints
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .last()
+            .last
+            .as_ref()
             == Some(statement);
         if !already {
             self.append_checkpoint_entry(statement)?;
@@ -809,4 +786,57 @@ fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
         .and_then(|()| file.write_all_at(note.as_bytes(), 0))
         .map_err(|e| StorageError::io("write lock file", &path, e))?;
     Ok(file)
+}
+
+/// Tree sizes the durable records of the log claim, each with what claims it.
+type Claims = Vec<(u64, String)>;
+
+/// The checkpoint log's lines as an open reads them.
+struct CheckpointLines {
+    /// The entries that parse, up to the first that does not.
+    entries: Vec<CheckpointEntry>,
+    /// Where each of them is: offset and length, newline included.
+    spans: Vec<(u64, u64)>,
+    /// Where reading stopped.
+    at: usize,
+    /// Where a torn last entry starts: one without its newline, or the last line not parsing.
+    cut: Option<usize>,
+    /// Why an entry before the last does not parse.
+    unparsable: Option<serde_json::Error>,
+}
+
+fn checkpoint_lines(bytes: &[u8]) -> CheckpointLines {
+    let mut lines = CheckpointLines {
+        entries: Vec::new(),
+        spans: Vec::new(),
+        at: 0,
+        cut: None,
+        unparsable: None,
+    };
+    while lines.at < bytes.len() {
+        let at = lines.at;
+        let end = bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i);
+        let line = &bytes[at..end.unwrap_or(bytes.len())];
+        match (serde_json::from_slice::<CheckpointEntry>(line), end) {
+            (Ok(entry), Some(end)) => {
+                lines.entries.push(entry);
+                lines.spans.push((at as u64, (end + 1 - at) as u64));
+                lines.at = end + 1;
+            }
+            (_, None) => {
+                lines.cut = Some(at);
+                break;
+            }
+            (Err(e), Some(end)) if end + 1 == bytes.len() => {
+                tracing::warn!(error = %e, "the last checkpoint entry does not parse");
+                lines.cut = Some(at);
+                break;
+            }
+            (Err(e), Some(_)) => {
+                lines.unparsable = Some(e);
+                break;
+            }
+        }
+    }
+    lines
 }

@@ -416,13 +416,20 @@ impl EmbeddedStorage {
             .create(true)
             .open(&log.path)
             .map_err(|e| StorageError::io("open", &log.path, e))?;
+        // Where the line goes: the file's end, which is past the entries counted when an open
+        // found a line that does not parse (and writes then are only statements of recovery).
+        let offset = file
+            .metadata()
+            .map_err(|e| StorageError::io("read the length of", &log.path, e))?
+            .len();
         file.write_all(&line)
             .and_then(|()| file.sync_data())
             .map_err(|e| StorageError::io("write checkpoint", &log.path, e))?;
         if created && let Some(dir) = log.path.parent() {
             sync_dir(dir)?;
         }
-        log.entries.push(entry.clone());
+        log.spans.push((offset, line.len() as u64));
+        log.last = Some(entry.clone());
         log.bytes += line.len() as u64;
         if let Some(head_file) = &mut *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) {
             let record = HeadRecord {

@@ -597,9 +597,9 @@ fn agree_with_the_whole_log_at_every_step(ledger: &Ledger, steps: u32) {
     let (mut rotations, mut cosigned, mut kept) = (0, 0, 0);
     for step in 0..steps {
         match next(20) {
-            0..=7 => fill(&ledger, 1),
+            0..=7 => fill(ledger, 1),
             8..=12 => {
-                fill(&ledger, 1);
+                fill(ledger, 1);
                 ledger.checkpoint().unwrap();
             }
             13 if step % 3 == 0 => {
@@ -631,7 +631,7 @@ fn agree_with_the_whole_log_at_every_step(ledger: &Ledger, steps: u32) {
                 kept += ledger.checkpoint_entries().unwrap().len() - before;
             }
         }
-        let (note, expected_rotations) = from_the_whole_log(&ledger);
+        let (note, expected_rotations) = from_the_whole_log(ledger);
         assert_eq!(ledger.checkpoint_note().unwrap(), note, "step {step}");
         assert_eq!(
             ledger.latest_checkpoint().unwrap().map(|c| c.tree_size),
@@ -695,7 +695,7 @@ fn agree_with_the_whole_log_at_every_step(ledger: &Ledger, steps: u32) {
         "{cosigned} cosignatures, {kept} kept"
     );
     // Every witness cosigns the latest checkpoint, one twice: its note carries each once.
-    fill(&ledger, 1);
+    fill(ledger, 1);
     let latest = ledger.checkpoint().unwrap();
     for (i, witness) in witnesses.iter().enumerate().chain([(0, &witnesses[0])]) {
         let cosignature = ledger_proof::Cosignature::sign(
@@ -716,7 +716,7 @@ fn agree_with_the_whole_log_at_every_step(ledger: &Ledger, steps: u32) {
     for i in 0..witnesses.len() {
         assert_eq!(lines(&format!("witness-{i}")), 1, "{note}");
     }
-    assert_eq!(Some(note), from_the_whole_log(&ledger).0);
+    assert_eq!(Some(note), from_the_whole_log(ledger).0);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::iter;
 use ledger_proof::{Checkpoint, Cosignature, KeyRotation, PublicKey, VerifierKey};
 
 use crate::key_history::KeyHistory;
-use crate::storage::{CheckpointEntry, Standing, standings};
+use crate::storage::{CheckpointEntry, counting_checkpoints, standings};
 use crate::verify;
 
 /// The checkpoint log's first [`CheckpointView::seen`] entries, as the reads need them.
@@ -40,16 +40,7 @@ impl CheckpointView {
     /// The view of `entries`, computed from every one of them.
     pub(crate) fn of(entries: &[CheckpointEntry]) -> CheckpointView {
         let standing = standings(entries);
-        let latest =
-            entries
-                .iter()
-                .enumerate()
-                .zip(&standing)
-                .rev()
-                .find_map(|((i, e), s)| match e {
-                    CheckpointEntry::Checkpoint(c) if *s == Standing::Counts => Some((i, c)),
-                    _ => None,
-                });
+        let latest = counting_checkpoints(entries, &standing).next_back();
         let cosignatures = latest.map_or_else(Vec::new, |(at, latest)| {
             entries[at + 1..]
                 .iter()
@@ -75,13 +66,7 @@ impl CheckpointView {
             }
         }
         CheckpointView {
-            counting: entries
-                .iter()
-                .zip(&standing)
-                .filter(|(e, s)| {
-                    matches!(e, CheckpointEntry::Checkpoint(_)) && **s == Standing::Counts
-                })
-                .count() as u64,
+            counting: counting_checkpoints(entries, &standing).count() as u64,
             cosigned,
             seen: entries.len() as u64,
             latest: latest.map(|(_, c)| c.clone()),
@@ -111,16 +96,23 @@ impl CheckpointView {
             *self = CheckpointView::of(&all()?);
             return Ok(());
         };
-        let new: Vec<CheckpointEntry> = new
-            .into_iter()
-            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-            .collect();
-        if new.iter().any(|e| {
+        let rebuilds = |e: &CheckpointEntry| {
             !matches!(
                 e,
                 CheckpointEntry::Checkpoint(_) | CheckpointEntry::Cosignature(_)
             )
-        }) {
+        };
+        // Entries read from the log's start, no fewer than the view covers, are the whole log:
+        // nothing to read again.
+        if from == 0 && new.len() as u64 >= self.seen && new.iter().any(rebuilds) {
+            *self = CheckpointView::of(&new);
+            return Ok(());
+        }
+        let new: Vec<CheckpointEntry> = new
+            .into_iter()
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+            .collect();
+        if new.iter().any(rebuilds) {
             *self = CheckpointView::of(&all()?);
             return Ok(());
         }

@@ -61,15 +61,8 @@ impl Ledger {
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, ReadError> {
         let entries = self.checkpoint_entries()?;
         let standing = crate::storage::standings(&entries);
-        Ok(entries
-            .into_iter()
-            .zip(standing)
-            .filter_map(|(e, standing)| match e {
-                CheckpointEntry::Checkpoint(c) if standing == crate::storage::Standing::Counts => {
-                    Some(c)
-                }
-                _ => None,
-            })
+        Ok(crate::storage::counting_checkpoints(&entries, &standing)
+            .map(|(_, c)| c.clone())
             .collect())
     }
 
@@ -431,18 +424,10 @@ impl Ledger {
 fn page_of(entries: &[CheckpointEntry], from: u64, end: u64, last: usize) -> Vec<PagedCheckpoint> {
     let standing = crate::storage::standings_from(entries, from + 1);
     let before = usize::try_from(end.saturating_sub(from)).unwrap_or(usize::MAX);
-    let counting: Vec<(usize, &Checkpoint)> = entries
-        .iter()
-        .zip(&standing)
-        .enumerate()
-        .take(before)
-        .filter_map(|(i, (e, s))| match e {
-            CheckpointEntry::Checkpoint(c) if *s == crate::storage::Standing::Counts => {
-                Some((i, c))
-            }
-            _ => None,
-        })
-        .collect();
+    let counting: Vec<(usize, &Checkpoint)> =
+        crate::storage::counting_checkpoints(entries, &standing)
+            .take_while(|(i, _)| *i < before)
+            .collect();
     let page = &counting[counting.len().saturating_sub(last)..];
     let mut out: Vec<PagedCheckpoint> = page
         .iter()

@@ -156,35 +156,30 @@ impl Writer {
                 })
             })
             .map_err(|e| SigningError::Storage(Arc::new(e)))?;
-        match of_latest {
-            Some(true) => return Ok(()),
-            Some(false) => {
-                return self
+        let already = match of_latest {
+            Some(already) => already,
+            None => {
+                let entries = self
                     .core
                     .storage
-                    .append_checkpoint_entry(&CheckpointEntry::Cosignature(cosignature))
-                    .map_err(|e| SigningError::Storage(Arc::new(e)));
+                    .checkpoint_entries()
+                    .map_err(|e| SigningError::Storage(Arc::new(e)))?;
+                if !entries
+                    .iter()
+                    .any(|e| matches!(e, CheckpointEntry::Checkpoint(c) if c.body() == body))
+                {
+                    return Err(SigningError::Cosignature(format!(
+                        "it cosigns a checkpoint of size {} the log does not hold",
+                        cosignature.tree_size
+                    )));
+                }
+                entries.iter().any(|e| {
+                    matches!(e, CheckpointEntry::Cosignature(c)
+                        if c.witness == cosignature.witness && c.body() == body)
+                })
             }
-            None => {}
-        }
-        let entries = self
-            .core
-            .storage
-            .checkpoint_entries()
-            .map_err(|e| SigningError::Storage(Arc::new(e)))?;
-        if !entries
-            .iter()
-            .any(|e| matches!(e, CheckpointEntry::Checkpoint(c) if c.body() == body))
-        {
-            return Err(SigningError::Cosignature(format!(
-                "it cosigns a checkpoint of size {} the log does not hold",
-                cosignature.tree_size
-            )));
-        }
-        if entries.iter().any(|e| {
-            matches!(e, CheckpointEntry::Cosignature(c)
-                if c.witness == cosignature.witness && c.body() == body)
-        }) {
+        };
+        if already {
             return Ok(());
         }
         self.core

@@ -184,10 +184,14 @@ impl EmbeddedStorage {
     fn read_checkpoint_entries(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
         let (path, spans) = {
             let log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-            let from = usize::try_from(from)
-                .unwrap_or(usize::MAX)
-                .min(log.spans.len());
-            (log.path.clone(), log.spans[from..].to_vec())
+            match usize::try_from(from)
+                .ok()
+                .and_then(|from| log.spans.get(from..))
+            {
+                // Most often nothing is new: nothing is copied or read.
+                Some(spans) if !spans.is_empty() => (log.path.clone(), spans.to_vec()),
+                _ => return Ok(Vec::new()),
+            }
         };
         let (Some(&(start, _)), Some(&(last, last_len))) = (spans.first(), spans.last()) else {
             return Ok(Vec::new());
@@ -197,10 +201,9 @@ impl EmbeddedStorage {
         File::open(&path)
             .and_then(|file| file.read_exact_at(&mut bytes, start))
             .map_err(|e| StorageError::io("read", &path, e))?;
-        let first_number = from.min(u64::MAX - spans.len() as u64) + 1;
         spans
             .iter()
-            .zip(first_number..)
+            .zip(from + 1..)
             .map(|(&(offset, len), number)| {
                 let at = usize::try_from(offset - start).map_err(too_large)?;
                 let line = bytes

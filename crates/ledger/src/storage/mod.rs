@@ -168,6 +168,22 @@ pub(crate) fn standings_from(entries: &[CheckpointEntry], first: u64) -> Vec<Sta
     out
 }
 
+/// The signed checkpoints among `entries` that count, each with its index in `entries`, given
+/// how each entry stands ([`standings`]).
+pub(crate) fn counting_checkpoints<'a>(
+    entries: &'a [CheckpointEntry],
+    standing: &'a [Standing],
+) -> impl DoubleEndedIterator<Item = (usize, &'a Checkpoint)> + 'a {
+    entries
+        .iter()
+        .zip(standing)
+        .enumerate()
+        .filter_map(|(i, (e, s))| match e {
+            CheckpointEntry::Checkpoint(c) if *s == Standing::Counts => Some((i, c)),
+            _ => None,
+        })
+}
+
 /// The largest tree size that counting entries of the checkpoint log sign, with the entry's
 /// index: the log held at least that many events.
 pub fn signed_claim(entries: &[CheckpointEntry]) -> Option<(u64, usize)> {

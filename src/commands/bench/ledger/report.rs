@@ -236,26 +236,7 @@ impl Report {
             count(c.long.entries),
             c.written_secs
         );
-        for ((label, short, long), (_, ratio)) in [
-            (
-                "checkpoint note (GET /checkpoint)",
-                c.short.notes_per_s,
-                c.long.notes_per_s,
-            ),
-            (
-                "inclusion proof, latest checkpoint",
-                c.short.proofs_per_s,
-                c.long.proofs_per_s,
-            ),
-            (
-                "what /health reads",
-                c.short.health_per_s,
-                c.long.health_per_s,
-            ),
-        ]
-        .into_iter()
-        .zip(c.ratios())
-        {
+        for (label, short, long, ratio) in c.rows() {
             line(
                 out,
                 label,

@@ -102,7 +102,6 @@ impl EmbeddedStorage {
             syncs: std::sync::atomic::AtomicU64::new(0),
         };
         storage.load_segments()?;
-        storage.load_checkpoints(&head_found)?;
         storage.recover(&head_found)?;
         if storage.read_only {
             let reason = match storage.problems.first() {
@@ -243,8 +242,12 @@ impl EmbeddedStorage {
     /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
     /// being written when the process stopped: past what the head record counted, a writable
     /// open cuts it and keeps it in `recovered/`. A bad line before the last is damage, and so
-    /// is a log shorter than the head record counted.
-    fn load_checkpoints(&mut self, head_found: &HeadFound) -> Result<(), StorageError> {
+    /// is a log shorter than the head record counted. Answers the entries it read (up to one
+    /// that does not parse).
+    fn load_checkpoints(
+        &mut self,
+        head_found: &HeadFound,
+    ) -> Result<Vec<CheckpointEntry>, StorageError> {
         let path = self
             .checkpoints
             .lock()
@@ -257,7 +260,7 @@ impl EmbeddedStorage {
             Err(e) => return Err(StorageError::io("read", &path, e)),
         };
         let CheckpointLines {
-            mut entries,
+            entries,
             spans,
             at,
             cut,
@@ -322,14 +325,15 @@ impl EmbeddedStorage {
         }
         let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
         log.spans = spans;
-        log.last = entries.pop();
+        log.last = entries.last().cloned();
         log.bytes = counted;
-        Ok(())
+        Ok(entries)
     }
 
-    /// Brings the index up to the end of the log, compares the log with every durable record
-    /// of its length, and decides what to do with a damaged tail.
+    /// Reads the checkpoint log, brings the index up to the end of the log, compares the log
+    /// with every durable record of its length, and decides what to do with a damaged tail.
     fn recover(&mut self, head_found: &HeadFound) -> Result<(), StorageError> {
+        let checkpoint_entries = self.load_checkpoints(head_found)?;
         // An index of another format (or none) is discarded and rebuilt from the log.
         let recorded = self.index.tail()?;
         if recorded.is_none() {
@@ -365,9 +369,8 @@ impl EmbeddedStorage {
         };
         // Every durable record of how long the log was, before the scan: what they say tells
         // a torn last frame from an acknowledged one whose content was damaged since.
-        let (claims, entries) = self.claims(recorded, head_found)?;
-        let claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
-        self.claimed = claimed;
+        let claims = self.claims(recorded, head_found, &checkpoint_entries);
+        self.claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
         let (mut tail, outcome) = if first_segment.is_some() {
             let scanned = self.scan_and_index(start)?;
             self.recoveries.extend(scanned.notes);
@@ -403,7 +406,7 @@ impl EmbeddedStorage {
                 let is_last = segments.keys().next_back() == Some(&segment);
                 let later_frame =
                     !structural && is_last && self.valid_frame_from(segment, later_from)?;
-                if !structural && is_last && !later_frame && claimed <= found {
+                if !structural && is_last && !later_frame && self.claimed <= found {
                     let cut = self.torn_tail(segment, offset, found, &detail)?;
                     if self.opened_read_only {
                         self.recoveries.push(format!(
@@ -416,7 +419,7 @@ impl EmbeddedStorage {
                 } else {
                     let why = if later_frame {
                         " (intact frames follow, so this is damage, not a torn write)"
-                    } else if claimed > found && !structural {
+                    } else if self.claimed > found && !structural {
                         " (a durable record shows it was acknowledged, so this is damage, not a torn write)"
                     } else {
                         ""
@@ -438,7 +441,7 @@ impl EmbeddedStorage {
                 });
             }
         }
-        if found > 0 && entries.is_empty() {
+        if found > 0 && checkpoint_entries.is_empty() {
             self.problems.push(StorageProblem {
                 seq: None,
                 detail: format!(
@@ -495,14 +498,15 @@ impl EmbeddedStorage {
         Ok(())
     }
 
-    /// Every durable record of how long the log was, with the checkpoint log's entries: the
-    /// index's record of its end, the head record, and the largest tree a counting entry of the
-    /// checkpoint log signs.
+    /// Every durable record of how long the log was: the index's record of its end, the head
+    /// record, and the largest tree a counting entry of the checkpoint log (`entries`, as the
+    /// open read them) signs.
     fn claims(
         &self,
         recorded: Option<Tail>,
         head_found: &HeadFound,
-    ) -> Result<(Claims, Vec<CheckpointEntry>), StorageError> {
+        entries: &[CheckpointEntry],
+    ) -> Vec<(u64, String)> {
         let mut claims: Vec<(u64, String)> = Vec::new();
         if let Some(recorded) = recorded {
             claims.push((
@@ -516,10 +520,7 @@ impl EmbeddedStorage {
                 "the head record written when the last append was acknowledged".into(),
             ));
         }
-        // The entries the open just read (up to one that did not parse, a problem already
-        // reported).
-        let entries = self.read_checkpoint_entries(0)?;
-        if let Some((size, i)) = signed_claim(&entries) {
+        if let Some((size, i)) = signed_claim(entries) {
             claims.push((
                 size,
                 format!(
@@ -528,7 +529,7 @@ impl EmbeddedStorage {
                 ),
             ));
         }
-        Ok((claims, entries))
+        claims
     }
 
     /// Swaps the index on disk for an empty one in memory and stops writing.
@@ -787,9 +788,6 @@ fn take_lock(dir: &Path, note: &str) -> Result<File, StorageError> {
         .map_err(|e| StorageError::io("write lock file", &path, e))?;
     Ok(file)
 }
-
-/// Tree sizes the durable records of the log claim, each with what claims it.
-type Claims = Vec<(u64, String)>;
 
 /// The checkpoint log's lines as an open reads them.
 struct CheckpointLines {

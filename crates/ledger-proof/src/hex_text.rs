@@ -33,13 +33,36 @@ pub(crate) fn decode<const N: usize>(text: &str) -> Result<[u8; N], HexError> {
             found: text.len(),
         });
     }
-    if !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    let mut bytes = [0u8; N];
+    // Each digit's value, or a bit above any value for what is not a lowercase digit: one
+    // test after the loop instead of a branch on every character.
+    let mut bad = 0u16;
+    for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+        let (high, low) = (DIGITS[usize::from(pair[0])], DIGITS[usize::from(pair[1])]);
+        bad |= high | low;
+        *byte = ((high << 4) | low) as u8;
+    }
+    if bad > 0xf {
         return Err(HexError::NotLowercaseHex);
     }
-    let mut bytes = [0u8; N];
-    hex::decode_to_slice(text, &mut bytes).map_err(|_| HexError::NotLowercaseHex)?;
     Ok(bytes)
 }
+
+/// The value of each lowercase hex digit, `0x100` for every other byte.
+const DIGITS: [u16; 256] = {
+    let mut table = [0x100u16; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u16;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u16;
+        i += 1;
+    }
+    table
+};
 
 /// Implements `Display`, `Debug`, `FromStr`, `Serialize` and `Deserialize` as lowercase hex for
 /// a newtype over `[u8; N]`, so the JSON forms of all byte values follow one rule.

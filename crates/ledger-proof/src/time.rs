@@ -6,11 +6,8 @@
 //! (fractions, offsets, lower-case `z`, leap seconds) is refused on input rather than normalised,
 //! so that a signed text is never reinterpreted.
 
-use chrono::{DateTime, NaiveDateTime, SubsecRound, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, SubsecRound, Timelike, Utc};
 use thiserror::Error;
-
-/// The `strftime` pattern of the canonical form.
-const FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 /// A UTC time with whole seconds, written `YYYY-MM-DDTHH:MM:SSZ`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,7 +32,7 @@ impl Timestamp {
     /// The time `time` with its fraction of a second dropped.
     pub fn from_datetime(time: DateTime<Utc>) -> Result<Self, TimeError> {
         let time = time.trunc_subsecs(0);
-        if !(0..=9999).contains(&chrono::Datelike::year(&time)) {
+        if !(0..=9999).contains(&time.year()) {
             return Err(TimeError::OutOfRange);
         }
         Ok(Self(time))
@@ -49,21 +46,45 @@ impl Timestamp {
     }
 
     /// Parses the canonical form, and nothing else.
+    ///
+    /// Read field by field rather than through a `strftime` pattern: every checkpoint entry
+    /// holds a time, and an open or a verification reads every entry of the checkpoint log.
     pub fn parse(text: &str) -> Result<Self, TimeError> {
         let not_canonical = || TimeError::NotCanonical {
             text: text.chars().take(64).collect(),
         };
-        let naive = NaiveDateTime::parse_from_str(text, FORMAT).map_err(|_| not_canonical())?;
-        // A leap second parses as a second with a fraction of 1 s or more; refuse it, and any
-        // spelling (unpadded fields, signs) that does not print back to the same text.
-        if naive.nanosecond() != 0 {
-            return Err(not_canonical());
+        let bytes: &[u8; 20] = text.as_bytes().try_into().map_err(|_| not_canonical())?;
+        // Separators where the form puts them, and decimal digits everywhere else: no sign,
+        // space, fraction or offset can pass.
+        let separators = [
+            (4, b'-'),
+            (7, b'-'),
+            (10, b'T'),
+            (13, b':'),
+            (16, b':'),
+            (19, b'Z'),
+        ];
+        for (i, b) in bytes.iter().enumerate() {
+            let ok = match separators.iter().find(|(at, _)| *at == i) {
+                Some((_, sep)) => b == sep,
+                None => b.is_ascii_digit(),
+            };
+            if !ok {
+                return Err(not_canonical());
+            }
         }
-        let time = Self::from_datetime(naive.and_utc())?;
-        if time.to_string() != text {
-            return Err(not_canonical());
-        }
-        Ok(time)
+        let number = |from: usize, to: usize| {
+            bytes[from..to]
+                .iter()
+                .fold(0u32, |n, d| n * 10 + u32::from(d - b'0'))
+        };
+        let year = i32::try_from(number(0, 4)).map_err(|_| not_canonical())?;
+        // `from_ymd_opt` refuses days a month does not have, `from_hms_opt` a 60th second.
+        let date =
+            NaiveDate::from_ymd_opt(year, number(5, 7), number(8, 10)).ok_or_else(not_canonical)?;
+        let time = NaiveTime::from_hms_opt(number(11, 13), number(14, 16), number(17, 19))
+            .ok_or_else(not_canonical)?;
+        Self::from_datetime(date.and_time(time).and_utc())
     }
 
     /// The time as a `chrono` value.
@@ -79,7 +100,18 @@ impl Timestamp {
 
 impl std::fmt::Display for Timestamp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0.format(FORMAT))
+        // The years are 0000–9999 (`from_datetime`), so four digits always suffice.
+        let t = &self.0;
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        )
     }
 }
 

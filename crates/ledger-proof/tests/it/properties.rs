@@ -180,3 +180,78 @@ proptest! {
         }
     }
 }
+
+/// The canonical time as the `strftime` pattern reads it, printing back to the same text: the
+/// reference the field-by-field parser is held to.
+fn reference_time(text: &str) -> Option<i64> {
+    use chrono::Timelike;
+    const FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+    let naive = chrono::NaiveDateTime::parse_from_str(text, FORMAT).ok()?;
+    let time = naive.and_utc();
+    (naive.nanosecond() == 0 && time.format(FORMAT).to_string() == text).then(|| time.timestamp())
+}
+
+/// Texts near the canonical form: valid times, and valid times with a character changed,
+/// inserted or removed, drawn from what the form and its usual misspellings use.
+fn time_text() -> impl Strategy<Value = String> {
+    let valid = (0i64..253_402_300_800).prop_map(|s| {
+        chrono::DateTime::from_timestamp(s, 0)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    });
+    let near = (
+        valid.clone(),
+        any::<Index>(),
+        prop::sample::select(b"0123456789-T:Z+ .tz6".to_vec()),
+        0..3u8,
+    )
+        .prop_map(|(text, at, c, how)| {
+            let mut bytes = text.into_bytes();
+            let i = at.index(bytes.len() + 1);
+            match how {
+                0 if i < bytes.len() => bytes[i] = c,
+                1 => bytes.insert(i, c),
+                _ if i < bytes.len() => {
+                    bytes.remove(i);
+                }
+                _ => {}
+            }
+            String::from_utf8(bytes).unwrap()
+        });
+    prop_oneof![valid, near, "[0-9T:Z-]{18,22}", ".{0,24}"]
+}
+
+proptest! {
+    #[test]
+    fn the_time_parser_accepts_exactly_what_the_canonical_pattern_does(text in time_text()) {
+        let parsed = ledger_proof::time::Timestamp::parse(&text).ok();
+        prop_assert_eq!(parsed.map(|t| t.unix_seconds()), reference_time(&text), "{:?}", text);
+        if let Some(t) = parsed {
+            prop_assert_eq!(t.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_time_prints_as_the_canonical_pattern_does(seconds in 0i64..253_402_300_800) {
+        let time = ledger_proof::time::Timestamp::from_unix_seconds(seconds).unwrap();
+        let reference = chrono::DateTime::from_timestamp(seconds, 0)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        prop_assert_eq!(time.to_string(), reference);
+    }
+
+    #[test]
+    fn hex_fields_decode_as_the_hex_crate_does_and_refuse_upper_case(
+        text in prop_oneof!["[0-9a-f]{64}", "[0-9a-fA-F]{62,66}", ".{0,66}"]
+    ) {
+        let ours = text.parse::<Digest>().ok().map(|d| d.0);
+        let lower = text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let theirs = lower
+            .then(|| hex::decode(&text).ok())
+            .flatten()
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok());
+        prop_assert_eq!(ours, theirs, "{:?}", text);
+    }
+}

@@ -28,7 +28,8 @@ use crate::keys::{KeyFiles, random_key};
 use crate::limits::Limits;
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
 use crate::storage::{
-    Blob, ChainHead, IdempotencyRecord, RawEvent, Storage, StorageError, content_hash,
+    Blob, ChainHead, CheckpointEntry, IdempotencyRecord, RawEvent, Storage, StorageError,
+    content_hash,
 };
 use crate::subscribe::Subscription;
 use crate::verify::Verified;
@@ -234,6 +235,19 @@ impl Core {
             view.extend(from, new, || self.storage.checkpoint_entries())?;
         }
         Ok(read(&view))
+    }
+
+    /// Fills a view that has read nothing yet from the checkpoint log as the open read it (its
+    /// first entries, however many were appended since), so the first read does not parse the
+    /// whole log again.
+    pub(crate) fn seed_checkpoint_view(&self, entries: &[CheckpointEntry]) {
+        let mut view = self
+            .checkpoint_view
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if view.seen() == 0 && !entries.is_empty() {
+            *view = CheckpointView::of(entries);
+        }
     }
 
     pub(crate) fn poisoned(&self) -> Option<String> {

@@ -141,9 +141,8 @@ impl Writer {
     /// statement in full, and the newest [`OPEN_CHECKPOINTS_CHECKED`] checkpoints in full
     /// (signature and root): a server that checkpoints every second would otherwise take longer
     /// to start with every day it ran. `verify` checks every one.
-    fn check_signed_entries(&self) -> Result<(), String> {
-        let storage = &*self.core.storage;
-        let entries = storage.checkpoint_entries().map_err(|e| e.to_string())?;
+    fn check_signed_entries(&mut self) -> Result<(), String> {
+        let entries = self.checkpoint_log().map_err(|e| e.to_string())?;
         let recent_from = entries
             .iter()
             .enumerate()
@@ -180,7 +179,7 @@ impl Writer {
             } else if tree_size == 0 {
                 Sha256.empty_root()
             } else {
-                ledger_proof::root(&Sha256, &StoredNodes(storage), tree_size)
+                ledger_proof::root(&Sha256, &StoredNodes(&*self.core.storage), tree_size)
                     .map_err(|e| format!("the root at tree size {tree_size}: {e:?}"))?
             };
             if actual != root {
@@ -202,11 +201,7 @@ impl Writer {
     /// Cuts a torn write, after recording a signed statement of what is cut. A statement left
     /// by a cut that a crash interrupted is reused rather than made twice.
     fn cut(&mut self, cut: &PendingCut) -> Result<(), String> {
-        let entries = self
-            .core
-            .storage
-            .checkpoint_entries()
-            .map_err(|e| e.to_string())?;
+        let entries = self.checkpoint_log().map_err(|e| e.to_string())?;
         let place = format!("byte {} of segment {:020}", cut.offset, cut.segment);
         let earlier = entries.last().filter(|e| {
             matches!(e, CheckpointEntry::Recovery(r)
@@ -272,7 +267,7 @@ impl Writer {
         if reason.trim().is_empty() {
             return Err("say why the loss is accepted (a reason of one line)".into());
         }
-        let entries = storage.checkpoint_entries().map_err(|e| e.to_string())?;
+        let entries = self.checkpoint_log().map_err(|e| e.to_string())?;
         let kept = self.head.size;
         // Entries that do not verify, or sign a root the kept log does not have, are declared
         // void; those that sign a larger tree are given up by the statement itself.

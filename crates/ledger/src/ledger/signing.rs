@@ -39,11 +39,7 @@ impl Writer {
     }
 
     pub(super) fn adopt_key(&mut self, key: SigningKey) -> Result<SigningKey, String> {
-        let entries = self
-            .core
-            .storage
-            .checkpoint_entries()
-            .map_err(|e| e.to_string())?;
+        let entries = self.checkpoint_log().map_err(|e| e.to_string())?;
         let history = KeyHistory::of(&entries);
         self.last_signed = history.last_signed;
         self.entries_seen = entries.len() as u64;

@@ -14,7 +14,7 @@ use crate::checkpoint_view::CheckpointView;
 use crate::clock::{Clock, IdGenerator};
 use crate::error::SigningError;
 use crate::keys::KeyFiles;
-use crate::storage::{ChainHead, Storage};
+use crate::storage::{ChainHead, CheckpointEntry, Storage, StorageError};
 use crate::tree::StoredNodes;
 use crate::verify::Verified;
 
@@ -167,6 +167,7 @@ impl Ledger {
         let core = Core::open(&storage, &options);
         let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
         let mut writer = Writer::new(&core, &storage, &options, files);
+        writer.open_log = Some(Arc::default());
         if let Err(e) = writer.catch_up_tree() {
             core.poison(format!(
                 "the Merkle tree could not be brought up to date: {e}"
@@ -179,6 +180,9 @@ impl Ledger {
             storage.resign_checkpoint_lead();
         }
         let accepted = writer.check_on_open(accept_loss);
+        if let Some(log) = writer.open_log.take() {
+            core.seed_checkpoint_view(&log);
+        }
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || writer.run(rx));
@@ -248,6 +252,9 @@ pub(super) struct Writer {
     pub(super) mend_every: Duration,
     pub(super) mend_due: Instant,
     pub(super) mend_seen: Option<u64>,
+    /// The checkpoint log as the checks on open read it, kept only while the ledger opens:
+    /// read once, then only the entries appended since.
+    pub(super) open_log: Option<Arc<Vec<CheckpointEntry>>>,
 }
 
 impl Writer {
@@ -285,7 +292,22 @@ impl Writer {
             mend_every: options.mend_every,
             mend_due: Instant::now() + options.mend_every,
             mend_seen: None,
+            open_log: None,
         }
+    }
+
+    /// The whole checkpoint log. While the ledger opens, each check reads it from the copy
+    /// the first one read, with what was appended since: an open parses the log once.
+    pub(super) fn checkpoint_log(&mut self) -> Result<Arc<Vec<CheckpointEntry>>, StorageError> {
+        let storage = &self.core.storage;
+        let Some(log) = &mut self.open_log else {
+            return Ok(Arc::new(storage.checkpoint_entries()?));
+        };
+        let new = storage.checkpoint_entries_from(log.len() as u64)?;
+        if !new.is_empty() {
+            Arc::make_mut(log).extend(new);
+        }
+        Ok(Arc::clone(log))
     }
 
     pub(super) fn run(mut self, mut rx: mpsc::Receiver<Job>) {

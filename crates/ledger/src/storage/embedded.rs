@@ -160,6 +160,10 @@ struct CheckpointLog {
     last: Option<CheckpointEntry>,
     /// Bytes of the file the entries take.
     bytes: u64,
+    /// The entries as the open parsed them, until the first read of the whole log takes them
+    /// (the ledger's checks on open make it): an open parses the log once, and memory keeps
+    /// them no longer than that.
+    opened: Option<Vec<CheckpointEntry>>,
 }
 
 impl CheckpointLog {
@@ -169,6 +173,7 @@ impl CheckpointLog {
             spans: Vec::new(),
             last: None,
             bytes: 0,
+            opened: None,
         }
     }
 }
@@ -182,44 +187,50 @@ impl EmbeddedStorage {
     /// says they are. The file only grows while the ledger is open, so each entry's line is
     /// where it was written.
     fn read_checkpoint_entries(&self, from: u64) -> Result<Vec<CheckpointEntry>, StorageError> {
-        let (path, spans) = {
-            let log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-            match usize::try_from(from)
+        let (path, spans, parsed) = {
+            let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+            // The first read of the whole log takes the entries the open parsed.
+            let parsed = if from == 0 { log.opened.take() } else { None };
+            let read_from = from + parsed.as_ref().map_or(0, |p| p.len() as u64);
+            match usize::try_from(read_from)
                 .ok()
                 .and_then(|from| log.spans.get(from..))
             {
+                Some(spans) if !spans.is_empty() => {
+                    (log.path.clone(), spans.to_vec(), parsed.unwrap_or_default())
+                }
                 // Most often nothing is new: nothing is copied or read.
-                Some(spans) if !spans.is_empty() => (log.path.clone(), spans.to_vec()),
-                _ => return Ok(Vec::new()),
+                _ => return Ok(parsed.unwrap_or_default()),
             }
         };
         let (Some(&(start, _)), Some(&(last, last_len))) = (spans.first(), spans.last()) else {
-            return Ok(Vec::new());
+            return Ok(parsed);
         };
         let too_large = |_| StorageError::Failed("the checkpoint log is too large to read".into());
         let mut bytes = vec![0; usize::try_from(last + last_len - start).map_err(too_large)?];
         File::open(&path)
             .and_then(|file| file.read_exact_at(&mut bytes, start))
             .map_err(|e| StorageError::io("read", &path, e))?;
-        spans
-            .iter()
-            .zip(from + 1..)
-            .map(|(&(offset, len), number)| {
-                let at = usize::try_from(offset - start).map_err(too_large)?;
-                let line = bytes
-                    .get(at..at + usize::try_from(len).map_err(too_large)?)
-                    .unwrap_or_default();
-                serde_json::from_slice(line.strip_suffix(b"\n").unwrap_or(line)).map_err(|e| {
-                    StorageError::Corrupt {
-                        seq: None,
-                        detail: format!(
-                            "entry {number} of the checkpoint log {} changed since the ledger opened: {e}",
-                            path.display()
-                        ),
-                    }
-                })
-            })
-            .collect()
+        let first_number = from + parsed.len() as u64 + 1;
+        let mut entries = parsed;
+        entries.reserve(spans.len());
+        for (&(offset, len), number) in spans.iter().zip(first_number..) {
+            let at = usize::try_from(offset - start).map_err(too_large)?;
+            let line = bytes
+                .get(at..at + usize::try_from(len).map_err(too_large)?)
+                .unwrap_or_default();
+            let entry = serde_json::from_slice(line.strip_suffix(b"\n").unwrap_or(line)).map_err(
+                |e| StorageError::Corrupt {
+                    seq: None,
+                    detail: format!(
+                        "entry {number} of the checkpoint log {} changed since the ledger opened: {e}",
+                        path.display()
+                    ),
+                },
+            )?;
+            entries.push(entry);
+        }
+        Ok(entries)
     }
 
     fn segments_snapshot(&self) -> BTreeMap<u64, Arc<Segment>> {

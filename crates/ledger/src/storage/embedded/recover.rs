@@ -242,12 +242,9 @@ impl EmbeddedStorage {
     /// Reads the checkpoint log. A last line without its newline, or that does not parse, was
     /// being written when the process stopped: past what the head record counted, a writable
     /// open cuts it and keeps it in `recovered/`. A bad line before the last is damage, and so
-    /// is a log shorter than the head record counted. Answers the entries it read (up to one
-    /// that does not parse).
-    fn load_checkpoints(
-        &mut self,
-        head_found: &HeadFound,
-    ) -> Result<Vec<CheckpointEntry>, StorageError> {
+    /// is a log shorter than the head record counted. Keeps the entries it read (up to one
+    /// that does not parse) for the first read of the whole log, and answers how many.
+    fn load_checkpoints(&mut self, head_found: &HeadFound) -> Result<usize, StorageError> {
         let path = self
             .checkpoints
             .lock()
@@ -327,7 +324,9 @@ impl EmbeddedStorage {
         log.spans = spans;
         log.last = entries.last().cloned();
         log.bytes = counted;
-        Ok(entries)
+        let count = entries.len();
+        log.opened = Some(entries);
+        Ok(count)
     }
 
     /// Reads the checkpoint log, brings the index up to the end of the log, compares the log
@@ -369,7 +368,7 @@ impl EmbeddedStorage {
         };
         // Every durable record of how long the log was, before the scan: what they say tells
         // a torn last frame from an acknowledged one whose content was damaged since.
-        let claims = self.claims(recorded, head_found, &checkpoint_entries);
+        let claims = self.claims(recorded, head_found);
         self.claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
         let (mut tail, outcome) = if first_segment.is_some() {
             let scanned = self.scan_and_index(start)?;
@@ -441,7 +440,7 @@ impl EmbeddedStorage {
                 });
             }
         }
-        if found > 0 && checkpoint_entries.is_empty() {
+        if found > 0 && checkpoint_entries == 0 {
             self.problems.push(StorageProblem {
                 seq: None,
                 detail: format!(
@@ -499,14 +498,9 @@ impl EmbeddedStorage {
     }
 
     /// Every durable record of how long the log was: the index's record of its end, the head
-    /// record, and the largest tree a counting entry of the checkpoint log (`entries`, as the
-    /// open read them) signs.
-    fn claims(
-        &self,
-        recorded: Option<Tail>,
-        head_found: &HeadFound,
-        entries: &[CheckpointEntry],
-    ) -> Vec<(u64, String)> {
+    /// record, and the largest tree a counting entry of the checkpoint log (as the open read it)
+    /// signs.
+    fn claims(&self, recorded: Option<Tail>, head_found: &HeadFound) -> Vec<(u64, String)> {
         let mut claims: Vec<(u64, String)> = Vec::new();
         if let Some(recorded) = recorded {
             claims.push((
@@ -520,7 +514,8 @@ impl EmbeddedStorage {
                 "the head record written when the last append was acknowledged".into(),
             ));
         }
-        if let Some((size, i)) = signed_claim(entries) {
+        let log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((size, i)) = signed_claim(log.opened.as_deref().unwrap_or_default()) {
             claims.push((
                 size,
                 format!(

@@ -481,7 +481,7 @@ pub(crate) fn check_signatures(
     let standing = standings(entries);
     let mut walk = KeyWalk::default();
     let mut previous: Option<(u64, ledger_proof::Timestamp)> = None;
-    let mut checkpoints: HashSet<String> = HashSet::new();
+    let mut checkpoints = HashSet::new();
     for (i, entry) in entries.iter().enumerate() {
         let number = i + 1;
         if matches!(standing[i], Standing::Disowned { .. }) {
@@ -512,14 +512,18 @@ pub(crate) fn check_signatures(
     Ok(())
 }
 
+/// What a checkpoint's body is made of (`Cosignature::cosigns` compares the same): the
+/// checkpoints already read, as a cosignature further on is checked against them.
+type BodyFields<'e> = (u64, ledger_proof::Digest, ledger_proof::Timestamp, &'e str);
+
 /// One entry that signs with the key in force, or a witness's: a recovery statement (always
 /// checked), a checkpoint or a cosignature (when `check` says its turn has come).
-fn check_signed_entry(
+fn check_signed_entry<'e>(
     walk: &KeyWalk,
-    entry: &CheckpointEntry,
+    entry: &'e CheckpointEntry,
     check: bool,
     previous: &mut Option<(u64, ledger_proof::Timestamp)>,
-    checkpoints: &mut HashSet<String>,
+    checkpoints: &mut HashSet<BodyFields<'e>>,
 ) -> Result<(), String> {
     let chain = walk.chain();
     match entry {
@@ -542,13 +546,13 @@ fn check_signed_entry(
             if check && let Some(chain) = chain {
                 check_checkpoint(chain, walk.era().map(|e| e.origin.as_str()), c, *previous)?;
             }
-            checkpoints.insert(c.body());
+            checkpoints.insert((c.tree_size, c.root, c.time, c.origin.as_str()));
             *previous = Some((c.tree_size, c.time));
         }
         CheckpointEntry::Cosignature(c) => {
             if check {
                 c.verify().map_err(|e| e.to_string())?;
-                if !checkpoints.contains(&c.body()) {
+                if !checkpoints.contains(&(c.tree_size, c.root, c.time, c.origin.as_str())) {
                     return Err(format!(
                         "a cosignature by {} of a checkpoint of size {} the log does not hold before it",
                         c.witness.name(),

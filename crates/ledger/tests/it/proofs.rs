@@ -789,3 +789,39 @@ fn a_checkpoint_entry_changed_on_disk_while_the_ledger_is_open_is_not_served() {
     let report = ledger.verify_from_scratch(&mut |_, _| {});
     assert!(report.incomplete.is_some(), "{report:?}");
 }
+
+#[test]
+fn a_cosignature_of_a_checkpoint_the_log_does_not_hold_fails_verification_and_the_open() {
+    use ledger::storage::Storage;
+    let storage = Arc::new(MemoryStorage::new(Faults::default(), 9));
+    let ledger = Ledger::with_storage(storage.clone(), without_periodic_checkpoints());
+    fill(&ledger, 3);
+    let held = ledger.checkpoint().unwrap();
+    let witness = ledger_proof::SigningKey::from_secret_bytes(&[7; 32]);
+    let cosign = |c: &ledger_proof::Checkpoint, at: u64| {
+        ledger_proof::Cosignature::sign(&witness, "w", c, at).unwrap()
+    };
+    ledger
+        .record_cosignature(cosign(&held, 1_750_000_000))
+        .unwrap();
+    assert_eq!(ledger.verify().failure, None);
+    // The same size, root and origin a second later: a checkpoint the log never held, whose
+    // cosignature is genuine as a witness's signature.
+    let mut other = held.clone();
+    other.time = ledger_proof::Timestamp::from_unix_seconds(held.time.unix_seconds() + 1).unwrap();
+    storage
+        .append_checkpoint_entry(&CheckpointEntry::Cosignature(cosign(&other, 1_750_000_001)))
+        .unwrap();
+    let failure = ledger.verify().failure.expect("verification passed");
+    assert!(
+        failure.problem.contains("the log does not hold before it"),
+        "{failure:?}"
+    );
+    ledger.shutdown();
+    let reopened = Ledger::with_storage(storage, without_periodic_checkpoints());
+    let refused = reopened.poisoned().expect("the open found nothing wrong");
+    assert!(
+        refused.contains("the log does not hold before it"),
+        "{refused}"
+    );
+}

@@ -283,7 +283,7 @@ fn notes(value_bytes: usize, checkpoint_syncs: u64, replay_rounds: usize) -> Vec
         ),
         "Proofs: inclusion_proof for pseudo-random seqs against one checkpoint covering every event, written just before; then verify_proof_file with the ledger's public key (the checkpoint's Ed25519 signature and the RFC 9162 path).".to_owned(),
         format!(
-            "Reads that serve checkpoints: a ledger of its own, filled with --checkpoints events, then written one event and one signed checkpoint at a time; the reads take turns in 7 rounds of at least 60 ms each (the median round reported) when its checkpoint log holds {} entries and again at --checkpoints entries, when its tree is about twice as large (a proof one node longer). The ratio is the long log's rate over the short one's: near 1 when a read does not grow with the checkpoint log.",
+            "Reads that serve checkpoints: a ledger of its own, filled with --checkpoints events, then written one event and one signed checkpoint at a time; the reads take turns in 7 rounds of at least 60 ms each (the median round reported) when its checkpoint log holds {} entries and again at --checkpoints entries, when its tree is about twice as large (a proof one node longer). Before each length's reads the ledger is closed and opened again 5 times (the median open reported): an open checks the checkpoint log. The ratio is the long log's rate over the short one's: near 1 when a read does not grow with the checkpoint log.",
             checkpoint_reads::SHORT_LOG_ENTRIES
         ),
         format!(

@@ -3,7 +3,8 @@
 //! writes its log holds some 86,000 checkpoints, and `GET /checkpoint`, `/health` and every
 //! proof are asked of it all the time. Each read's rate on the long log is reported beside its
 //! rate on the short one, measured in the same run on the same ledger: a ratio near 1 says the
-//! read does not grow with the log.
+//! read does not grow with the log. So is an open of the ledger, which checks the checkpoint
+//! log and so reads every entry of it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,6 +28,9 @@ const READ_ROUNDS: usize = 7;
 const READ_DURATION_MIN: Duration = Duration::from_millis(60);
 /// ...and at least this many times.
 const READS_MIN: u64 = 10;
+/// The ledger is closed and opened again this many times on each length of the log, and the
+/// median open reported.
+const OPENS: usize = 5;
 
 /// Rates of the reads on one length of the checkpoint log.
 #[derive(Debug, Clone, Serialize)]
@@ -39,6 +43,8 @@ pub(super) struct ReadRates {
     pub(super) proofs_per_s: f64,
     /// `latest_checkpoint` and `recovery_notes`: what `/health` reads of the ledger.
     pub(super) health_per_s: f64,
+    /// `Ledger::open` after a clean close, its checks on open included: opens per second.
+    pub(super) opens_per_s: f64,
 }
 
 /// The reads on the short log and on the long one.
@@ -53,7 +59,7 @@ pub(super) struct CheckpointReads {
 impl CheckpointReads {
     /// Each read: what it is, its rate on the short log and on the long one, and the long
     /// log's rate over the short log's.
-    pub(super) fn rows(&self) -> [(&'static str, f64, f64, f64); 3] {
+    pub(super) fn rows(&self) -> [(&'static str, f64, f64, f64); 4] {
         let row = |label, short: f64, long: f64| {
             (label, short, long, long / short.max(f64::MIN_POSITIVE))
         };
@@ -73,6 +79,11 @@ impl CheckpointReads {
                 self.short.health_per_s,
                 self.long.health_per_s,
             ),
+            row(
+                "open after a clean close (per s)",
+                self.short.opens_per_s,
+                self.long.opens_per_s,
+            ),
         ]
     }
 }
@@ -87,19 +98,7 @@ pub(super) fn measure(dir: &Path, entries: u64) -> anyhow::Result<CheckpointRead
         entries > SHORT_LOG_ENTRIES,
         "the long checkpoint log must hold more than {SHORT_LOG_ENTRIES} entries"
     );
-    let ledger = Ledger::open(
-        dir,
-        LedgerOptions {
-            // Only the checkpoints written here: the log's length is the run's to choose.
-            checkpoint_interval: None,
-            lock_note: Some(format!(
-                "research-ledger bench ledger (pid {})",
-                std::process::id()
-            )),
-            ..LedgerOptions::default()
-        },
-    )
-    .with_context(|| format!("cannot open the ledger in {}", dir.display()))?;
+    let mut ledger = open(dir)?;
     let mut rng = Rng::new(29);
     let mut appended = 0;
     while appended < entries {
@@ -117,22 +116,14 @@ pub(super) fn measure(dir: &Path, entries: u64) -> anyhow::Result<CheckpointRead
     }
     // The key's introduction is the first entry.
     let mut written = ledger.checkpoint_entries()?.len() as u64;
-    let mut grow = |to: u64| -> anyhow::Result<()> {
-        while written < to {
-            ledger
-                .append(append_request("checkpointed", &mut rng))
-                .context("append")?;
-            ledger.checkpoint().context("checkpoint")?;
-            written += 1;
-        }
-        Ok(())
-    };
-    grow(SHORT_LOG_ENTRIES)?;
-    let short = read_rates(&ledger, SHORT_LOG_ENTRIES)?;
+    grow(&ledger, &mut rng, &mut written, SHORT_LOG_ENTRIES)?;
+    let opens = reopen(dir, &mut ledger)?;
+    let short = read_rates(&ledger, SHORT_LOG_ENTRIES, opens)?;
     let started = Instant::now();
-    grow(entries)?;
+    grow(&ledger, &mut rng, &mut written, entries)?;
     let written_secs = started.elapsed().as_secs_f64();
-    let long = read_rates(&ledger, entries)?;
+    let opens = reopen(dir, &mut ledger)?;
+    let long = read_rates(&ledger, entries, opens)?;
     ensure!(
         ledger.checkpoint_entries()?.len() as u64 == entries,
         "the checkpoint log does not hold the entries written"
@@ -145,7 +136,47 @@ pub(super) fn measure(dir: &Path, entries: u64) -> anyhow::Result<CheckpointRead
     })
 }
 
-fn read_rates(ledger: &Ledger, entries: u64) -> anyhow::Result<ReadRates> {
+/// One event and one checkpoint at a time until the checkpoint log holds `to` entries.
+fn grow(ledger: &Ledger, rng: &mut Rng, written: &mut u64, to: u64) -> anyhow::Result<()> {
+    while *written < to {
+        ledger
+            .append(append_request("checkpointed", rng))
+            .context("append")?;
+        ledger.checkpoint().context("checkpoint")?;
+        *written += 1;
+    }
+    Ok(())
+}
+
+fn open(dir: &Path) -> anyhow::Result<Ledger> {
+    Ledger::open(
+        dir,
+        LedgerOptions {
+            // Only the checkpoints written here: the log's length is the run's to choose.
+            checkpoint_interval: None,
+            lock_note: Some(format!(
+                "research-ledger bench ledger (pid {})",
+                std::process::id()
+            )),
+            ..LedgerOptions::default()
+        },
+    )
+    .with_context(|| format!("cannot open the ledger in {}", dir.display()))
+}
+
+/// Closes `ledger` and opens it again [`OPENS`] times: the median opens per second.
+fn reopen(dir: &Path, ledger: &mut Ledger) -> anyhow::Result<f64> {
+    let mut rates = Vec::new();
+    for _ in 0..OPENS {
+        ledger.shutdown();
+        let started = Instant::now();
+        *ledger = open(dir)?;
+        rates.push(rate(1, started.elapsed()));
+    }
+    Ok(median(rates))
+}
+
+fn read_rates(ledger: &Ledger, entries: u64, opens_per_s: f64) -> anyhow::Result<ReadRates> {
     let size = ledger.head().size;
     let mut rng = Rng::new(31);
     let (mut notes, mut proofs, mut health) = (Vec::new(), Vec::new(), Vec::new());
@@ -172,6 +203,7 @@ fn read_rates(ledger: &Ledger, entries: u64) -> anyhow::Result<ReadRates> {
         notes_per_s: median(notes),
         proofs_per_s: median(proofs),
         health_per_s: median(health),
+        opens_per_s,
     })
 }
 

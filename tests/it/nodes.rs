@@ -307,3 +307,65 @@ fn a_node_killed_under_load_from_both_loses_nothing_acknowledged() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Stops (`STOP`) or resumes (`CONT`) every process of the cluster in `data`: its postmaster
+/// and the backends it started. A stopped server keeps its connections open and answers
+/// nothing, as one does that hangs or sits behind a network partition.
+fn signal_cluster(data: &Path, signal: &str) {
+    let pid_file = std::fs::read_to_string(data.join("postmaster.pid")).unwrap();
+    let postmaster = pid_file.lines().next().unwrap().trim().to_owned();
+    let children = std::process::Command::new("pgrep")
+        .args(["-P", &postmaster])
+        .output()
+        .unwrap();
+    let mut pids = vec![postmaster];
+    pids.extend(
+        String::from_utf8_lossy(&children.stdout)
+            .split_whitespace()
+            .map(str::to_owned),
+    );
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .args(&pids)
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pids:?}");
+}
+
+#[test]
+fn health_checks_waiting_on_a_database_that_does_not_answer_hold_no_async_thread() {
+    // `/health` reads the ledger's latest checkpoint, on PostgreSQL a query. Load balancers
+    // ask it often; when the database stops answering, those checks wait, and must wait off
+    // the server's async threads, or the node stops serving everything else with them.
+    if cluster_or_skip("health_checks_waiting").is_none() {
+        return;
+    }
+    let cluster = test_support::postgres::PgCluster::start().unwrap();
+    let url = cluster.create_database().unwrap();
+    let nodes = Nodes::new(url, 1);
+    let server = nodes.start(0);
+    let addr = server.addr;
+    let (status, _) = super::server::request(addr, "GET", "/health", &[], b"");
+    assert_eq!(status, 200);
+    signal_cluster(&cluster.data_dir(), "STOP");
+    // More waiting checks than the server has async threads (one a core).
+    let checks: Vec<_> = (0..std::thread::available_parallelism().map_or(4, |n| n.get()) * 2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let stream = std::net::TcpStream::connect(addr).unwrap();
+                stream.set_read_timeout(None).unwrap();
+                super::server::request_on(stream, "GET", "/health", &[], b"").0
+            })
+        })
+        .collect();
+    // Let the checks reach the server and start waiting on the database.
+    std::thread::sleep(Duration::from_millis(500));
+    let console = super::server::try_request(addr, "GET", "/", &[], b"");
+    signal_cluster(&cluster.data_dir(), "CONT");
+    let (status, _) = console.expect("the console page was not served while checks waited");
+    assert_eq!(status, 200);
+    for check in checks {
+        assert_eq!(check.join().unwrap(), 200);
+    }
+    server.stop();
+}

@@ -479,29 +479,37 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 /// `GET /health`: whether the store is open and writable (and if not, why: every problem the
 /// ledger found), the ledger's size, the last checkpoint, what recovery did to the log, and the
 /// version of the server.
-async fn health(State(state): State<AppState>) -> Json<Value> {
-    let ledger = state.service.ledger();
+///
+/// Read on a blocking thread: on a shared database the latest checkpoint is a query, and
+/// checks waiting on a database that does not answer must not hold the async threads.
+async fn health(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let service = state.service.clone();
+    crate::rest::blocking(move || Ok(Json(health_report(&service)))).await
+}
+
+fn health_report(service: &Service) -> Value {
+    let ledger = service.ledger();
     let head = ledger.head();
     let checkpoint = ledger.latest_checkpoint().ok().flatten();
-    let refusing = state.service.refusing_writes();
+    let refusing = service.refusing_writes();
     // Writes go on without a usable key; checkpoints do not, and this says why (on a shared
     // database, another node rotated the key and this one waits for it).
     let signing = match ledger.public_key() {
         Ok(key) => json!({"key": key.fingerprint(), "reason": null}),
         Err(reason) => json!({"key": null, "reason": reason}),
     };
-    Json(json!({
+    json!({
         "signing": signing,
         "status": if refusing.is_none() { "ok" } else { "refusing_writes" },
         "reason": refusing,
         "problems": ledger.problems(),
         "recovery": ledger.recovery_notes(),
-        "corpus": state.service.corpus_health(),
+        "corpus": service.corpus_health(),
         "version": env!("CARGO_PKG_VERSION"),
         "ledger": {
             "size": head.size,
             "head_hash": head.last_hash,
             "last_checkpoint": checkpoint,
         },
-    }))
+    })
 }

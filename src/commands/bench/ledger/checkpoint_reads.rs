@@ -32,6 +32,8 @@ const READS_MIN: u64 = 10;
 /// median open reported.
 const OPENS: usize = 5;
 
+const OPEN_LABEL: &str = "open after a clean close";
+
 /// Rates of the reads on one length of the checkpoint log.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct ReadRates {
@@ -57,11 +59,22 @@ pub(super) struct CheckpointReads {
 }
 
 impl CheckpointReads {
-    /// Each read: what it is, its rate on the short log and on the long one, and the long
-    /// log's rate over the short log's.
-    pub(super) fn rows(&self) -> [(&'static str, f64, f64, f64); 4] {
+    /// Each read: what it is, its unit, its rate on the short log and on the long one, and the
+    /// long log's rate over the short log's.
+    pub(super) fn rows(&self) -> [(&'static str, &'static str, f64, f64, f64); 4] {
         let row = |label, short: f64, long: f64| {
-            (label, short, long, long / short.max(f64::MIN_POSITIVE))
+            let unit = if label == OPEN_LABEL {
+                "opens/s"
+            } else {
+                "reads/s"
+            };
+            (
+                label,
+                unit,
+                short,
+                long,
+                long / short.max(f64::MIN_POSITIVE),
+            )
         };
         [
             row(
@@ -79,11 +92,7 @@ impl CheckpointReads {
                 self.short.health_per_s,
                 self.long.health_per_s,
             ),
-            row(
-                "open after a clean close (per s)",
-                self.short.opens_per_s,
-                self.long.opens_per_s,
-            ),
+            row(OPEN_LABEL, self.short.opens_per_s, self.long.opens_per_s),
         ]
     }
 }
@@ -98,7 +107,7 @@ pub(super) fn measure(dir: &Path, entries: u64) -> anyhow::Result<CheckpointRead
         entries > SHORT_LOG_ENTRIES,
         "the long checkpoint log must hold more than {SHORT_LOG_ENTRIES} entries"
     );
-    let mut ledger = open(dir)?;
+    let ledger = open(dir)?;
     let mut rng = Rng::new(29);
     let mut appended = 0;
     while appended < entries {
@@ -117,12 +126,12 @@ pub(super) fn measure(dir: &Path, entries: u64) -> anyhow::Result<CheckpointRead
     // The key's introduction is the first entry.
     let mut written = ledger.checkpoint_entries()?.len() as u64;
     grow(&ledger, &mut rng, &mut written, SHORT_LOG_ENTRIES)?;
-    let opens = reopen(dir, &mut ledger)?;
+    let (ledger, opens) = reopen(dir, ledger)?;
     let short = read_rates(&ledger, SHORT_LOG_ENTRIES, opens)?;
     let started = Instant::now();
     grow(&ledger, &mut rng, &mut written, entries)?;
     let written_secs = started.elapsed().as_secs_f64();
-    let opens = reopen(dir, &mut ledger)?;
+    let (ledger, opens) = reopen(dir, ledger)?;
     let long = read_rates(&ledger, entries, opens)?;
     ensure!(
         ledger.checkpoint_entries()?.len() as u64 == entries,
@@ -164,16 +173,19 @@ fn open(dir: &Path) -> anyhow::Result<Ledger> {
     .with_context(|| format!("cannot open the ledger in {}", dir.display()))
 }
 
-/// Closes `ledger` and opens it again [`OPENS`] times: the median opens per second.
-fn reopen(dir: &Path, ledger: &mut Ledger) -> anyhow::Result<f64> {
+/// Closes `ledger` and opens it again [`OPENS`] times: the ledger last opened, and the median
+/// opens per second.
+fn reopen(dir: &Path, mut ledger: Ledger) -> anyhow::Result<(Ledger, f64)> {
     let mut rates = Vec::new();
     for _ in 0..OPENS {
         ledger.shutdown();
+        // Its files are let go (the lock among them) when the last handle goes.
+        drop(ledger);
         let started = Instant::now();
-        *ledger = open(dir)?;
+        ledger = open(dir)?;
         rates.push(rate(1, started.elapsed()));
     }
-    Ok(median(rates))
+    Ok((ledger, median(rates)))
 }
 
 fn read_rates(ledger: &Ledger, entries: u64, opens_per_s: f64) -> anyhow::Result<ReadRates> {

@@ -236,12 +236,12 @@ impl Report {
             count(c.long.entries),
             c.written_secs
         );
-        for (label, short, long, ratio) in c.rows() {
+        for (label, unit, short, long, ratio) in c.rows() {
             line(
                 out,
                 label,
                 long,
-                "reads/s",
+                unit,
                 &format!("{} on the short log: {ratio:.3}x", rate_text(short)),
             );
         }

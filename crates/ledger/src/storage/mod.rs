@@ -26,6 +26,7 @@
 //!   never the only way to learn of new events.
 
 pub mod embedded;
+mod entry_de;
 pub mod frame;
 pub mod memory;
 mod merkle_entries;
@@ -63,7 +64,10 @@ pub enum SignedAppend {
 
 /// One entry of the checkpoint log, which is kept apart from the events so that writing a
 /// checkpoint never changes a seq.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Read by hand (`entry_de`): the same objects the derived reader takes, without copying each
+/// entry's fields first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
 pub enum CheckpointEntry {
     /// A signing key that starts a chain of keys: the ledger's first key, or a key started

@@ -42,6 +42,18 @@ struct KeyIntroduced {
     entry: Option<IgnoredAny>,
 }
 
+impl From<KeyIntroduced> for CheckpointEntry {
+    fn from(k: KeyIntroduced) -> CheckpointEntry {
+        CheckpointEntry::KeyIntroduced {
+            public_key: k.public_key,
+            tree_size: k.tree_size,
+            time: k.time,
+            reason: k.reason,
+            origin: k.origin,
+        }
+    }
+}
+
 /// The entry of kind `kind` from the rest of its object.
 fn entry_of<'de, D: Deserializer<'de>>(kind: Kind, rest: D) -> Result<CheckpointEntry, D::Error> {
     Ok(match kind {
@@ -50,13 +62,7 @@ fn entry_of<'de, D: Deserializer<'de>>(kind: Kind, rest: D) -> Result<Checkpoint
             if k.entry.is_some() {
                 return Err(D::Error::duplicate_field("entry"));
             }
-            CheckpointEntry::KeyIntroduced {
-                public_key: k.public_key,
-                tree_size: k.tree_size,
-                time: k.time,
-                reason: k.reason,
-                origin: k.origin,
-            }
+            k.into()
         }
         Kind::Checkpoint => CheckpointEntry::Checkpoint(Checkpoint::deserialize(rest)?),
         Kind::Rotation => CheckpointEntry::Rotation(KeyRotation::deserialize(rest)?),
@@ -116,8 +122,14 @@ mod tests {
     use crate::{AppendRequest, ExpectedVersion, Ledger, LedgerOptions, NewEvent};
 
     /// Entries of every kind, as a ledger writes them: a key, checkpoints, a rotation,
-    /// cosignatures, and a recovery statement signed by hand.
-    fn entries() -> Vec<CheckpointEntry> {
+    /// cosignatures, and a recovery statement signed by hand. Written once for every case.
+    fn entries() -> &'static [CheckpointEntry] {
+        static ENTRIES: std::sync::LazyLock<Vec<CheckpointEntry>> =
+            std::sync::LazyLock::new(write_entries);
+        &ENTRIES
+    }
+
+    fn write_entries() -> Vec<CheckpointEntry> {
         let storage = Arc::new(MemoryStorage::new(Faults::default(), 3));
         let ledger = Ledger::with_storage(
             storage,
@@ -214,7 +226,7 @@ mod tests {
                 "no {kind} entry"
             );
         }
-        for entry in &entries {
+        for entry in entries {
             let text = serde_json::to_string(entry).unwrap();
             assert!(text.starts_with(r#"{"entry":"#), "{text}");
             assert_eq!(
@@ -245,8 +257,7 @@ mod tests {
             change in 0..8u8,
             field in any::<prop::sample::Index>(),
         ) {
-            let entries = entries();
-            let entry = pick.get(&entries);
+            let entry = pick.get(entries());
             let Value::Object(mut object) = serde_json::to_value(entry).unwrap() else {
                 panic!("an entry is an object");
             };
@@ -275,21 +286,16 @@ mod tests {
     }
 }
 
-/// For tests: the reader serde derives for the same enum.
+/// For tests: the reader serde derives for the same enum (a `key_introduced` entry's fields
+/// read into the same struct, which is how the derived reader takes a struct variant's).
 #[cfg(test)]
 mod derived {
     use super::*;
 
-    #[derive(Debug, PartialEq, Deserialize)]
+    #[derive(Deserialize)]
     #[serde(tag = "entry", rename_all = "snake_case")]
-    pub(crate) enum Entry {
-        KeyIntroduced {
-            public_key: PublicKey,
-            tree_size: u64,
-            time: Timestamp,
-            reason: String,
-            origin: String,
-        },
+    pub(super) enum Entry {
+        KeyIntroduced(KeyIntroduced),
         Checkpoint(Checkpoint),
         Rotation(KeyRotation),
         Recovery(RecoveryStatement),
@@ -299,19 +305,7 @@ mod derived {
     impl From<Entry> for CheckpointEntry {
         fn from(e: Entry) -> CheckpointEntry {
             match e {
-                Entry::KeyIntroduced {
-                    public_key,
-                    tree_size,
-                    time,
-                    reason,
-                    origin,
-                } => CheckpointEntry::KeyIntroduced {
-                    public_key,
-                    tree_size,
-                    time,
-                    reason,
-                    origin,
-                },
+                Entry::KeyIntroduced(k) => k.into(),
                 Entry::Checkpoint(c) => CheckpointEntry::Checkpoint(c),
                 Entry::Rotation(r) => CheckpointEntry::Rotation(r),
                 Entry::Recovery(r) => CheckpointEntry::Recovery(r),

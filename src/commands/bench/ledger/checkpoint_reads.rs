@@ -32,8 +32,6 @@ const READS_MIN: u64 = 10;
 /// median open reported.
 const OPENS: usize = 5;
 
-const OPEN_LABEL: &str = "open after a clean close";
-
 /// Rates of the reads on one length of the checkpoint log.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct ReadRates {
@@ -62,12 +60,7 @@ impl CheckpointReads {
     /// Each read: what it is, its unit, its rate on the short log and on the long one, and the
     /// long log's rate over the short log's.
     pub(super) fn rows(&self) -> [(&'static str, &'static str, f64, f64, f64); 4] {
-        let row = |label, short: f64, long: f64| {
-            let unit = if label == OPEN_LABEL {
-                "opens/s"
-            } else {
-                "reads/s"
-            };
+        let row = |label, unit, short: f64, long: f64| {
             (
                 label,
                 unit,
@@ -79,20 +72,28 @@ impl CheckpointReads {
         [
             row(
                 "checkpoint note (GET /checkpoint)",
+                "reads/s",
                 self.short.notes_per_s,
                 self.long.notes_per_s,
             ),
             row(
                 "inclusion proof, latest checkpoint",
+                "reads/s",
                 self.short.proofs_per_s,
                 self.long.proofs_per_s,
             ),
             row(
                 "what /health reads",
+                "reads/s",
                 self.short.health_per_s,
                 self.long.health_per_s,
             ),
-            row(OPEN_LABEL, self.short.opens_per_s, self.long.opens_per_s),
+            row(
+                "open after a clean close",
+                "opens/s",
+                self.short.opens_per_s,
+                self.long.opens_per_s,
+            ),
         ]
     }
 }

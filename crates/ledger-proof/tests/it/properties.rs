@@ -181,14 +181,18 @@ proptest! {
     }
 }
 
-/// The canonical time as the `strftime` pattern reads it, printing back to the same text: the
-/// reference the field-by-field parser is held to.
+/// The canonical time as the `strftime` pattern reads it, printing back to the same text, in
+/// the years the form allows (0000–9999; the pattern also reads a signed year such as `-1970`,
+/// which prints back the same): the reference the field-by-field parser is held to.
 fn reference_time(text: &str) -> Option<i64> {
-    use chrono::Timelike;
+    use chrono::{Datelike, Timelike};
     const FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
     let naive = chrono::NaiveDateTime::parse_from_str(text, FORMAT).ok()?;
     let time = naive.and_utc();
-    (naive.nanosecond() == 0 && time.format(FORMAT).to_string() == text).then(|| time.timestamp())
+    (naive.nanosecond() == 0
+        && (0..=9999).contains(&time.year())
+        && time.format(FORMAT).to_string() == text)
+        .then(|| time.timestamp())
 }
 
 /// Texts near the canonical form: valid times, and valid times with a character changed,

@@ -316,6 +316,22 @@ impl Link {
     async fn forget(&self) {
         *self.slot.lock().await = None;
     }
+
+    /// Forgets `session` if it is still this link's, so that the next use connects anew.
+    async fn forget_session(&self, session: &Arc<Session>) {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+            *slot = None;
+        }
+    }
+}
+
+/// Whether a statement that failed on `session` met a session that is gone (closed, or cut by
+/// the server: a failover, an administrator's `pg_terminate_backend`, a restart) rather than a
+/// refusal from a live one. A live session answers a `SELECT 1`; a cut one may not have noticed
+/// yet that its connection is closed, and fails it.
+async fn lost(session: &Session) -> bool {
+    session.client.is_closed() || session.client.simple_query("SELECT 1").await.is_err()
 }
 
 async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
@@ -596,16 +612,31 @@ impl PostgresStorage {
         Ok(())
     }
 
+    /// Runs `work` on one of the reader sessions. A read that meets a session the server cut
+    /// (every session is, in a failover) runs once more on a new one: reads change nothing, so
+    /// running one again is safe, and the caller sees the answer rather than the cut.
     fn read<T, F, Fut>(&self, work: F) -> Result<T, StorageError>
     where
         T: Send + 'static,
-        F: FnOnce(Arc<Session>) -> Fut + Send + 'static,
+        F: Fn(Arc<Session>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StorageError>> + Send,
     {
         let pool = Arc::clone(&self.pool);
         self.driver.run(async move {
-            let session = pool.reader().session().await?;
-            work(session).await
+            let link = pool.reader();
+            let session = link.session().await?;
+            match work(Arc::clone(&session)).await {
+                Err(e) if lost(&session).await => {
+                    tracing::debug!(
+                        error = %e,
+                        "a read met a cut database session; it runs again on a new one"
+                    );
+                    link.forget_session(&session).await;
+                    let session = link.session().await?;
+                    work(session).await
+                }
+                done => done,
+            }
         })
     }
 
@@ -1366,25 +1397,31 @@ impl Storage for PostgresStorage {
 
     fn read_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, StorageError> {
         let hash = hash.as_bytes().to_vec();
-        self.read(move |s| async move {
-            let row = s
-                .client
-                .query_opt(&s.st.read_blob, &[&hash])
-                .await
-                .map_err(|e| db_error("read a content blob", &e))?;
-            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        self.read(move |s| {
+            let hash = hash.clone();
+            async move {
+                let row = s
+                    .client
+                    .query_opt(&s.st.read_blob, &[&hash])
+                    .await
+                    .map_err(|e| db_error("read a content blob", &e))?;
+                Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+            }
         })
     }
 
     fn has_blob(&self, hash: &Digest) -> Result<bool, StorageError> {
         let hash = hash.as_bytes().to_vec();
-        self.read(move |s| async move {
-            let row = s
-                .client
-                .query_opt("SELECT 1 FROM content_blobs WHERE hash = $1", &[&hash])
-                .await
-                .map_err(|e| db_error("look a content blob up", &e))?;
-            Ok(row.is_some())
+        self.read(move |s| {
+            let hash = hash.clone();
+            async move {
+                let row = s
+                    .client
+                    .query_opt("SELECT 1 FROM content_blobs WHERE hash = $1", &[&hash])
+                    .await
+                    .map_err(|e| db_error("look a content blob up", &e))?;
+                Ok(row.is_some())
+            }
         })
     }
 
@@ -1435,13 +1472,16 @@ impl Storage for PostgresStorage {
 
     fn stream_version(&self, stream: &str) -> Result<u64, StorageError> {
         let stream = stream.to_owned();
-        self.read(move |s| async move {
-            let row = s
-                .client
-                .query_one(&s.st.stream_version, &[&stream])
-                .await
-                .map_err(|e| db_error("read a stream's version", &e))?;
-            to_u64(row.get(0), "a stream version")
+        self.read(move |s| {
+            let stream = stream.clone();
+            async move {
+                let row = s
+                    .client
+                    .query_one(&s.st.stream_version, &[&stream])
+                    .await
+                    .map_err(|e| db_error("read a stream's version", &e))?;
+                to_u64(row.get(0), "a stream version")
+            }
         })
     }
 
@@ -1454,13 +1494,16 @@ impl Storage for PostgresStorage {
         let stream = stream.to_owned();
         let from = to_i64(from_version, "a stream version")?;
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.read(move |s| async move {
-            let rows = s
-                .client
-                .query(&s.st.read_stream, &[&stream, &from, &max])
-                .await
-                .map_err(|e| db_error("read a stream", &e))?;
-            rows.iter().map(raw).collect()
+        self.read(move |s| {
+            let stream = stream.clone();
+            async move {
+                let rows = s
+                    .client
+                    .query(&s.st.read_stream, &[&stream, &from, &max])
+                    .await
+                    .map_err(|e| db_error("read a stream", &e))?;
+                rows.iter().map(raw).collect()
+            }
         })
     }
 
@@ -1477,25 +1520,31 @@ impl Storage for PostgresStorage {
 
     fn find_hash(&self, hash: &Digest) -> Result<Option<RawEvent>, StorageError> {
         let hash = hash.as_bytes().to_vec();
-        self.read(move |s| async move {
-            let row = s
-                .client
-                .query_opt(&s.st.find_hash, &[&hash])
-                .await
-                .map_err(|e| db_error("find an event by hash", &e))?;
-            row.as_ref().map(raw).transpose()
+        self.read(move |s| {
+            let hash = hash.clone();
+            async move {
+                let row = s
+                    .client
+                    .query_opt(&s.st.find_hash, &[&hash])
+                    .await
+                    .map_err(|e| db_error("find an event by hash", &e))?;
+                row.as_ref().map(raw).transpose()
+            }
         })
     }
 
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StorageError> {
         let key = key.to_owned();
-        self.read(move |s| async move {
-            let row = s
-                .client
-                .query_opt(&s.st.key, &[&key])
-                .await
-                .map_err(|e| db_error("read an idempotency record", &e))?;
-            row.as_ref().map(record).transpose()
+        self.read(move |s| {
+            let key = key.clone();
+            async move {
+                let row = s
+                    .client
+                    .query_opt(&s.st.key, &[&key])
+                    .await
+                    .map_err(|e| db_error("read an idempotency record", &e))?;
+                row.as_ref().map(record).transpose()
+            }
         })
     }
 

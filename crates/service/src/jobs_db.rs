@@ -75,15 +75,20 @@ impl JobsDb {
     pub(crate) fn keyed(&self, key: &str) -> Result<Option<JobFile>, DatabaseError> {
         let (pool, key) = (self.pool(), key.to_owned());
         let body: Option<String> = self.db.run(async move {
-            let client = pool.shared().await?;
-            let row = client
-                .query_opt(
-                    "SELECT body FROM pipeline_jobs WHERE idempotency_key = $1",
-                    &[&key],
-                )
-                .await
-                .map_err(|e| db_error("read a job", &e))?;
-            Ok(row.map(|r| r.get(0)))
+            pool.read(|client| {
+                let key = key.clone();
+                async move {
+                    let row = client
+                        .query_opt(
+                            "SELECT body FROM pipeline_jobs WHERE idempotency_key = $1",
+                            &[&key],
+                        )
+                        .await
+                        .map_err(|e| db_error("read a job", &e))?;
+                    Ok(row.map(|r| r.get(0)))
+                }
+            })
+            .await
         })?;
         body.as_deref().map(parse).transpose()
     }

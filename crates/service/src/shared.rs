@@ -101,18 +101,23 @@ impl SharedDocuments {
     pub fn read(&self, name: &str) -> Result<(u64, Option<String>), SharedError> {
         let (pool, name) = (self.pool(), name.to_owned());
         Ok(self.db.run(async move {
-            let client = pool.shared().await?;
-            let row = client
-                .query_opt(
-                    "SELECT version, body FROM shared_documents WHERE name = $1",
-                    &[&name],
-                )
-                .await
-                .map_err(|e| db_error("read a document", &e))?;
-            Ok(match row {
-                None => (0, None),
-                Some(row) => (u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), row.get(1)),
+            pool.read(|client| {
+                let name = name.clone();
+                async move {
+                    let row = client
+                        .query_opt(
+                            "SELECT version, body FROM shared_documents WHERE name = $1",
+                            &[&name],
+                        )
+                        .await
+                        .map_err(|e| db_error("read a document", &e))?;
+                    Ok(match row {
+                        None => (0, None),
+                        Some(row) => (u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), row.get(1)),
+                    })
+                }
             })
+            .await
         })?)
     }
 

@@ -5,7 +5,8 @@
 //! The driver is asynchronous and callers are not: a [`Database`] owns a small tokio runtime,
 //! runs each piece of work there and blocks the caller on a channel until it is done, so it may
 //! be called from any thread, inside another runtime or not. Reads share one pipelined
-//! connection, opened again when found closed; a transaction takes a connection of its own
+//! connection, opened again when found closed, and a read that meets a session the server cut
+//! runs once more on a new one ([`Pool::read`]); a transaction takes a connection of its own
 //! ([`Pool::alone`]), so it never interleaves with another caller's statements. Every session
 //! sets `synchronous_commit` on: a commit returns once it is flushed.
 //!
@@ -78,6 +79,38 @@ impl Pool {
         Ok(client)
     }
 
+    /// Runs the read `work` on the shared connection. A read that meets a connection the
+    /// server cut (every session is, in a failover; an administrator's `pg_terminate_backend`; a
+    /// restart) runs once more on a new one: reads change nothing, so that is safe, and the
+    /// caller gets the answer rather than the cut. A refusal from a live session is returned as
+    /// it is. Writes do not come here: a failed commit's outcome is unknown.
+    pub async fn read<T, F, Fut>(&self, work: F) -> Result<T, DatabaseError>
+    where
+        F: Fn(Arc<Client>) -> Fut,
+        Fut: Future<Output = Result<T, DatabaseError>>,
+    {
+        let client = self.shared().await?;
+        match work(Arc::clone(&client)).await {
+            Err(e) if lost(&client).await => {
+                tracing::debug!(
+                    error = %e,
+                    "a read met a cut database session; it runs again on a new one"
+                );
+                self.forget(&client).await;
+                work(self.shared().await?).await
+            }
+            done => done,
+        }
+    }
+
+    /// Forgets `client` if it is still the shared connection, so that the next read connects.
+    async fn forget(&self, client: &Arc<Client>) {
+        let mut slot = self.shared.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
+            *slot = None;
+        }
+    }
+
     /// A connection of the caller's own: for a transaction, or a session that holds locks.
     pub async fn alone(&self) -> Result<Client, DatabaseError> {
         let (client, connection) = self
@@ -96,6 +129,13 @@ impl Pool {
             .map_err(|e| db_error("set synchronous_commit", &e))?;
         Ok(client)
     }
+}
+
+/// Whether a statement that failed on `client` met a session that is gone (closed, or cut by
+/// the server) rather than a refusal from a live one. A live session answers a `SELECT 1`; a
+/// cut one may not have noticed yet that its connection is closed, and fails it.
+async fn lost(client: &Client) -> bool {
+    client.is_closed() || client.simple_query("SELECT 1").await.is_err()
 }
 
 /// A database and the runtime its queries run on. See the module documentation.

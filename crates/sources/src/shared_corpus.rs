@@ -146,15 +146,17 @@ impl PostgresDocuments {
     pub fn version(&self) -> Result<u64, DatabaseError> {
         let pool = self.db.pool();
         self.db.run(async move {
-            let client = pool.shared().await?;
-            match client
-                .query_one("SELECT version FROM corpus_head WHERE id = 1", &[])
-                .await
-            {
-                Ok(row) => Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)),
-                Err(e) if is_undefined_table(&e) => Ok(0),
-                Err(e) => Err(db_error("read the corpus version", &e)),
-            }
+            pool.read(|client| async move {
+                match client
+                    .query_one("SELECT version FROM corpus_head WHERE id = 1", &[])
+                    .await
+                {
+                    Ok(row) => Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)),
+                    Err(e) if is_undefined_table(&e) => Ok(0),
+                    Err(e) => Err(db_error("read the corpus version", &e)),
+                }
+            })
+            .await
         })
     }
 

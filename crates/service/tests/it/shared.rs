@@ -711,3 +711,108 @@ fn subscribers_from_the_past_miss_nothing_while_the_database_drops_their_session
     });
     assert!(rounds > 0);
 }
+
+/// Runs `read` on a thread of its own while a transaction holds `table` locked after making
+/// `change` to it, and cuts the session named `application` once, while it waits for that
+/// lock: the database terminates it, as in a failover. Returns what `read` returned once the
+/// transaction committed.
+fn read_cut_once_behind_a_change<R: Send>(
+    cluster: &PgCluster,
+    url: &str,
+    (table, change): (&str, &str),
+    application: &str,
+    read: impl FnOnce() -> R + Send,
+) -> R {
+    let until = |what: &str, query: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sql(cluster, url, query) != "1" {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    std::thread::scope(|s| {
+        let locked = format!(
+            "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; {change}; \
+             SELECT pg_sleep(2); COMMIT;"
+        );
+        let holder = s.spawn(move || cluster.psql_url(url, &locked));
+        until(
+            "the change holds the lock",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; LOCK TABLE%'",
+        );
+        let reader = s.spawn(read);
+        let waiting = format!(
+            "FROM pg_stat_activity WHERE datname = current_database() \
+             AND application_name = '{application}' AND wait_event_type = 'Lock'"
+        );
+        until(
+            "the read waits for the lock",
+            &format!("SELECT count(*) {waiting}"),
+        );
+        let cut = sql(
+            cluster,
+            url,
+            &format!("SELECT count(pg_terminate_backend(pid)) {waiting}"),
+        );
+        assert_eq!(cut, "1", "one session cut");
+        holder.join().unwrap().unwrap();
+        reader.join().unwrap()
+    })
+}
+
+#[test]
+fn a_revocation_reaches_a_node_whose_session_was_cut_while_it_read_the_tokens() {
+    let Some(cluster) = cluster_or_skip("a_revocation_reaches_a_node_whose_session_was_cut") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        service::tokens::TokenStore::in_database(&url, dir.path().join("tokens.json")).unwrap();
+    let token = store.add("alice", service::Role::Writer).unwrap();
+    let mut table = service::tokens::TokenTable::default();
+    assert!(table.refresh(&store).unwrap());
+    assert!(table.holder(&token).is_some());
+    // Revoked by another node, which holds the row's table while the cut happens: the read
+    // that was cut must come back with the revocation, not leave the node on what it had (a
+    // node that cannot read the tokens keeps the ones it read last).
+    let revoke = "UPDATE shared_documents SET version = version + 1, \
+                  body = jsonb_set(body::jsonb, '{tokens,0,revoked_at}', \
+                  '\"2026-12-07T10:00:00Z\"')::text WHERE name = 'tokens'";
+    let read = read_cut_once_behind_a_change(
+        cluster,
+        &url,
+        ("shared_documents", revoke),
+        "research-ledger shared documents",
+        || table.refresh(&store),
+    );
+    assert!(matches!(read, Ok(true)), "{read:?}");
+    assert!(
+        table.holder(&token).is_none(),
+        "a revoked token still works"
+    );
+    let listed = store.list().unwrap();
+    assert!(listed[0].revoked_at.is_some(), "{listed:?}");
+}
+
+#[test]
+fn a_corpus_version_read_on_a_cut_session_is_read_again() {
+    let Some(cluster) = cluster_or_skip("a_corpus_version_read_on_a_cut_session") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let documents = sources::PostgresDocuments::open(&url).unwrap();
+    assert_eq!(documents.version().unwrap(), 0);
+    let read = read_cut_once_behind_a_change(
+        cluster,
+        &url,
+        (
+            "corpus_head",
+            "UPDATE corpus_head SET version = 7 WHERE id = 1",
+        ),
+        "research-ledger corpus",
+        || documents.version(),
+    );
+    assert_eq!(read.unwrap(), 7);
+}

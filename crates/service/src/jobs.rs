@@ -357,8 +357,17 @@ impl Jobs {
     /// failure to write one is logged rather than failing the job.
     fn persist(&self, file: &JobFile) {
         if let Some(db) = &self.db {
-            if let Err(e) = db.update(file) {
-                tracing::warn!(job_id = %file.job.job_id, error = %e, "cannot write a job to the storage database");
+            match db.update(file) {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
+                    job_id = %file.job.job_id,
+                    "a job that no longer reads running in the storage database is not written over"
+                ),
+                Err(e) => tracing::warn!(
+                    job_id = %file.job.job_id,
+                    error = %e,
+                    "cannot write a job to the storage database"
+                ),
             }
             return;
         }
@@ -460,6 +469,12 @@ impl Jobs {
 
     fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Whether this node lost its claim on a job it runs in the storage database (the session
+    /// that held it was cut): other nodes may read it interrupted already.
+    fn claim_lost(&self, job_id: &str) -> bool {
+        self.db.as_ref().is_some_and(|db| !db.holds(job_id))
     }
 
     /// Stops every running job between two steps (they read `interrupted`) and waits for them.
@@ -786,6 +801,8 @@ enum Halt {
     Waiting(Vec<PendingAction>),
     /// The service is stopping.
     Interrupted,
+    /// This node lost its claim on the job.
+    ClaimLost,
     /// A step failed.
     Failed(ServiceError),
 }
@@ -820,6 +837,16 @@ fn run_job(service: &Service, job_id: &str, caller: &Caller) {
                 job.pending_actions = actions;
             }
             Err(Halt::Interrupted) => job.status = JobStatus::Interrupted,
+            Err(Halt::ClaimLost) => {
+                job.status = JobStatus::Interrupted;
+                job.error = Some(
+                    ServiceError::unavailable(
+                        "the database session that held this node's claim on the job was cut, \
+                         so the job stopped between two steps; run the pipeline again to resume",
+                    )
+                    .to_json(),
+                );
+            }
             Err(Halt::Failed(e)) => {
                 job.status = JobStatus::Failed;
                 job.error = Some(e.to_json());
@@ -849,6 +876,9 @@ impl Pipeline<'_> {
     fn at(&self, step: u8, progress: Option<String>) -> Result<(), Halt> {
         if self.service.inner.jobs.stopping() {
             return Err(Halt::Interrupted);
+        }
+        if self.service.inner.jobs.claim_lost(self.job_id) {
+            return Err(Halt::ClaimLost);
         }
         self.service.inner.jobs.update(self.job_id, |job| {
             job.step = step;

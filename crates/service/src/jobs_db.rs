@@ -14,10 +14,19 @@
 //! claim it can take knows its node is gone (its connection closed and the server dropped the
 //! lock), and marks it `interrupted` — the job is recoverable as a job interrupted by a restart
 //! is: running the pipeline again resumes where the task stands. No lease or clock is involved.
+//!
+//! The claims live as long as the session that holds them. When the database cuts it (a
+//! failover, `pg_terminate_backend`), every claim on it is gone and another node may already
+//! have marked those jobs interrupted: so each job remembers which claims session it was
+//! claimed on, a job checks before each step that the session still answers and is still the
+//! one ([`JobsDb::holds`]), and one that lost its claim stops as interrupted instead of running
+//! on unclaimed. The next claim opens a new session. A job's row is written only while it
+//! reads running, so a job another node marked interrupted is never made to read running again.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use sources::database::{Database, DatabaseError, Pool, db_error};
+use sources::database::{Database, DatabaseError, Pool, db_error, is_lost};
 use tokio_postgres::Client;
 
 use crate::jobs::{JobFile, JobStatus};
@@ -56,15 +65,32 @@ pub(crate) enum Started {
 pub(crate) struct JobsDb {
     db: Database,
     /// The session that holds this node's claims.
-    claims: Arc<Client>,
+    claims: Arc<tokio::sync::Mutex<ClaimSession>>,
+    /// The claims session each job of this node was claimed on, by its number.
+    claimed: Mutex<HashMap<String, u64>>,
+}
+
+/// The session that holds this node's claims, and its number: one more for each session
+/// opened, so that a job claimed on a session that was cut knows the one after it is not its.
+#[derive(Debug)]
+struct ClaimSession {
+    client: Option<Arc<Client>>,
+    number: u64,
 }
 
 impl JobsDb {
     pub(crate) fn open(url: &str) -> Result<JobsDb, DatabaseError> {
         let db = crate::shared::open_database(url, "research-ledger jobs")?;
         let pool = db.pool();
-        let claims = db.run(async move { pool.alone().await.map(Arc::new) })?;
-        Ok(JobsDb { db, claims })
+        let client = db.run(async move { pool.alone().await.map(Arc::new) })?;
+        Ok(JobsDb {
+            db,
+            claims: Arc::new(tokio::sync::Mutex::new(ClaimSession {
+                client: Some(client),
+                number: 1,
+            })),
+            claimed: Mutex::new(HashMap::new()),
+        })
     }
 
     fn pool(&self) -> Pool {
@@ -122,46 +148,96 @@ impl JobsDb {
         Ok(outcome)
     }
 
-    fn claim(&self, job_id: &str) -> Result<(), DatabaseError> {
-        let (claims, key) = (Arc::clone(&self.claims), claim_key(job_id));
-        self.db.run(async move {
-            claims
-                .execute("SELECT pg_advisory_lock($1)", &[&key])
-                .await
-                .map_err(|e| db_error("claim a job", &e))
-                .map(|_| ())
-        })
+    fn claimed(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.claimed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Gives up this node's claim on a job that stopped.
+    /// Claims a job on the claims session, opening a new one when the last was closed or cut.
+    fn claim(&self, job_id: &str) -> Result<(), DatabaseError> {
+        let (claims, pool, key) = (Arc::clone(&self.claims), self.pool(), claim_key(job_id));
+        let number = self.db.run(async move {
+            let mut claims = claims.lock().await;
+            let mut opened = false;
+            loop {
+                let client = match &claims.client {
+                    Some(client) if !client.is_closed() => Arc::clone(client),
+                    _ => {
+                        let client = Arc::new(pool.alone().await?);
+                        claims.client = Some(Arc::clone(&client));
+                        claims.number += 1;
+                        opened = true;
+                        client
+                    }
+                };
+                match client.execute("SELECT pg_advisory_lock($1)", &[&key]).await {
+                    Ok(_) => return Ok(claims.number),
+                    // A session cut before it noticed: the claim is made on a new one.
+                    Err(_) if !opened && is_lost(&client).await => claims.client = None,
+                    Err(e) => return Err(db_error("claim a job", &e)),
+                }
+            }
+        })?;
+        self.claimed().insert(job_id.to_owned(), number);
+        Ok(())
+    }
+
+    /// Whether this node still holds its claim on a job it runs: the session it was claimed on
+    /// is still the claims session and still answers.
+    pub(crate) fn holds(&self, job_id: &str) -> bool {
+        let Some(number) = self.claimed().get(job_id).copied() else {
+            return false;
+        };
+        let claims = Arc::clone(&self.claims);
+        self.db
+            .run(async move {
+                let claims = claims.lock().await;
+                Ok(match &claims.client {
+                    Some(client) if claims.number == number => !is_lost(client).await,
+                    _ => false,
+                })
+            })
+            .unwrap_or(false)
+    }
+
+    /// Gives up this node's claim on a job that stopped (a claim whose session is gone went
+    /// with it).
     pub(crate) fn release(&self, job_id: &str) {
+        let Some(number) = self.claimed().remove(job_id) else {
+            return;
+        };
         let (claims, key) = (Arc::clone(&self.claims), claim_key(job_id));
         let released = self.db.run(async move {
-            claims
-                .execute("SELECT pg_advisory_unlock($1)", &[&key])
-                .await
-                .map_err(|e| db_error("release a job", &e))
-                .map(|_| ())
+            let claims = claims.lock().await;
+            match &claims.client {
+                Some(client) if claims.number == number && !client.is_closed() => client
+                    .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                    .await
+                    .map_err(|e| db_error("release a job", &e))
+                    .map(|_| ()),
+                _ => Ok(()),
+            }
         });
         if let Err(e) = released {
             tracing::warn!(error = %e, job_id, "cannot release a job's claim");
         }
     }
 
-    /// Writes a job as it stands now.
-    pub(crate) fn update(&self, file: &JobFile) -> Result<(), DatabaseError> {
+    /// Writes a job as it stands now, if its row still reads running: a job stops once, and a
+    /// row another node marked interrupted stays so. False when the row did not read running.
+    pub(crate) fn update(&self, file: &JobFile) -> Result<bool, DatabaseError> {
         let body = serde_json::to_string(file).map_err(damaged)?;
         let (pool, id, status) = (self.pool(), file.job.job_id.clone(), file.job.status.name());
         self.db.run(async move {
             let client = pool.shared().await?;
             client
                 .execute(
-                    "UPDATE pipeline_jobs SET status = $2, updated_at = now(), body = $3 WHERE job_id = $1",
+                    "UPDATE pipeline_jobs SET status = $2, updated_at = now(), body = $3 \
+                     WHERE job_id = $1 AND status = 'running'",
                     &[&id, &status, &body],
                 )
                 .await
                 .map_err(|e| db_error("write a job", &e))
-                .map(|_| ())
+                .map(|rows| rows == 1)
         })
     }
 

@@ -91,7 +91,7 @@ impl Pool {
     {
         let client = self.shared().await?;
         match work(Arc::clone(&client)).await {
-            Err(e) if lost(&client).await => {
+            Err(e) if is_lost(&client).await => {
                 tracing::debug!(
                     error = %e,
                     "a read met a cut database session; it runs again on a new one"
@@ -134,7 +134,7 @@ impl Pool {
 /// Whether a statement that failed on `client` met a session that is gone (closed, or cut by
 /// the server) rather than a refusal from a live one. A live session answers a `SELECT 1`; a
 /// cut one may not have noticed yet that its connection is closed, and fails it.
-async fn lost(client: &Client) -> bool {
+pub async fn is_lost(client: &Client) -> bool {
     client.is_closed() || client.simple_query("SELECT 1").await.is_err()
 }
 

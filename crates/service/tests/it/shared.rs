@@ -816,3 +816,80 @@ fn a_corpus_version_read_on_a_cut_session_is_read_again() {
     );
     assert_eq!(read.unwrap(), 7);
 }
+
+#[test]
+fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
+    let Some(cluster) = cluster_or_skip("a_job_whose_claim_was_cut") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = node(dir.path(), &url);
+    let cut_jobs_sessions = || {
+        sql(
+            cluster,
+            &url,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = 'research-ledger jobs'",
+        )
+    };
+    // Cut while no job runs: the next start claims on a new session.
+    assert_ne!(cut_jobs_sessions(), "0");
+    let task = open_task(&a);
+    let first = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
+    let done = wait_stopped(&a, first["job_id"].as_str().unwrap());
+    assert_ne!(done["status"], "failed", "{done}");
+    assert_ne!(done["status"], "interrupted", "{done}");
+
+    // Cut while a job runs: its first ledger write waits behind a transaction that holds the
+    // head row, and the node's job sessions (its claim's among them) are cut meanwhile. The
+    // job must not run on unclaimed, where another node may already read it interrupted and
+    // start the task's pipeline again: it stops, interrupted, at its next step.
+    let task = open_task(&a);
+    let job_id = std::thread::scope(|s| {
+        let holder = s.spawn(|| {
+            cluster.psql_url(
+                &url,
+                "BEGIN; SELECT size FROM ledger_head WHERE id = 1 FOR UPDATE; \
+                 SELECT pg_sleep(2); COMMIT;",
+            )
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                    AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; SELECT size%'";
+        while sql(cluster, &url, held) != "1" {
+            assert!(Instant::now() < deadline, "the head row was never held");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let started = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                       AND application_name = 'research-ledger' AND wait_event_type = 'Lock'";
+        while sql(cluster, &url, waiting) != "1" {
+            assert!(
+                Instant::now() < deadline,
+                "the job never wrote to the ledger"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_ne!(cut_jobs_sessions(), "0");
+        holder.join().unwrap().unwrap();
+        started["job_id"].as_str().unwrap().to_owned()
+    });
+    let stopped = wait_stopped(&a, &job_id);
+    assert_eq!(stopped["status"], "interrupted", "{stopped}");
+    assert!(
+        stopped.to_string().contains("claim on the job was cut"),
+        "{stopped}"
+    );
+    let stored = sql(
+        cluster,
+        &url,
+        &format!("SELECT status FROM pipeline_jobs WHERE job_id = '{job_id}'"),
+    );
+    assert_eq!(stored, "interrupted");
+    // Running it again resumes the task on this node.
+    let again = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
+    assert_ne!(again["job_id"], job_id.as_str());
+    let resumed = wait_stopped(&a, again["job_id"].as_str().unwrap());
+    assert_eq!(resumed["status"], done["status"], "{resumed}");
+}

@@ -242,8 +242,43 @@ impl JobsDb {
     }
 
     /// A job as the database holds it; a running job whose node is gone reads (and is
-    /// written) `interrupted`.
+    /// written) `interrupted`. Read on the shared session first: a job that stopped, or runs
+    /// with its claim held, is answered from there, so a node following another node's job does
+    /// not open a session for each look; only a running job whose claim nobody holds is read
+    /// again in a transaction of its own, which decides it under the claim's lock.
     pub(crate) fn get(&self, job_id: &str) -> Result<Option<JobFile>, DatabaseError> {
+        let (pool, id) = (self.pool(), job_id.to_owned());
+        let key = claim_key(job_id);
+        let seen = self.db.run(async move {
+            pool.read(|client| {
+                let id = id.clone();
+                async move {
+                    let row = client
+                        .query_opt(
+                            "SELECT body, status <> 'running' OR EXISTS (SELECT 1 FROM pg_locks \
+                             WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+                             AND classid = (($2::bigint >> 32) & 4294967295)::oid \
+                             AND objid = ($2::bigint & 4294967295)::oid) \
+                             FROM pipeline_jobs WHERE job_id = $1",
+                            &[&id, &key],
+                        )
+                        .await
+                        .map_err(|e| db_error("read a job", &e))?;
+                    Ok(row.map(|r| (r.get::<_, String>(0), r.get::<_, bool>(1))))
+                }
+            })
+            .await
+        })?;
+        match seen {
+            None => Ok(None),
+            Some((body, true)) => parse(&body).map(Some),
+            Some((_, false)) => self.get_deciding(job_id),
+        }
+    }
+
+    /// [`JobsDb::get`] in a transaction that marks a running job whose claim is free
+    /// `interrupted`.
+    fn get_deciding(&self, job_id: &str) -> Result<Option<JobFile>, DatabaseError> {
         let (pool, id) = (self.pool(), job_id.to_owned());
         self.db.run(async move {
             let mut client = pool.alone().await?;

@@ -205,6 +205,24 @@ fn a_job_runs_on_one_node_only_and_a_job_whose_node_died_is_recovered() {
     // A node following a job another node runs sees it move.
     let followed = a.watch_job(&job_id).unwrap();
     assert_eq!(followed.borrow().status, service::JobStatus::Running);
+    // Following it opens no session per look (it looks every 250 ms): the job and its held
+    // claim are read on the node's shared session. (The psql of the first count is counted.)
+    let sessions = || {
+        sql(
+            cluster,
+            &url,
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .parse::<u64>()
+        .unwrap()
+    };
+    let before = sessions();
+    std::thread::sleep(Duration::from_millis(1500));
+    let opened = sessions() - before;
+    assert!(
+        opened <= 2,
+        "{opened} sessions opened in 1.5 s of following a job"
+    );
     sql(
         cluster,
         &url,

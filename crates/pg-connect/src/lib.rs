@@ -212,6 +212,14 @@ impl Connector {
     }
 }
 
+/// Whether a statement that failed on `client` met a session that is gone (closed, or cut by
+/// the server: a failover, an administrator's `pg_terminate_backend`, a restart) rather than a
+/// refusal from a live one. A live session answers a `SELECT 1`; a cut one may not have noticed
+/// yet that its connection is closed, and fails it.
+pub async fn is_lost(client: &Client) -> bool {
+    client.is_closed() || client.simple_query("SELECT 1").await.is_err()
+}
+
 /// The driver's error with every cause under it: the driver's own text for a failed TLS
 /// handshake ("error performing TLS handshake") leaves out why, which its source says (the
 /// certificate's issuer unknown, a name it does not hold).

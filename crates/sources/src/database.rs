@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pg_connect::Connector;
+pub use pg_connect::is_lost;
 use tokio_postgres::Client;
 
 /// The advisory lock key under which shared migrations run ("rl-migra" in ASCII).
@@ -129,13 +130,6 @@ impl Pool {
             .map_err(|e| db_error("set synchronous_commit", &e))?;
         Ok(client)
     }
-}
-
-/// Whether a statement that failed on `client` met a session that is gone (closed, or cut by
-/// the server) rather than a refusal from a live one. A live session answers a `SELECT 1`; a
-/// cut one may not have noticed yet that its connection is closed, and fails it.
-pub async fn is_lost(client: &Client) -> bool {
-    client.is_closed() || client.simple_query("SELECT 1").await.is_err()
 }
 
 /// A database and the runtime its queries run on. See the module documentation.

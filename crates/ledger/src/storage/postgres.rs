@@ -326,14 +326,6 @@ impl Link {
     }
 }
 
-/// Whether a statement that failed on `session` met a session that is gone (closed, or cut by
-/// the server: a failover, an administrator's `pg_terminate_backend`, a restart) rather than a
-/// refusal from a live one. A live session answers a `SELECT 1`; a cut one may not have noticed
-/// yet that its connection is closed, and fails it.
-async fn lost(session: &Session) -> bool {
-    session.client.is_closed() || session.client.simple_query("SELECT 1").await.is_err()
-}
-
 async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
     let (client, connection) = setup
         .connector
@@ -626,7 +618,7 @@ impl PostgresStorage {
             let link = pool.reader();
             let session = link.session().await?;
             match work(Arc::clone(&session)).await {
-                Err(e) if lost(&session).await => {
+                Err(e) if pg_connect::is_lost(&session.client).await => {
                     tracing::debug!(
                         error = %e,
                         "a read met a cut database session; it runs again on a new one"

@@ -259,12 +259,7 @@ fn a_job_runs_on_one_node_only_and_a_job_whose_node_died_is_recovered() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(recovered["status"], "interrupted", "{recovered}");
-    let stored = sql(
-        cluster,
-        &url,
-        &format!("SELECT status FROM pipeline_jobs WHERE job_id = '{job_id}'"),
-    );
-    assert_eq!(stored, "interrupted");
+    assert_eq!(stored_status(cluster, &url, &job_id), "interrupted");
     let resumed = call(&b, "research_run_pipeline", json!({"task_id": task})).unwrap();
     assert_ne!(resumed["job_id"], job_id.as_str());
     let done = wait_stopped(&b, resumed["job_id"].as_str().unwrap());
@@ -730,6 +725,24 @@ fn subscribers_from_the_past_miss_nothing_while_the_database_drops_their_session
     assert!(rounds > 0);
 }
 
+/// Waits (up to 20 s) until `query` counts exactly one row's worth: `what` names it if never.
+fn until_one(cluster: &PgCluster, url: &str, what: &str, query: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sql(cluster, url, query) != "1" {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A job's status as its row in the database says.
+fn stored_status(cluster: &PgCluster, url: &str, job_id: &str) -> String {
+    sql(
+        cluster,
+        url,
+        &format!("SELECT status FROM pipeline_jobs WHERE job_id = '{job_id}'"),
+    )
+}
+
 /// Runs `read` on a thread of its own while a transaction holds `table` locked after making
 /// `change` to it, and cuts the session named `application` once, while it waits for that
 /// lock: the database terminates it, as in a failover. Returns what `read` returned once the
@@ -741,20 +754,15 @@ fn read_cut_once_behind_a_change<R: Send>(
     application: &str,
     read: impl FnOnce() -> R + Send,
 ) -> R {
-    let until = |what: &str, query: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while sql(cluster, url, query) != "1" {
-            assert!(Instant::now() < deadline, "never: {what}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
     std::thread::scope(|s| {
         let locked = format!(
             "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; {change}; \
              SELECT pg_sleep(2); COMMIT;"
         );
         let holder = s.spawn(move || cluster.psql_url(url, &locked));
-        until(
+        until_one(
+            cluster,
+            url,
             "the change holds the lock",
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; LOCK TABLE%'",
@@ -764,7 +772,9 @@ fn read_cut_once_behind_a_change<R: Send>(
             "FROM pg_stat_activity WHERE datname = current_database() \
              AND application_name = '{application}' AND wait_event_type = 'Lock'"
         );
-        until(
+        until_one(
+            cluster,
+            url,
             "the read waits for the lock",
             &format!("SELECT count(*) {waiting}"),
         );
@@ -872,23 +882,13 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
                  SELECT pg_sleep(2); COMMIT;",
             )
         });
-        let deadline = Instant::now() + Duration::from_secs(20);
         let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                     AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; SELECT size%'";
-        while sql(cluster, &url, held) != "1" {
-            assert!(Instant::now() < deadline, "the head row was never held");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until_one(cluster, &url, "the head row held", held);
         let started = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
         let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                        AND application_name = 'research-ledger' AND wait_event_type = 'Lock'";
-        while sql(cluster, &url, waiting) != "1" {
-            assert!(
-                Instant::now() < deadline,
-                "the job never wrote to the ledger"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until_one(cluster, &url, "the job writing to the ledger", waiting);
         assert_ne!(cut_jobs_sessions(), "0");
         holder.join().unwrap().unwrap();
         started["job_id"].as_str().unwrap().to_owned()
@@ -899,12 +899,7 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
         stopped.to_string().contains("claim on the job was cut"),
         "{stopped}"
     );
-    let stored = sql(
-        cluster,
-        &url,
-        &format!("SELECT status FROM pipeline_jobs WHERE job_id = '{job_id}'"),
-    );
-    assert_eq!(stored, "interrupted");
+    assert_eq!(stored_status(cluster, &url, &job_id), "interrupted");
     // Running it again resumes the task on this node.
     let again = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
     assert_ne!(again["job_id"], job_id.as_str());

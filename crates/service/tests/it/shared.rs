@@ -845,6 +845,49 @@ fn a_corpus_version_read_on_a_cut_session_is_read_again() {
     assert_eq!(read.unwrap(), 7);
 }
 
+/// Cuts every node's job sessions on the database (their claims' among them); says how many.
+fn cut_jobs_sessions(cluster: &PgCluster, url: &str) -> String {
+    sql(
+        cluster,
+        url,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'research-ledger jobs'",
+    )
+}
+
+/// Starts the pipeline on `task` through `node` while a transaction holds the ledger's head
+/// row, so that the job's first ledger write waits; cuts the node's job sessions meanwhile, runs
+/// `meanwhile` with the job's id, and lets the head go. Returns the job's id.
+fn start_a_job_and_cut_its_claim(
+    cluster: &PgCluster,
+    url: &str,
+    node: &Service,
+    task: &str,
+    meanwhile: impl FnOnce(&str),
+) -> String {
+    std::thread::scope(|s| {
+        let holder = s.spawn(|| {
+            cluster.psql_url(
+                url,
+                "BEGIN; SELECT size FROM ledger_head WHERE id = 1 FOR UPDATE; \
+                 SELECT pg_sleep(2); COMMIT;",
+            )
+        });
+        let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                    AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; SELECT size%'";
+        until_one(cluster, url, "the head row held", held);
+        let started = call(node, "research_run_pipeline", json!({"task_id": task})).unwrap();
+        let job_id = started["job_id"].as_str().unwrap().to_owned();
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                       AND application_name = 'research-ledger' AND wait_event_type = 'Lock'";
+        until_one(cluster, url, "the job writing to the ledger", waiting);
+        assert_ne!(cut_jobs_sessions(cluster, url), "0");
+        meanwhile(&job_id);
+        holder.join().unwrap().unwrap();
+        job_id
+    })
+}
+
 #[test]
 fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
     let Some(cluster) = cluster_or_skip("a_job_whose_claim_was_cut") else {
@@ -853,16 +896,8 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
     let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let a = node(dir.path(), &url);
-    let cut_jobs_sessions = || {
-        sql(
-            cluster,
-            &url,
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE datname = current_database() AND application_name = 'research-ledger jobs'",
-        )
-    };
     // Cut while no job runs: the next start claims on a new session.
-    assert_ne!(cut_jobs_sessions(), "0");
+    assert_ne!(cut_jobs_sessions(cluster, &url), "0");
     let task = open_task(&a);
     let first = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
     let done = wait_stopped(&a, first["job_id"].as_str().unwrap());
@@ -874,25 +909,7 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
     // job must not run on unclaimed, where another node may already read it interrupted and
     // start the task's pipeline again: it stops, interrupted, at its next step.
     let task = open_task(&a);
-    let job_id = std::thread::scope(|s| {
-        let holder = s.spawn(|| {
-            cluster.psql_url(
-                &url,
-                "BEGIN; SELECT size FROM ledger_head WHERE id = 1 FOR UPDATE; \
-                 SELECT pg_sleep(2); COMMIT;",
-            )
-        });
-        let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                    AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; SELECT size%'";
-        until_one(cluster, &url, "the head row held", held);
-        let started = call(&a, "research_run_pipeline", json!({"task_id": task})).unwrap();
-        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                       AND application_name = 'research-ledger' AND wait_event_type = 'Lock'";
-        until_one(cluster, &url, "the job writing to the ledger", waiting);
-        assert_ne!(cut_jobs_sessions(), "0");
-        holder.join().unwrap().unwrap();
-        started["job_id"].as_str().unwrap().to_owned()
-    });
+    let job_id = start_a_job_and_cut_its_claim(cluster, &url, &a, &task, |_| {});
     let stopped = wait_stopped(&a, &job_id);
     assert_eq!(stopped["status"], "interrupted", "{stopped}");
     assert!(
@@ -905,4 +922,50 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
     assert_ne!(again["job_id"], job_id.as_str());
     let resumed = wait_stopped(&a, again["job_id"].as_str().unwrap());
     assert_eq!(resumed["status"], done["status"], "{resumed}");
+}
+
+#[test]
+fn a_job_another_node_marked_interrupted_never_reads_running_again() {
+    let Some(cluster) = cluster_or_skip("a_job_another_node_marked_interrupted") else {
+        return;
+    };
+    let url = cluster.create_database().unwrap();
+    let (_dirs, a, b) = two_nodes(&url);
+    // Every status a job's row takes, in order.
+    sql(
+        cluster,
+        &url,
+        "CREATE TABLE job_history (n bigserial, job_id text, status text); \
+         CREATE FUNCTION log_job() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO job_history (job_id, status) VALUES (NEW.job_id, NEW.status); \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER job_history AFTER INSERT OR UPDATE ON pipeline_jobs \
+         FOR EACH ROW EXECUTE FUNCTION log_job();",
+    );
+    let task = open_task(&a);
+    // While the job's node has lost its claim and its step still waits, the other node reads
+    // the job, finds its claim free and marks it interrupted. The step then finishes on the
+    // first node, which writes the job's progress: it must not bring the row back to running.
+    let job_id = start_a_job_and_cut_its_claim(cluster, &url, &a, &task, |job_id| {
+        let seen = b.job(job_id).unwrap();
+        assert_eq!(seen.status, service::JobStatus::Interrupted);
+    });
+    let stopped = wait_stopped(&a, &job_id);
+    assert_eq!(stopped["status"], "interrupted", "{stopped}");
+    let history = sql(
+        cluster,
+        &url,
+        &format!(
+            "SELECT string_agg(status, ' ' ORDER BY n) FROM job_history WHERE job_id = '{job_id}'"
+        ),
+    );
+    let after = history
+        .split_once("interrupted")
+        .map(|(_, after)| after.trim())
+        .unwrap_or_else(|| panic!("never interrupted: {history}"));
+    assert_eq!(
+        after, "",
+        "the row moved after it read interrupted: {history}"
+    );
+    assert_eq!(stored_status(cluster, &url, &job_id), "interrupted");
 }

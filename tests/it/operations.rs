@@ -65,6 +65,154 @@ fn metrics_count_appends_and_tool_calls_by_outcome() {
     server.stop();
 }
 
+/// Prometheus's own checker (`promtool check metrics`, Debian's `prometheus`) reads what
+/// `/metrics` serves after a task ran to its verdict: every family parses, and its lints (names,
+/// units, `_total` on counters, help texts) pass. Then what promtool does not judge: each
+/// histogram's buckets only grow and end at its count, and the counters say what was done.
+#[test]
+fn prometheus_reads_the_metrics_of_a_task_run_to_its_verdict() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let task = open_task(&server);
+    let mut calls = 1;
+    let mut called = |name: &str, arguments: Value| {
+        calls += 1;
+        let (status, out) = call(&server, name, arguments);
+        assert_eq!(status, 200, "{name}: {out}");
+    };
+    called(
+        "retrieval_add_evidence",
+        evidence(&task, "The ice sheet loses mass."),
+    );
+    let mut opposing = evidence(&task, "The ice sheet gains mass.");
+    opposing["source"] = json!("blog.example.com");
+    opposing["source_type"] = json!("blog");
+    opposing["stance"] = json!("opposes");
+    opposing["content"] = json!("A blog says the ice is growing.");
+    called("retrieval_add_evidence", opposing);
+    called(
+        "synthesis_screen_evidence",
+        json!({"task_id": task, "decisions": [
+            {"evidence_id": "ev-1", "adopt": true}, {"evidence_id": "ev-2", "adopt": true}]}),
+    );
+    for tool in [
+        "evaluation_conflict_resolution",
+        "evaluation_build_decision_matrix",
+        "evaluation_generate_conclusion",
+    ] {
+        called(tool, json!({"task_id": task}));
+    }
+    let (status, _) = call(&server, "no\"such\\tool\n", json!({}));
+    assert_eq!(status, 404);
+    calls += 1;
+
+    let (status, body) = request(server.addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).unwrap();
+    server.stop();
+
+    if let Some(Err(said)) = promtool_check(&text) {
+        panic!("promtool refused the metrics: {said}\n{text}");
+    }
+
+    let samples: Vec<(&str, f64)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').unwrap();
+            (name, value.parse::<f64>().unwrap())
+        })
+        .collect();
+    let value = |name: &str| {
+        samples
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .1
+    };
+    let buckets: Vec<(&str, f64)> = samples
+        .iter()
+        .filter(|(n, _)| n.starts_with("research_ledger_append_duration_seconds_bucket{"))
+        .copied()
+        .collect();
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{text}");
+    let (last, in_all) = *buckets.last().unwrap();
+    assert!(last.ends_with("{le=\"+Inf\"}"), "{last}");
+    let appends = value("research_ledger_appends_total");
+    assert_eq!(in_all, appends);
+    assert_eq!(
+        value("research_ledger_append_duration_seconds_count"),
+        appends
+    );
+    // One append for each successful call: the task, two items, the screening, the conflicts,
+    // the matrix and the verdict.
+    assert_eq!(appends, 7.0, "{text}");
+    let tool_calls: f64 = samples
+        .iter()
+        .filter(|(n, _)| n.starts_with("research_ledger_tool_calls_total{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(tool_calls, f64::from(calls), "{text}");
+    assert_eq!(
+        value("research_ledger_tool_calls_total{tool=\"unknown\",outcome=\"not_found\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("research_ledger_conflicts_total{tier=\"authority\"}"),
+        1.0
+    );
+    let conclusions: f64 = samples
+        .iter()
+        .filter(|(n, _)| n.starts_with("research_ledger_conclusions_total{stance="))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(conclusions, 1.0, "{text}");
+    assert_eq!(
+        value("research_ledger_size_events"),
+        value("research_ledger_events_appended_total")
+    );
+}
+
+/// `promtool check metrics` on `text`: `None` when promtool is not installed and not required
+/// (`RESEARCH_LEDGER_REQUIRE_PROMTOOL`, set by the test script once it installed it).
+fn promtool_check(text: &str) -> Option<Result<(), String>> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            assert!(
+                std::env::var_os("RESEARCH_LEDGER_REQUIRE_PROMTOOL").is_none(),
+                "promtool (Debian: prometheus) is required: {e}"
+            );
+            eprintln!("promtool is not installed: the metrics were not checked with it");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Some(if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    })
+}
+
 #[test]
 fn json_logs_have_one_line_per_request_with_its_duration() {
     let data = tempfile::tempdir().unwrap();

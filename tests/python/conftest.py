@@ -169,6 +169,33 @@ async def refused(client: Client, name: str, arguments: dict[str, Any]) -> dict[
     return result.structured_content
 
 
+def screening_decisions(question: dict[str, Any], evidence_of: dict[str, str]) -> list[dict[str, Any]]:
+    """What an assistant decides about each candidate found (`evidence_of`: a result id to its
+    evidence id), by the sample question's judgements; anything the sample does not judge is
+    rejected as off topic."""
+    judged = {s["doc_id"]: s for s in question["screening"]}
+    decisions, seen = [], set()
+    for doc, evidence_id in sorted(evidence_of.items()):
+        if evidence_id in seen:
+            continue
+        seen.add(evidence_id)
+        s = judged.get(doc)
+        if s is None:
+            decisions.append({"evidence_id": evidence_id, "adopt": False, "reason": f"{doc} is off topic"})
+            continue
+        index = s["sub_question_index"]
+        decisions.append(
+            {
+                "evidence_id": evidence_id,
+                "adopt": s["adopt"],
+                "stance": s["stance"],
+                "sub_question": f"sq-{index}" if index is not None else None,
+                "reason": s["reason"],
+            }
+        )
+    return decisions
+
+
 def not_found_code(mode: str) -> int:
     """Resource not found: -32002 before 2026-07-28, -32602 from it."""
     return -32602 if mode == "2026-07-28" else -32002

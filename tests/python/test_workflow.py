@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CLIENT_NAME, call, connect
+from conftest import CLIENT_NAME, call, connect, screening_decisions
 
 pytestmark = pytest.mark.anyio
 
@@ -67,26 +67,7 @@ async def research(client: Any, question: dict[str, Any]) -> tuple[str, dict[str
         found = await call(client, "retrieval_search_evidence", arguments)
         for candidate in found["candidates"]:
             evidence_of[candidate["result_id"]] = candidate["evidence_id"]
-    judged = {s["doc_id"]: s for s in question["screening"]}
-    decisions, seen = [], set()
-    for doc, evidence_id in sorted(evidence_of.items()):
-        if evidence_id in seen:
-            continue
-        seen.add(evidence_id)
-        s = judged.get(doc)
-        if s is None:
-            decisions.append({"evidence_id": evidence_id, "adopt": False, "reason": f"{doc} is off topic"})
-            continue
-        index = s["sub_question_index"]
-        decisions.append(
-            {
-                "evidence_id": evidence_id,
-                "adopt": s["adopt"],
-                "stance": s["stance"],
-                "sub_question": f"sq-{index}" if index is not None else None,
-                "reason": s["reason"],
-            }
-        )
+    decisions = screening_decisions(question, evidence_of)
     screened = await call(client, "synthesis_screen_evidence", {"task_id": task, "decisions": decisions})
     assert screened["candidates_remaining"] == 0
     await call(client, "synthesis_research_synthesis", {"task_id": task})

@@ -90,6 +90,8 @@ pub struct VerifyFailure {
 /// What a verification found besides the events it checked.
 #[derive(Default)]
 struct Findings {
+    /// Checkpoints whose root and signature were checked.
+    checkpoints_checked: u64,
     breaks: Vec<String>,
     notes: Vec<String>,
     failure: Option<VerifyFailure>,
@@ -128,6 +130,69 @@ struct SignedRoot {
     root: Digest,
 }
 
+/// Why a scan of the events stopped before the end.
+enum Stop {
+    /// An event, or the log, is not what it should be.
+    Failed(VerifyFailure),
+    /// Storage could not be read: nothing is known to be wrong, but not everything was checked.
+    Unreadable(String),
+}
+
+/// What reading a chunk of the log for a scan at `next_seq` (of `size` events) says: nothing
+/// (the scan goes on), damage, or that storage could not be read.
+fn read_to(visited: Result<usize, StorageError>, next_seq: u64, size: u64) -> Result<(), Stop> {
+    match visited {
+        Err(StorageError::Corrupt { seq, detail }) => Err(Stop::Failed(VerifyFailure {
+            seq: seq.unwrap_or(next_seq),
+            problem: detail,
+        })),
+        Err(e) => Err(Stop::Unreadable(format!(
+            "the log could not be read from seq {next_seq}: {}",
+            ReadError::Storage(e)
+        ))),
+        Ok(0) => Err(Stop::Failed(VerifyFailure {
+            seq: next_seq,
+            problem: format!("the log ends at seq {next_seq} but its head says {size} events"),
+        })),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The roots signed by the entries of the checkpoint log from `from` on that count, by tree
+/// size.
+fn signed_roots(
+    entries: &[CheckpointEntry],
+    standing: &[Standing],
+    from: usize,
+) -> BTreeMap<u64, Vec<SignedRoot>> {
+    let mut roots: BTreeMap<u64, Vec<SignedRoot>> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate().skip(from) {
+        if standing[i] != Standing::Counts {
+            continue;
+        }
+        if let (Some(tree_size), Some(root)) = (entry.signed_size(), entry.signed_root()) {
+            roots
+                .entry(tree_size)
+                .or_default()
+                .push(SignedRoot { entry: i, root });
+        }
+    }
+    roots
+}
+
+/// A root signed for a tree larger than the `scanned` events the log holds: events were
+/// removed from its end.
+fn events_removed(roots: &BTreeMap<u64, Vec<SignedRoot>>, scanned: u64) -> Option<VerifyFailure> {
+    let (&tree_size, signed) = roots.range(scanned + 1..).next()?;
+    Some(VerifyFailure {
+        seq: scanned,
+        problem: format!(
+            "entry {} of the checkpoint log signs a tree of {tree_size} events, but the log has {scanned}: events from seq {scanned} on were removed",
+            signed.first().map_or(0, |s| s.entry + 1),
+        ),
+    })
+}
+
 impl Ledger {
     /// Verifies what was appended (and checkpointed) since the last verification.
     pub fn verify(&self) -> VerifyReport {
@@ -150,107 +215,163 @@ impl Ledger {
         let mut checker = ChainChecker::new(verified.size, verified.last_hash);
         checker.versions = std::mem::take(&mut verified.versions);
         let mut frontier = verified.frontier.clone();
-        let mut failure: Option<VerifyFailure> = None;
-        let mut incomplete: Option<String> = None;
-        let mut breaks = Vec::new();
-
         // The checkpoint log: signatures now, roots as the scan reaches their tree sizes.
-        let entries = match core.storage.checkpoint_entries() {
-            Ok(entries) => entries,
-            Err(e) => {
-                let entries_checked = verified.entries;
-                return self.finish(
-                    &mut verified,
-                    checker,
-                    frontier,
-                    start,
+        let (entries_checked, findings) = match core.storage.checkpoint_entries() {
+            Ok(entries) => {
+                let findings = self.check(
+                    &entries,
+                    verified.entries,
+                    &mut checker,
+                    &mut frontier,
                     size,
-                    0,
-                    entries_checked,
-                    Findings {
-                        incomplete: Some(format!("the checkpoint log cannot be read: {e}")),
-                        ..Findings::default()
-                    },
+                    progress,
                 );
+                (entries.len(), findings)
             }
+            Err(e) => (
+                verified.entries,
+                Findings {
+                    incomplete: Some(format!("the checkpoint log cannot be read: {e}")),
+                    ..Findings::default()
+                },
+            ),
         };
-        if let Err(problem) = check_signatures(&entries, verified.entries, &mut breaks) {
-            failure = Some(VerifyFailure {
+        self.finish(
+            &mut verified,
+            checker,
+            frontier,
+            start,
+            size,
+            entries_checked,
+            findings,
+        )
+    }
+
+    /// Everything a verification checks once the checkpoint log is read: the signatures of
+    /// its `entries` from `from_entry` on, the roots they sign, and the events from
+    /// `checker`'s next seq up to `size`.
+    fn check(
+        &self,
+        entries: &[CheckpointEntry],
+        from_entry: usize,
+        checker: &mut ChainChecker,
+        frontier: &mut Frontier,
+        size: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Findings {
+        let storage = &self.core().storage;
+        let start = checker.next_seq;
+        let mut breaks = Vec::new();
+        let mut failure = check_signatures(entries, from_entry, &mut breaks)
+            .err()
+            .map(|problem| VerifyFailure {
                 seq: start,
                 problem,
             });
-        }
-        let standing = standings(&entries);
-        let mut notes = entry_notes(&entries, &standing);
-        notes.extend(core.storage.notes());
-        let mut roots: BTreeMap<u64, Vec<SignedRoot>> = BTreeMap::new();
-        for (i, entry) in entries.iter().enumerate().skip(verified.entries) {
-            if standing[i] != Standing::Counts {
-                continue;
-            }
-            if let (Some(tree_size), Some(root)) = (entry.signed_size(), entry.signed_root()) {
-                roots
-                    .entry(tree_size)
-                    .or_default()
-                    .push(SignedRoot { entry: i, root });
-            }
-        }
-        // Roots of sizes inside the prefix verified earlier are checked against the stored
-        // tree, whose peaks at the verified size are checked against the recomputed frontier.
-        if failure.is_none() && start > 0 {
-            match self.root_at(start) {
-                Ok(root) if root == frontier.root(&Sha256) => {}
-                Ok(root) => {
-                    failure = Some(VerifyFailure {
-                        seq: start - 1,
-                        problem: format!(
-                            "the stored Merkle tree has root {root} at size {start}, the events give {}",
-                            frontier.root(&Sha256)
-                        ),
-                    });
-                }
-                Err(e) => {
-                    failure = Some(VerifyFailure {
-                        seq: start - 1,
-                        problem: format!("the stored Merkle tree cannot be read: {e}"),
-                    });
-                }
-            }
-        }
+        let standing = standings(entries);
+        let mut notes = entry_notes(entries, &standing);
+        notes.extend(storage.notes());
+        let roots = signed_roots(entries, &standing, from_entry);
         if failure.is_none() {
-            let earlier: Vec<u64> = roots.range(..start).map(|(size, _)| *size).collect();
-            for tree_size in earlier {
-                let root = if tree_size == 0 {
-                    Ok(Sha256.empty_root())
-                } else {
-                    self.root_at(tree_size).map_err(|e| e.to_string())
-                };
-                if let Some(f) = compare_roots(&roots, tree_size, root) {
-                    failure = Some(f);
-                    break;
-                }
+            failure = self.check_prefix_roots(start, frontier, &roots);
+        }
+        let mut incomplete = None;
+        if failure.is_none() {
+            match self.scan(checker, frontier, &roots, size, progress) {
+                Ok(()) => failure = events_removed(&roots, checker.next_seq),
+                Err(Stop::Failed(f)) => failure = Some(f),
+                Err(Stop::Unreadable(why)) => incomplete = Some(why),
             }
         }
-        if failure.is_none() && start == 0 {
-            failure = compare_roots(&roots, 0, Ok(Sha256.empty_root()));
+        // What storage found when it opened comes first: it read the frames themselves, and a
+        // log it stopped short of (damage, a loss) reads as shorter than it is.
+        if let Some(problem) = storage.problems().into_iter().next() {
+            failure = Some(VerifyFailure {
+                seq: problem.seq.unwrap_or(checker.next_seq),
+                problem: problem.detail,
+            });
         }
+        let checkpoints_checked = entries
+            .iter()
+            .enumerate()
+            .skip(from_entry)
+            .filter(|(i, e)| {
+                standing[*i] == Standing::Counts && matches!(e, CheckpointEntry::Checkpoint(_))
+            })
+            .count() as u64;
+        Findings {
+            checkpoints_checked,
+            breaks,
+            notes,
+            failure,
+            incomplete,
+        }
+    }
 
-        // The chain and the tree, event by event, each event read in place from storage's
-        // buffer: nothing is allocated per event.
+    /// The roots signed for tree sizes inside the prefix verified earlier (`start` events),
+    /// checked against the stored tree, whose root at `start` is first checked against the
+    /// frontier recomputed from the events.
+    fn check_prefix_roots(
+        &self,
+        start: u64,
+        frontier: &Frontier,
+        roots: &BTreeMap<u64, Vec<SignedRoot>>,
+    ) -> Option<VerifyFailure> {
+        if start == 0 {
+            return compare_roots(roots, 0, Ok(Sha256.empty_root()));
+        }
+        match self.root_at(start) {
+            Ok(root) if root == frontier.root(&Sha256) => {}
+            Ok(root) => {
+                return Some(VerifyFailure {
+                    seq: start - 1,
+                    problem: format!(
+                        "the stored Merkle tree has root {root} at size {start}, the events give {}",
+                        frontier.root(&Sha256)
+                    ),
+                });
+            }
+            Err(e) => {
+                return Some(VerifyFailure {
+                    seq: start - 1,
+                    problem: format!("the stored Merkle tree cannot be read: {e}"),
+                });
+            }
+        }
+        roots.range(..start).find_map(|(&tree_size, _)| {
+            let root = if tree_size == 0 {
+                Ok(Sha256.empty_root())
+            } else {
+                self.root_at(tree_size).map_err(|e| e.to_string())
+            };
+            compare_roots(roots, tree_size, root)
+        })
+    }
+
+    /// The chain and the tree, event by event from `checker`'s next seq up to `size`, each
+    /// event read in place from storage's buffer (nothing is allocated per event), each signed
+    /// root compared as the tree reaches its size.
+    fn scan(
+        &self,
+        checker: &mut ChainChecker,
+        frontier: &mut Frontier,
+        roots: &BTreeMap<u64, Vec<SignedRoot>>,
+        size: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), Stop> {
+        let storage = &self.core().storage;
         let mut completed = Vec::with_capacity(64);
-        while failure.is_none() && checker.next_seq < size {
-            let from = checker.next_seq;
-            let visited = core
-                .storage
-                .visit_range(from, VERIFY_CHUNK_EVENTS, &mut |_, bytes| {
+        while checker.next_seq < size {
+            let mut failure = None;
+            let visited =
+                storage.visit_range(checker.next_seq, VERIFY_CHUNK_EVENTS, &mut |_, bytes| {
                     // Positions are the checker's, not what a frame says: a frame that claims
                     // other seqs is caught by the check of the event's own seq.
                     let seq = checker.next_seq;
                     if seq >= size {
                         return ControlFlow::Break(());
                     }
-                    let mut base = |_: &str| Ok(0);
-                    let hash = match checker.check(bytes, &mut base) {
+                    let hash = match checker.check(bytes, &mut |_: &str| Ok(0)) {
                         Ok(event) => event.hash,
                         Err(ChainBreak { seq, problem }) => {
                             failure = Some(self.pinpoint(seq, checker.last_hash, problem));
@@ -268,92 +389,25 @@ impl Ledger {
                         });
                         return ControlFlow::Break(());
                     }
-                    if roots.contains_key(&frontier.size())
-                        && let Some(f) =
-                            compare_roots(&roots, frontier.size(), Ok(frontier.root(&Sha256)))
-                    {
-                        failure = Some(f);
-                        return ControlFlow::Break(());
+                    if roots.contains_key(&frontier.size()) {
+                        failure = compare_roots(roots, frontier.size(), Ok(frontier.root(&Sha256)));
+                        if failure.is_some() {
+                            return ControlFlow::Break(());
+                        }
                     }
                     ControlFlow::Continue(())
                 });
-            match visited {
-                Err(StorageError::Corrupt { seq, detail }) => {
-                    failure = Some(VerifyFailure {
-                        seq: seq.unwrap_or(checker.next_seq),
-                        problem: detail,
-                    });
-                    break;
-                }
-                Err(e) => {
-                    incomplete = Some(format!(
-                        "the log could not be read from seq {}: {}",
-                        checker.next_seq,
-                        ReadError::Storage(e)
-                    ));
-                    break;
-                }
-                Ok(0) => {
-                    failure = Some(VerifyFailure {
-                        seq: checker.next_seq,
-                        problem: format!(
-                            "the log ends at seq {} but its head says {size} events",
-                            checker.next_seq
-                        ),
-                    });
-                    break;
-                }
-                Ok(_) => {}
+            if let Some(f) = failure {
+                return Err(Stop::Failed(f));
             }
+            read_to(visited, checker.next_seq, size)?;
             progress(checker.next_seq, size);
         }
-        if failure.is_none()
-            && incomplete.is_none()
-            && let Some((&tree_size, signed)) = roots.range(checker.next_seq + 1..).next()
-        {
-            failure = Some(VerifyFailure {
-                seq: checker.next_seq,
-                problem: format!(
-                    "entry {} of the checkpoint log signs a tree of {tree_size} events, but the log has {}: events from seq {} on were removed",
-                    signed.first().map_or(0, |s| s.entry + 1),
-                    checker.next_seq,
-                    checker.next_seq
-                ),
-            });
-        }
-        // What storage found when it opened comes first: it read the frames themselves, and a
-        // log it stopped short of (damage, a loss) reads as shorter than it is.
-        if let Some(problem) = core.storage.problems().into_iter().next() {
-            failure = Some(VerifyFailure {
-                seq: problem.seq.unwrap_or(checker.next_seq),
-                problem: problem.detail,
-            });
-        }
-        let checkpoints_checked = entries
-            .iter()
-            .enumerate()
-            .skip(verified.entries)
-            .filter(|(i, e)| {
-                standing[*i] == Standing::Counts && matches!(e, CheckpointEntry::Checkpoint(_))
-            })
-            .count() as u64;
-        self.finish(
-            &mut verified,
-            checker,
-            frontier,
-            start,
-            size,
-            checkpoints_checked,
-            entries.len(),
-            Findings {
-                breaks,
-                notes,
-                failure,
-                incomplete,
-            },
-        )
+        Ok(())
     }
 
+    /// The report of a verification, and the verified prefix it leaves: moved to where the
+    /// checks reached when they all passed.
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
@@ -362,7 +416,6 @@ impl Ledger {
         frontier: Frontier,
         start: u64,
         size: u64,
-        checkpoints_checked: u64,
         entries: usize,
         findings: Findings,
     ) -> VerifyReport {
@@ -372,7 +425,7 @@ impl Ledger {
             root: frontier.root(&Sha256),
             checked_from: start,
             checked: checker.next_seq - start,
-            checkpoints_checked,
+            checkpoints_checked: findings.checkpoints_checked,
             key_chain_breaks: findings.breaks,
             notes: findings.notes,
             failure: findings.failure,

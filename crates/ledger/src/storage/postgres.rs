@@ -326,17 +326,59 @@ impl Link {
     }
 }
 
+/// Opens a session and sets it up. A session the server cut while it was being set up (a
+/// failover, an administrator terminating every session, each reconnecting at once) had
+/// nothing done on it yet: it is opened once more, rather than failing the read or the group
+/// that needed it.
 async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
+    match connect_once(setup, writes).await {
+        Err(Opened::Cut(e)) => {
+            tracing::debug!(error = %e, "a new database session was cut while it was set up; it is opened again");
+            connect_once(setup, writes)
+                .await
+                .map_err(Opened::into_error)
+        }
+        done => done.map_err(Opened::into_error),
+    }
+}
+
+/// Why a session could not be opened.
+enum Opened {
+    /// The server cut it after it connected, while it was being set up.
+    Cut(StorageError),
+    /// Anything else: the server refused or could not be reached, or refused the setup.
+    Failed(StorageError),
+}
+
+impl Opened {
+    fn into_error(self) -> StorageError {
+        match self {
+            Opened::Cut(e) | Opened::Failed(e) => e,
+        }
+    }
+}
+
+async fn connect_once(setup: &Setup, writes: bool) -> Result<Session, Opened> {
     let (client, connection) = setup
         .connector
         .connect()
         .await
-        .map_err(|e| db_error("connect", &e))?;
+        .map_err(|e| Opened::Failed(db_error("connect", &e)))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "a database connection closed");
         }
     });
+    let st = match set_up(&client, setup, writes).await {
+        Ok(st) => st,
+        Err(e) if pg_connect::is_lost(&client).await => return Err(Opened::Cut(e)),
+        Err(e) => return Err(Opened::Failed(e)),
+    };
+    Ok(Session { client, st })
+}
+
+/// The session's settings and its prepared statements.
+async fn set_up(client: &Client, setup: &Setup, writes: bool) -> Result<Statements, StorageError> {
     // Acknowledgement waits for the commit to be flushed (and, with a synchronous standby, for
     // the standby), whatever the server's default says.
     // A node that stops answering while it holds the head row (paused, its network cut) loses
@@ -352,15 +394,14 @@ async fn connect(setup: &Setup, writes: bool) -> Result<Session, StorageError> {
         ))
         .await
         .map_err(|e| db_error("set the session's settings", &e))?;
-    let st = Statements::prepare(&client, writes, setup.packed)
+    Statements::prepare(client, writes, setup.packed)
         .await
         .map_err(|e| match setup.packed {
             // A session of a read-only open at an older schema, made again after a writer
             // migrated the database: the table it reads nodes from is gone.
             false if is_undefined_table(&e) => moved_nodes(),
             _ => db_error("prepare statements", &e),
-        })?;
-    Ok(Session { client, st })
+        })
 }
 
 fn is_undefined_table(e: &tokio_postgres::Error) -> bool {

@@ -1302,6 +1302,79 @@ fn reads_that_meet_cut_sessions_answer_from_new_ones() {
     assert!(report.failure.is_none(), "{report:?}");
 }
 
+/// A read needs a new session after a cut, and that session is cut too while it is still being
+/// set up (its statements prepared): nothing was done on it, so it is opened once more and the
+/// read answers. The setup is held at the events' table by another transaction's lock, so the
+/// cut lands exactly there.
+#[test]
+fn a_session_cut_while_it_is_set_up_is_opened_again() {
+    let Some((cluster, url)) = database("a_session_cut_while_it_is_set_up") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    // No poll for other nodes' appends: no session but the read's is opened behind its back.
+    let ledger = Ledger::open_postgres(&url, keys.path(), notified_only(43)).unwrap();
+    let receipt = append_any(&ledger, "s", b"one").unwrap();
+    let event = receipt.events[0].clone();
+    let ours = "FROM pg_stat_activity WHERE datname = current_database() \
+                AND application_name = 'research-ledger'";
+    sql(
+        cluster,
+        &url,
+        &format!("SELECT count(pg_terminate_backend(pid)) {ours}"),
+    );
+    eventually(
+        "every session of the ledger is gone, but its listener's",
+        || {
+            sql(
+                cluster,
+                &url,
+                &format!("SELECT count(*) {ours} AND query NOT LIKE 'LISTEN%'"),
+            ) == "0"
+        },
+    );
+    let found = std::thread::scope(|s| {
+        let holder = s.spawn(|| {
+            cluster.psql_url(
+                &url,
+                "BEGIN; LOCK TABLE ledger_events IN ACCESS EXCLUSIVE MODE; \
+                 SELECT pg_sleep(2); COMMIT;",
+            )
+        });
+        eventually("the lock is held", || {
+            sql(
+                cluster,
+                &url,
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event = 'PgSleep' AND query LIKE 'BEGIN; LOCK TABLE%'",
+            ) == "1"
+        });
+        let reader = s.spawn(|| ledger.find_event_id(event.event_id));
+        // Sessions being set up wait at the events' table, preparing its insert (other
+        // sessions of the ledger reconnect too); the read is among them, as nothing else of
+        // it could wait there. All of them are cut, once.
+        let waiting = format!("{ours} AND wait_event_type = 'Lock'");
+        let setting_up = format!("{waiting} AND query LIKE 'INSERT INTO ledger_events %'");
+        eventually("a new session's setup waits for the lock", || {
+            sql(cluster, &url, &format!("SELECT count(*) {setting_up}")) != "0"
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let cut: u32 = sql(
+            cluster,
+            &url,
+            &format!("SELECT count(pg_terminate_backend(pid)) {waiting}"),
+        )
+        .parse()
+        .unwrap();
+        assert!(cut >= 1, "sessions cut while they were set up: {cut}");
+        holder.join().unwrap().unwrap();
+        reader.join().unwrap()
+    });
+    let found = found.expect("the read answers from a session opened again");
+    assert_eq!(found.map(|e| e.hash), Some(event.hash));
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+}
+
 #[test]
 fn a_writer_paused_while_it_holds_the_head_loses_it_and_the_others_write_on() {
     let Some((_, url)) = database("a_writer_paused") else {

@@ -932,7 +932,38 @@ impl Pipeline<'_> {
     }
 
     fn run(&self) -> Result<(), Halt> {
-        // 1. Plan: the scopes are the main question and the sub-questions as given.
+        let scopes = self.plan()?;
+        self.retrieve(&scopes)?;
+        self.screen()?;
+        self.when_due(4, Tool::EvaluationConflictResolution, |out| {
+            let conflicts = out["conflicts"].as_array().map_or(0, Vec::len);
+            let pending = out["conflicts"]
+                .as_array()
+                .map_or(0, |c| c.iter().filter(|c| c["tier"] == "pending").count());
+            format!("{conflicts} conflict(s) in force, {pending} pending a human decision")
+        })?;
+        self.synthesise()?;
+        self.when_due(6, Tool::EvaluationBuildDecisionMatrix, |out| {
+            let rows = out["matrix"]["rows"].as_array().map_or(0, Vec::len);
+            format!("built the decision matrix ({rows} row(s))")
+        })?;
+        self.when_due(7, Tool::EvaluationGenerateConclusion, |out| {
+            format!(
+                "issued {}: {} (confidence {:.3})",
+                out["conclusion_id"].as_str().unwrap_or("a conclusion"),
+                out["stance"].as_str().unwrap_or("?"),
+                out["confidence"].as_f64().unwrap_or(f64::NAN)
+            )
+        })?;
+        self.when_due(8, Tool::EvaluationExplainReasoning, |_| {
+            "recorded the explanation".into()
+        })?;
+        self.record_outcome()
+    }
+
+    /// Step 1, plan: the scopes are the main question and the sub-questions as given, each
+    /// with its query (`None` for the main question).
+    fn plan(&self) -> Result<Vec<(Option<String>, String)>, Halt> {
         self.at(1, None)?;
         let state = self.state()?;
         let task = state.task().ok_or_else(|| {
@@ -957,9 +988,12 @@ impl Pipeline<'_> {
             StepOutcome::Skipped,
             format!("{} scope(s): {}", scopes.len(), names.join(", ")),
         )?;
+        Ok(scopes)
+    }
 
-        // 2. Retrieve, per source, for each scope: a search whose query and source the ledger
-        // already records is not run again.
+    /// Step 2, retrieve, per source, for each scope: a search whose query and source the
+    /// ledger already records is not run again.
+    fn retrieve(&self, scopes: &[(Option<String>, String)]) -> Result<(), Halt> {
         let units: Vec<(&(Option<String>, String), &str)> = scopes
             .iter()
             .flat_map(|scope| SOURCES.iter().map(move |source| (scope, *source)))
@@ -996,9 +1030,11 @@ impl Pipeline<'_> {
             format!(
                 "{run} search(es) run, {skipped} already in the ledger; {found} new candidate(s)"
             ),
-        )?;
+        )
+    }
 
-        // 3. Screen: a judgement the service does not make.
+    /// Step 3, screen: a judgement the service does not make, so the job waits for it.
+    fn screen(&self) -> Result<(), Halt> {
         self.at(3, None)?;
         let state = self.state()?;
         if is_due(&state, Tool::SynthesisScreenEvidence) {
@@ -1008,18 +1044,11 @@ impl Pipeline<'_> {
             3,
             StepOutcome::Skipped,
             "no candidate awaits screening".into(),
-        )?;
+        )
+    }
 
-        // 4. Conflicts, by the rules.
-        self.when_due(4, Tool::EvaluationConflictResolution, |out| {
-            let conflicts = out["conflicts"].as_array().map_or(0, Vec::len);
-            let pending = out["conflicts"]
-                .as_array()
-                .map_or(0, |c| c.iter().filter(|c| c["tier"] == "pending").count());
-            format!("{conflicts} conflict(s) in force, {pending} pending a human decision")
-        })?;
-
-        // 5. Synthesis: due when none reflects the latest change to the evidence.
+    /// Step 5, synthesis: due when none reflects the latest change to the evidence.
+    fn synthesise(&self) -> Result<(), Halt> {
         self.at(5, None)?;
         let state = self.state()?;
         let evidence_changed = state
@@ -1034,33 +1063,20 @@ impl Pipeline<'_> {
                     Tool::SynthesisResearchSynthesis,
                     json!({"task_id": self.task_id()?}),
                 )?;
-                self.finished(5, StepOutcome::Done, "recorded a synthesis".into())?;
+                self.finished(5, StepOutcome::Done, "recorded a synthesis".into())
             }
             Some(_) => self.finished(
                 5,
                 StepOutcome::Skipped,
                 "already up to date in the ledger".into(),
-            )?,
-            None => self.finished(5, StepOutcome::Skipped, "the task has no evidence".into())?,
+            ),
+            None => self.finished(5, StepOutcome::Skipped, "the task has no evidence".into()),
         }
+    }
 
-        // 6 to 8: the matrix, the verdict and its explanation.
-        self.when_due(6, Tool::EvaluationBuildDecisionMatrix, |out| {
-            let rows = out["matrix"]["rows"].as_array().map_or(0, Vec::len);
-            format!("built the decision matrix ({rows} row(s))")
-        })?;
-        self.when_due(7, Tool::EvaluationGenerateConclusion, |out| {
-            format!(
-                "issued {}: {} (confidence {:.3})",
-                out["conclusion_id"].as_str().unwrap_or("a conclusion"),
-                out["stance"].as_str().unwrap_or("?"),
-                out["confidence"].as_f64().unwrap_or(f64::NAN)
-            )
-        })?;
-        self.when_due(8, Tool::EvaluationExplainReasoning, |_| {
-            "recorded the explanation".into()
-        })?;
-
+    /// What the job leaves on its record once every step ran: the verdict, and what the task
+    /// still needs.
+    fn record_outcome(&self) -> Result<(), Halt> {
         let state = self.state()?;
         let conclusion = state.conclusion_card(None).map(|card| {
             json!({

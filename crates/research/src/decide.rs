@@ -13,7 +13,7 @@ use crate::codec::encode;
 use crate::command::{
     AddEvidence, Cause, CloseTask, Command, CommandContext, EvidenceInput, ExpandSubQuestions,
     NewEvent, OpenTask, RecordExternalToolCall, RecordSearch, ResolveConflict, RetractEvidence,
-    ScopeChoice, ScreenEvidence,
+    ScopeChoice, ScreenEvidence, SearchCandidate,
 };
 use crate::derive::{self, adjudicate, conclude, explain, matrix, synthesis};
 use crate::event::{
@@ -627,36 +627,7 @@ fn record_search(
 ) -> Result<Vec<NewEvent>, Refusal> {
     let limits = &ctx.limits;
     let query = required_text("query", &c.query, "query_chars_max", limits.query_chars_max)?;
-    if c.sources.is_empty() {
-        return Err(Refusal::invalid(
-            "sources",
-            "name at least one source asked",
-        ));
-    }
-    check_count(
-        "sources",
-        c.sources.len(),
-        "sources_per_search_max",
-        limits.sources_per_search_max,
-    )?;
-    let mut sources: Vec<String> = Vec::with_capacity(c.sources.len());
-    for (i, source) in c.sources.iter().enumerate() {
-        let field = format!("sources[{i}]");
-        let source = required_text(&field, source, "name_chars_max", limits.name_chars_max)?;
-        if source == ORIGIN_CLIENT {
-            return Err(Refusal::invalid(
-                field,
-                "`client` is reserved for evidence clients add",
-            ));
-        }
-        if sources.iter().any(|s| s == source) {
-            return Err(Refusal::invalid(
-                field,
-                format!("`{source}` is listed twice"),
-            ));
-        }
-        sources.push(source.to_string());
-    }
+    let sources = search_sources(&c.sources, limits)?;
     let index_state = required_text(
         "index_state",
         &c.index_state,
@@ -675,69 +646,30 @@ fn record_search(
     let mut added: Vec<EvidenceAdded> = Vec::new();
     for (i, result) in c.results.iter().enumerate() {
         let prefix = format!("results[{i}]");
-        let result_id = required_text(
-            &format!("{prefix}.result_id"),
-            &result.result_id,
-            "name_chars_max",
-            limits.name_chars_max,
-        )?;
-        let origin = result.origin.trim();
-        if !sources.iter().any(|s| s == origin) {
-            return Err(Refusal::invalid(
-                format!("{prefix}.origin"),
-                format!(
-                    "`{}` is not among the sources asked",
-                    crate::text::shorten(origin, 40)
-                ),
-            ));
-        }
-        if !result.raw_score.is_finite() {
-            return Err(Refusal::invalid(
-                format!("{prefix}.raw_score"),
-                format!("must be a finite number, got {}", result.raw_score),
-            ));
-        }
-        let normalised_score = finite_unit(
-            &format!("{prefix}.normalised_score"),
-            result.normalised_score,
-        )?;
-        let hash = result.evidence.content_hash;
-        let folded_into = existing_with_hash(state, &hash)
-            .or_else(|| {
-                added
-                    .iter()
-                    .find(|a| a.content_hash == hash)
-                    .map(|a| &a.evidence_id)
-            })
-            .cloned();
+        let (result_id, origin, normalised_score) =
+            checked_result(&prefix, result, &sources, limits)?;
         // Even a folded result must be well formed: a malformed result is refused whole.
-        let evidence_id = folded_into
-            .clone()
-            .unwrap_or_else(|| EvidenceId::nth(state.evidence().len() + added.len() + 1));
-        let item = evidence_added(
-            state,
-            task,
-            ctx,
-            &result.evidence,
-            &format!("{prefix}.evidence"),
-            Entry {
-                evidence_id: evidence_id.clone(),
-                origin,
-                found_by: Some(FoundBy {
-                    search_id: search_id.clone(),
-                    result_id: result_id.to_string(),
-                }),
-            },
-        )?;
+        let (evidence_id, folded) = item_for(state, &added, &result.evidence.content_hash);
+        let found_by = FoundBy {
+            search_id: search_id.clone(),
+            result_id: result_id.to_string(),
+        };
+        let entry = Entry {
+            evidence_id: evidence_id.clone(),
+            origin,
+            found_by: Some(found_by),
+        };
+        let field = format!("{prefix}.evidence");
+        let item = evidence_added(state, task, ctx, &result.evidence, &field, entry)?;
         hits.push(SearchHit {
             result_id: result_id.to_string(),
             origin: origin.to_string(),
             raw_score: result.raw_score,
             normalised_score,
             evidence_id,
-            folded: folded_into.is_some(),
+            folded,
         });
-        if folded_into.is_none() {
+        if !folded {
             added.push(item);
         }
     }
@@ -747,14 +679,115 @@ fn record_search(
         "evidence_count_max",
         limits.evidence_count_max,
     )?;
+    let recorded = SearchRecorded {
+        search_id,
+        query: query.to_string(),
+        sources,
+        index_state: index_state.to_string(),
+        results: hits,
+    };
+    Ok(search_events(state, recorded, added))
+}
+
+/// The item a search result's text belongs to, and whether it is folded into one that holds
+/// that text already (in the task, or added earlier by the same search) rather than new.
+fn item_for(state: &TaskState, added: &[EvidenceAdded], hash: &Hash32) -> (EvidenceId, bool) {
+    let existing = existing_with_hash(state, hash).or_else(|| {
+        added
+            .iter()
+            .find(|a| a.content_hash == *hash)
+            .map(|a| &a.evidence_id)
+    });
+    match existing {
+        Some(id) => (id.clone(), true),
+        None => (
+            EvidenceId::nth(state.evidence().len() + added.len() + 1),
+            false,
+        ),
+    }
+}
+
+/// The sources a search asked, checked: at least one, each named once, none the name
+/// reserved for evidence clients add.
+fn search_sources(asked: &[String], limits: &Limits) -> Result<Vec<String>, Refusal> {
+    if asked.is_empty() {
+        return Err(Refusal::invalid(
+            "sources",
+            "name at least one source asked",
+        ));
+    }
+    check_count(
+        "sources",
+        asked.len(),
+        "sources_per_search_max",
+        limits.sources_per_search_max,
+    )?;
+    let mut sources: Vec<String> = Vec::with_capacity(asked.len());
+    for (i, source) in asked.iter().enumerate() {
+        let field = format!("sources[{i}]");
+        let source = required_text(&field, source, "name_chars_max", limits.name_chars_max)?;
+        if source == ORIGIN_CLIENT {
+            return Err(Refusal::invalid(
+                field,
+                "`client` is reserved for evidence clients add",
+            ));
+        }
+        if sources.iter().any(|s| s == source) {
+            return Err(Refusal::invalid(
+                field,
+                format!("`{source}` is listed twice"),
+            ));
+        }
+        sources.push(source.to_string());
+    }
+    Ok(sources)
+}
+
+/// A search result's own fields, checked (`prefix` names it in a refusal): its id, its
+/// origin (one of the `sources` asked) and its normalised score.
+fn checked_result<'r>(
+    prefix: &str,
+    result: &'r SearchCandidate,
+    sources: &[String],
+    limits: &Limits,
+) -> Result<(&'r str, &'r str, f64), Refusal> {
+    let result_id = required_text(
+        &format!("{prefix}.result_id"),
+        &result.result_id,
+        "name_chars_max",
+        limits.name_chars_max,
+    )?;
+    let origin = result.origin.trim();
+    if !sources.iter().any(|s| s == origin) {
+        return Err(Refusal::invalid(
+            format!("{prefix}.origin"),
+            format!(
+                "`{}` is not among the sources asked",
+                crate::text::shorten(origin, 40)
+            ),
+        ));
+    }
+    if !result.raw_score.is_finite() {
+        return Err(Refusal::invalid(
+            format!("{prefix}.raw_score"),
+            format!("must be a finite number, got {}", result.raw_score),
+        ));
+    }
+    let normalised_score = finite_unit(
+        &format!("{prefix}.normalised_score"),
+        result.normalised_score,
+    )?;
+    Ok((result_id, origin, normalised_score))
+}
+
+/// A recorded search's events: the search, then each item it added, caused by it.
+fn search_events(
+    state: &TaskState,
+    recorded: SearchRecorded,
+    added: Vec<EvidenceAdded>,
+) -> Vec<NewEvent> {
     let mut events = vec![NewEvent {
-        event: Event::SearchRecorded(SearchRecorded {
-            search_id,
-            query: query.to_string(),
-            sources,
-            index_state: index_state.to_string(),
-            results: hits,
-        }),
+        event: Event::SearchRecorded(recorded),
         causation: Vec::new(),
     }];
     for item in added {
@@ -762,7 +795,7 @@ fn record_search(
         causes.batch(0);
         events.push(causes.event(Event::EvidenceAdded(item)));
     }
-    Ok(events)
+    events
 }
 
 fn add_evidence(

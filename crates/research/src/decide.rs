@@ -25,7 +25,7 @@ use crate::event::{
 use crate::ids::{Cite, ConflictId, EventMeta, EvidenceId, Hash32, SearchId, SubQuestionId};
 use crate::limits::Limits;
 use crate::refusal::{PendingAction, Refusal, Tool};
-use crate::rules::{Mode, RuleSet};
+use crate::rules::{Mode, RelevanceInputs, RuleSet};
 use crate::state::{TaskInfo, TaskState, evolve};
 use crate::text::{SourceNameError, char_count, comparable, normalise_source, parse_date};
 use crate::workflow::{self, Step};
@@ -476,17 +476,7 @@ fn evidence_added(
 ) -> Result<EvidenceAdded, Refusal> {
     let limits = &ctx.limits;
     let field = |name: &str| format!("{prefix}.{name}");
-    if let Some(source) = &input.source {
-        check_chars(
-            &field("source"),
-            source,
-            "source_chars_max",
-            limits.source_chars_max,
-        )?;
-    }
-    if let Some(url) = &input.url {
-        check_chars(&field("url"), url, "url_chars_max", limits.url_chars_max)?;
-    }
+    let source = evidence_source(input, &field, limits)?;
     let summary = &input.summary;
     check_chars(
         &field("summary"),
@@ -497,30 +487,6 @@ fn evidence_added(
     if summary.trim().is_empty() {
         return Err(Refusal::invalid(field("summary"), "must not be empty"));
     }
-    let source =
-        normalise_source(input.source.as_deref(), input.url.as_deref()).map_err(|e| match e {
-            SourceNameError::Missing => {
-                Refusal::invalid(field("source"), "give a publisher or a URL")
-            }
-            SourceNameError::NoHost => {
-                let which = if input
-                    .source
-                    .as_deref()
-                    .is_some_and(|s| !s.trim().is_empty())
-                {
-                    "source"
-                } else {
-                    "url"
-                };
-                Refusal::invalid(field(which), "is a URL without a host")
-            }
-        })?;
-    check_chars(
-        &field("source"),
-        &source,
-        "source_chars_max",
-        limits.source_chars_max,
-    )?;
     let source_type = input.source_type.parse().map_err(|_| {
         Refusal::invalid(
             field("source_type"),
@@ -533,52 +499,10 @@ fn evidence_added(
     })?;
     let publish_date = date_field(&field("publish_date"), &input.publish_date, ctx)?;
     let relevance = finite_unit(&field("relevance"), input.relevance)?;
-    let relevance_inputs = match (input.relevance_basis, &input.relevance_inputs) {
-        (RelevanceBasis::Topicality, Some(inputs)) => {
-            let Some(params) = &task.rules.v2 else {
-                return Err(Refusal::invalid(
-                    field("relevance_basis"),
-                    format!(
-                        "topicality is relevance of rule set v2; this task uses {}",
-                        task.rules.id
-                    ),
-                ));
-            };
-            let derived = crate::rules::v2::topical_relevance(inputs, params);
-            if derived.to_bits() != relevance.to_bits() {
-                return Err(Refusal::invalid(
-                    field("relevance"),
-                    format!("{relevance} does not follow from its inputs, which give {derived}"),
-                ));
-            }
-            Some(inputs.clone())
-        }
-        (RelevanceBasis::Topicality, None) => {
-            return Err(Refusal::invalid(
-                field("relevance_inputs"),
-                "topicality needs the inputs it is computed from",
-            ));
-        }
-        (_, Some(_)) => {
-            return Err(Refusal::invalid(
-                field("relevance_inputs"),
-                "only a topicality relevance records inputs",
-            ));
-        }
-        (_, None) => None,
-    };
+    let relevance_inputs = relevance_inputs(task, input, relevance, &field)?;
     let sub_question = match &input.sub_question {
         None => None,
-        Some(id) => {
-            let id = SubQuestionId::new(id.trim());
-            if state.sub_question(&id).is_none() {
-                return Err(Refusal::NotFound {
-                    what: "sub_question",
-                    id: id.to_string(),
-                });
-            }
-            Some(id)
-        }
+        Some(id) => Some(known_sub_question(state, id)?),
     };
     let scores = derive::evidence_scores(
         &task.rules,
@@ -609,6 +533,103 @@ fn evidence_added(
         recency: scores.recency,
         relevance_inputs,
     })
+}
+
+/// An item's source: the publisher given, or the host of its URL, normalised (`field` names
+/// an input in a refusal).
+fn evidence_source(
+    input: &EvidenceInput,
+    field: &dyn Fn(&str) -> String,
+    limits: &Limits,
+) -> Result<String, Refusal> {
+    if let Some(source) = &input.source {
+        check_chars(
+            &field("source"),
+            source,
+            "source_chars_max",
+            limits.source_chars_max,
+        )?;
+    }
+    if let Some(url) = &input.url {
+        check_chars(&field("url"), url, "url_chars_max", limits.url_chars_max)?;
+    }
+    let source =
+        normalise_source(input.source.as_deref(), input.url.as_deref()).map_err(|e| match e {
+            SourceNameError::Missing => {
+                Refusal::invalid(field("source"), "give a publisher or a URL")
+            }
+            SourceNameError::NoHost => {
+                let which = if input
+                    .source
+                    .as_deref()
+                    .is_some_and(|s| !s.trim().is_empty())
+                {
+                    "source"
+                } else {
+                    "url"
+                };
+                Refusal::invalid(field(which), "is a URL without a host")
+            }
+        })?;
+    check_chars(
+        &field("source"),
+        &source,
+        "source_chars_max",
+        limits.source_chars_max,
+    )?;
+    Ok(source)
+}
+
+/// The inputs a topicality relevance (rule set v2) was computed from, checked to give the
+/// `relevance` stated; no other basis records any.
+fn relevance_inputs(
+    task: &TaskInfo,
+    input: &EvidenceInput,
+    relevance: f64,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<RelevanceInputs>, Refusal> {
+    match (input.relevance_basis, &input.relevance_inputs) {
+        (RelevanceBasis::Topicality, Some(inputs)) => {
+            let Some(params) = &task.rules.v2 else {
+                return Err(Refusal::invalid(
+                    field("relevance_basis"),
+                    format!(
+                        "topicality is relevance of rule set v2; this task uses {}",
+                        task.rules.id
+                    ),
+                ));
+            };
+            let derived = crate::rules::v2::topical_relevance(inputs, params);
+            if derived.to_bits() != relevance.to_bits() {
+                return Err(Refusal::invalid(
+                    field("relevance"),
+                    format!("{relevance} does not follow from its inputs, which give {derived}"),
+                ));
+            }
+            Ok(Some(inputs.clone()))
+        }
+        (RelevanceBasis::Topicality, None) => Err(Refusal::invalid(
+            field("relevance_inputs"),
+            "topicality needs the inputs it is computed from",
+        )),
+        (_, Some(_)) => Err(Refusal::invalid(
+            field("relevance_inputs"),
+            "only a topicality relevance records inputs",
+        )),
+        (_, None) => Ok(None),
+    }
+}
+
+/// A sub-question of the task, by the id given.
+fn known_sub_question(state: &TaskState, id: &str) -> Result<SubQuestionId, Refusal> {
+    let id = SubQuestionId::new(id.trim());
+    if state.sub_question(&id).is_none() {
+        return Err(Refusal::NotFound {
+            what: "sub_question",
+            id: id.to_string(),
+        });
+    }
+    Ok(id)
 }
 
 fn existing_with_hash<'a>(state: &'a TaskState, hash: &Hash32) -> Option<&'a EvidenceId> {
@@ -942,16 +963,7 @@ fn screen(
         let sub_question = match &decision.sub_question {
             ScopeChoice::Keep => item.scope().clone(),
             ScopeChoice::MainQuestion => None,
-            ScopeChoice::SubQuestion(id) => {
-                let id = SubQuestionId::new(id.trim());
-                if state.sub_question(&id).is_none() {
-                    return Err(Refusal::NotFound {
-                        what: "sub_question",
-                        id: id.to_string(),
-                    });
-                }
-                Some(id)
-            }
+            ScopeChoice::SubQuestion(id) => Some(known_sub_question(state, id)?),
         };
         let mut causes = Causes::new(state);
         causes.cite(&item.provenance.cite);

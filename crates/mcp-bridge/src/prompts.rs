@@ -96,120 +96,15 @@ fn optional<'a>(request: &'a GetPromptRequestParams, name: &str) -> Option<&'a s
         .filter(|v| !v.is_empty())
 }
 
+/// `prompts/get`: the prompt named, filled in with its arguments.
 pub(crate) fn get(
     bridge: &Bridge,
     request: &GetPromptRequestParams,
 ) -> Result<GetPromptResult, McpError> {
     match request.name.as_str() {
-        DEEP_RESEARCH => {
-            let question = required(request, "question")?;
-            let constraints: Vec<&str> = optional(request, "constraints")
-                .map(|c| c.lines().map(str::trim).filter(|l| !l.is_empty()).collect())
-                .unwrap_or_default();
-            let constraints_json =
-                serde_json::to_string(&constraints).unwrap_or_else(|_| "[]".into());
-            let text = format!(
-                "Research this question with the research-ledger tools, so that every step is recorded and the verdict is the service's, not yours:\n\n\
-                 Question: {question}\n\
-                 Constraints: {}\n\n\
-                 1. Call research_open_task with {{\"question\": {}, \"constraints\": {constraints_json}}}.\n\
-                 2. If the question has distinct parts, add them with research_expand_subquestions.\n\
-                 3. Search with retrieval_search_evidence, once for the main question and once per sub-question (or call research_run_pipeline, which searches every scope and stops when screening is due).\n\
-                 4. Read each candidate (retrieval_get_source_detail when the summary is not enough) and screen it with synthesis_screen_evidence: adopt it with its stance toward the question (supports, opposes, neutral) and the sub-question it answers, or reject it, always with a reason. Add evidence you know of with retrieval_add_evidence.\n\
-                 5. Call evaluation_conflict_resolution, then evaluation_build_decision_matrix, evaluation_generate_conclusion and evaluation_explain_reasoning (or research_run_pipeline again). A pending conflict is the person's to decide, not yours: when your client supports elicitation the service asks the person itself during evaluation_conflict_resolution; otherwise show the person the conflict (review_conflicts), propose a decision with your reasons if you have one, and record only what the person decides.\n\
-                 6. Report the conclusion card as the service returned it (stance, confidence, components), cite the evidence ids it used, and give the task_id so the research can be audited.\n\n\
-                 When a tool refuses with workflow_order, do the pending_actions it lists first. On session_conflict, read the task again (research_summarize_state) before deciding. Use idempotency_key on writes you may retry.",
-                if constraints.is_empty() {
-                    "none".to_owned()
-                } else {
-                    constraints.join("; ")
-                },
-                serde_json::to_string(question).unwrap_or_default(),
-            );
-            Ok(
-                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                    .with_description(format!("Deep research: {question}")),
-            )
-        }
-        REVIEW_CONFLICTS => {
-            let task_id = required(request, "task_id")?;
-            let state = bridge
-                .service()
-                .state(task_id)
-                .map_err(|e| prompt_error(&e))?;
-            let question = state.task().map(|t| t.question.clone()).unwrap_or_default();
-            let mut text = format!(
-                "Review the conflicts of research task {task_id} (version {}): {question}\n\n",
-                state.version()
-            );
-            let conflicts: Vec<_> = state
-                .conflict_views()
-                .into_iter()
-                .filter(|c| c.current)
-                .collect();
-            if conflicts.is_empty() {
-                text.push_str("The task has no conflict in force. If the evidence changed since the conflict rules last ran, call evaluation_conflict_resolution first.\n");
-            }
-            for c in &conflicts {
-                let view = serde_json::to_value(c).unwrap_or(Value::Null);
-                text.push_str(&format!(
-                    "## {} — scope {}, tier {}, winner {}\n{}\n",
-                    c.conflict_id,
-                    view["scope"].as_str().unwrap_or("the main question"),
-                    view["tier"].as_str().unwrap_or("?"),
-                    view["winner"].as_str().unwrap_or("none"),
-                    serde_json::to_string_pretty(&view).unwrap_or_default()
-                ));
-                if let Some(d) = state.divergence(&c.conflict_id) {
-                    text.push_str(&format!(
-                        "Divergence summary:\n{}\n",
-                        serde_json::to_string_pretty(&d).unwrap_or_default()
-                    ));
-                }
-                text.push('\n');
-            }
-            text.push_str(
-                "A pending conflict is the person's to decide; you may propose. For each pending conflict, read both sides (retrieval_get_source_detail for their texts), tell the person what each side rests on and, if you have one, the decision you propose and why. Record only what the person decides: the winning side (supports or opposes) or both_stand, always with their reason. When your client supports elicitation, evaluation_conflict_resolution asks the person itself and records the answer as the person's. A decision you send with evaluation_resolve_conflict is recorded as the assistant's (decided_by: assistant), and a task opened with conflict_decisions: person refuses it (person_decision_required); the person then decides with a reviewer's token over REST, GraphQL or the command line. An automatic adjudication (tier authority, recency or weight) may be appealed the same way, with a reason. Then rebuild the decision matrix and issue the conclusion again.",
-            );
-            Ok(
-                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                    .with_description(format!("Conflicts of task {task_id}")),
-            )
-        }
-        AUDIT_VERDICT => {
-            let task_id = required(request, "task_id")?;
-            let service = bridge.service();
-            let state = service.state(task_id).map_err(|e| prompt_error(&e))?;
-            let Some(card) = state.conclusion_card(None) else {
-                return Err(McpError::invalid_params(
-                    format!("task {task_id} has no conclusion to audit yet"),
-                    None,
-                ));
-            };
-            let explanation = service
-                .explanation(task_id)
-                .map_err(|e| prompt_error(&e))?
-                .map(|(markdown, _)| markdown)
-                .unwrap_or_default();
-            let text = format!(
-                "Audit the verdict of research task {task_id} (version {}).\n\n\
-                 The conclusion card, as recorded:\n{}\n\n\
-                 Its explanation, every line citing a ledger event (seq and hash):\n{explanation}\n\n\
-                 Check, and report each point as confirmed or not:\n\
-                 1. audit_verify says the ledger is intact (hash chain, Merkle tree, signed checkpoints).\n\
-                 2. Every evidence item the card cites is in ledger://tasks/{task_id}/events, adopted, not retracted, with the content hash the card gives (retrieval_get_source_detail shows the text, a page at a time, and its hash).\n\
-                 3. Every adjudication the card cites follows the rule set the card records (its rules.id): authority gap, then recency gap (under v2 between given dates only, then side weight when enabled), else pending for a person; human decisions carry a reason.\n\
-                 4. The components and the confidence follow from the evidence by the rules recorded in the card; the stance follows from them.\n\
-                 5. The card is not stale (stale: false); if it is, say what changed since.\n\
-                 Do not re-judge the evidence yourself; say where the record and the verdict disagree.",
-                state.version(),
-                serde_json::to_string_pretty(&card).unwrap_or_default(),
-            );
-            Ok(
-                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                    .with_description(format!("Audit of task {task_id}")),
-            )
-        }
+        DEEP_RESEARCH => deep_research(request),
+        REVIEW_CONFLICTS => review_conflicts(bridge, request),
+        AUDIT_VERDICT => audit_verdict(bridge, request),
         other => Err(McpError::invalid_params(
             format!(
                 "unknown prompt {:?}; prompts/list names the prompts of this server",
@@ -218,6 +113,126 @@ pub(crate) fn get(
             None,
         )),
     }
+}
+
+/// `deep_research`: how to research a question with the tools, step by step.
+fn deep_research(request: &GetPromptRequestParams) -> Result<GetPromptResult, McpError> {
+    let question = required(request, "question")?;
+    let constraints: Vec<&str> = optional(request, "constraints")
+        .map(|c| c.lines().map(str::trim).filter(|l| !l.is_empty()).collect())
+        .unwrap_or_default();
+    let constraints_json = serde_json::to_string(&constraints).unwrap_or_else(|_| "[]".into());
+    let text = format!(
+        "Research this question with the research-ledger tools, so that every step is recorded and the verdict is the service's, not yours:\n\n\
+         Question: {question}\n\
+         Constraints: {}\n\n\
+         1. Call research_open_task with {{\"question\": {}, \"constraints\": {constraints_json}}}.\n\
+         2. If the question has distinct parts, add them with research_expand_subquestions.\n\
+         3. Search with retrieval_search_evidence, once for the main question and once per sub-question (or call research_run_pipeline, which searches every scope and stops when screening is due).\n\
+         4. Read each candidate (retrieval_get_source_detail when the summary is not enough) and screen it with synthesis_screen_evidence: adopt it with its stance toward the question (supports, opposes, neutral) and the sub-question it answers, or reject it, always with a reason. Add evidence you know of with retrieval_add_evidence.\n\
+         5. Call evaluation_conflict_resolution, then evaluation_build_decision_matrix, evaluation_generate_conclusion and evaluation_explain_reasoning (or research_run_pipeline again). A pending conflict is the person's to decide, not yours: when your client supports elicitation the service asks the person itself during evaluation_conflict_resolution; otherwise show the person the conflict (review_conflicts), propose a decision with your reasons if you have one, and record only what the person decides.\n\
+         6. Report the conclusion card as the service returned it (stance, confidence, components), cite the evidence ids it used, and give the task_id so the research can be audited.\n\n\
+         When a tool refuses with workflow_order, do the pending_actions it lists first. On session_conflict, read the task again (research_summarize_state) before deciding. Use idempotency_key on writes you may retry.",
+        if constraints.is_empty() {
+            "none".to_owned()
+        } else {
+            constraints.join("; ")
+        },
+        serde_json::to_string(question).unwrap_or_default(),
+    );
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(format!("Deep research: {question}")),
+    )
+}
+
+/// `review_conflicts`: a task's conflicts in force, and how a person decides them.
+fn review_conflicts(
+    bridge: &Bridge,
+    request: &GetPromptRequestParams,
+) -> Result<GetPromptResult, McpError> {
+    let task_id = required(request, "task_id")?;
+    let state = bridge
+        .service()
+        .state(task_id)
+        .map_err(|e| prompt_error(&e))?;
+    let question = state.task().map(|t| t.question.clone()).unwrap_or_default();
+    let mut text = format!(
+        "Review the conflicts of research task {task_id} (version {}): {question}\n\n",
+        state.version()
+    );
+    let conflicts: Vec<_> = state
+        .conflict_views()
+        .into_iter()
+        .filter(|c| c.current)
+        .collect();
+    if conflicts.is_empty() {
+        text.push_str("The task has no conflict in force. If the evidence changed since the conflict rules last ran, call evaluation_conflict_resolution first.\n");
+    }
+    for c in &conflicts {
+        let view = serde_json::to_value(c).unwrap_or(Value::Null);
+        text.push_str(&format!(
+            "## {} — scope {}, tier {}, winner {}\n{}\n",
+            c.conflict_id,
+            view["scope"].as_str().unwrap_or("the main question"),
+            view["tier"].as_str().unwrap_or("?"),
+            view["winner"].as_str().unwrap_or("none"),
+            serde_json::to_string_pretty(&view).unwrap_or_default()
+        ));
+        if let Some(d) = state.divergence(&c.conflict_id) {
+            text.push_str(&format!(
+                "Divergence summary:\n{}\n",
+                serde_json::to_string_pretty(&d).unwrap_or_default()
+            ));
+        }
+        text.push('\n');
+    }
+    text.push_str(
+        "A pending conflict is the person's to decide; you may propose. For each pending conflict, read both sides (retrieval_get_source_detail for their texts), tell the person what each side rests on and, if you have one, the decision you propose and why. Record only what the person decides: the winning side (supports or opposes) or both_stand, always with their reason. When your client supports elicitation, evaluation_conflict_resolution asks the person itself and records the answer as the person's. A decision you send with evaluation_resolve_conflict is recorded as the assistant's (decided_by: assistant), and a task opened with conflict_decisions: person refuses it (person_decision_required); the person then decides with a reviewer's token over REST, GraphQL or the command line. An automatic adjudication (tier authority, recency or weight) may be appealed the same way, with a reason. Then rebuild the decision matrix and issue the conclusion again.",
+    );
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(format!("Conflicts of task {task_id}")),
+    )
+}
+
+/// `audit_verdict`: a task's conclusion card and explanation, and what to check of them.
+fn audit_verdict(
+    bridge: &Bridge,
+    request: &GetPromptRequestParams,
+) -> Result<GetPromptResult, McpError> {
+    let task_id = required(request, "task_id")?;
+    let service = bridge.service();
+    let state = service.state(task_id).map_err(|e| prompt_error(&e))?;
+    let Some(card) = state.conclusion_card(None) else {
+        return Err(McpError::invalid_params(
+            format!("task {task_id} has no conclusion to audit yet"),
+            None,
+        ));
+    };
+    let explanation = service
+        .explanation(task_id)
+        .map_err(|e| prompt_error(&e))?
+        .map(|(markdown, _)| markdown)
+        .unwrap_or_default();
+    let text = format!(
+        "Audit the verdict of research task {task_id} (version {}).\n\n\
+         The conclusion card, as recorded:\n{}\n\n\
+         Its explanation, every line citing a ledger event (seq and hash):\n{explanation}\n\n\
+         Check, and report each point as confirmed or not:\n\
+         1. audit_verify says the ledger is intact (hash chain, Merkle tree, signed checkpoints).\n\
+         2. Every evidence item the card cites is in ledger://tasks/{task_id}/events, adopted, not retracted, with the content hash the card gives (retrieval_get_source_detail shows the text, a page at a time, and its hash).\n\
+         3. Every adjudication the card cites follows the rule set the card records (its rules.id): authority gap, then recency gap (under v2 between given dates only, then side weight when enabled), else pending for a person; human decisions carry a reason.\n\
+         4. The components and the confidence follow from the evidence by the rules recorded in the card; the stance follows from them.\n\
+         5. The card is not stale (stale: false); if it is, say what changed since.\n\
+         Do not re-judge the evidence yourself; say where the record and the verdict disagree.",
+        state.version(),
+        serde_json::to_string_pretty(&card).unwrap_or_default(),
+    );
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(format!("Audit of task {task_id}")),
+    )
 }
 
 /// Task ids that start with `prefix`, the most recently opened first.

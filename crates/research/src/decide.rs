@@ -359,24 +359,7 @@ fn open_task(
         "question_chars_max",
         limits.question_chars_max,
     )?;
-    check_count(
-        "constraints",
-        c.constraints.len(),
-        "constraints_count_max",
-        limits.constraints_count_max,
-    )?;
-    let mut constraints = Vec::with_capacity(c.constraints.len());
-    for (i, constraint) in c.constraints.iter().enumerate() {
-        constraints.push(
-            required_text(
-                &format!("constraints[{i}]"),
-                constraint,
-                "constraint_chars_max",
-                limits.constraint_chars_max,
-            )?
-            .to_string(),
-        );
-    }
+    let constraints = checked_constraints(&c.constraints, limits)?;
     let research_date = match &c.research_date {
         Some(text) => date_field("research_date", text, ctx)?,
         None => ctx.now.date_naive(),
@@ -395,6 +378,29 @@ fn open_task(
         }),
         causation: Vec::new(),
     }])
+}
+
+/// A task's constraints, each checked and trimmed.
+fn checked_constraints(given: &[String], limits: &Limits) -> Result<Vec<String>, Refusal> {
+    check_count(
+        "constraints",
+        given.len(),
+        "constraints_count_max",
+        limits.constraints_count_max,
+    )?;
+    given
+        .iter()
+        .enumerate()
+        .map(|(i, constraint)| {
+            required_text(
+                &format!("constraints[{i}]"),
+                constraint,
+                "constraint_chars_max",
+                limits.constraint_chars_max,
+            )
+            .map(str::to_string)
+        })
+        .collect()
 }
 
 fn expand(

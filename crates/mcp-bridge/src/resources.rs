@@ -390,6 +390,38 @@ fn events_page(
     Ok(body)
 }
 
+/// `ledger://tasks/{task_id}/conclusion`: the task's current conclusion card.
+fn latest_conclusion(bridge: &Bridge, uri: &str, task_id: &str) -> Result<Value, McpError> {
+    let state = bridge
+        .service()
+        .state(task_id)
+        .map_err(|e| resource_error(uri, &e))?;
+    let Some(card) = state.conclusion_card(None) else {
+        return Err(resource_not_found(uri, "the task has no conclusion yet"));
+    };
+    let mut body = json!({"task_id": task_id, "session_version": state.version()});
+    if let (Value::Object(map), Value::Object(card)) = (&mut body, to_json(&card)) {
+        map.extend(card);
+    }
+    Ok(body)
+}
+
+/// `ledger://checkpoints/latest`: the latest signed checkpoint.
+fn latest_checkpoint(bridge: &Bridge, uri: &str) -> Result<Value, McpError> {
+    let checkpoint = bridge
+        .service()
+        .ledger()
+        .latest_checkpoint()
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    match checkpoint {
+        Some(c) => Ok(to_json(&c)),
+        None => Err(resource_not_found(
+            uri,
+            "no checkpoint has been written yet",
+        )),
+    }
+}
+
 /// A conclusion as issued, by id: its card as the task stood when it was issued, pinned to
 /// that version and to the hash and seq of its `conclusion_issued` event. It never changes; the
 /// current conclusion, and whether this one went stale, are at `…/conclusion`.
@@ -474,32 +506,8 @@ pub(crate) fn read(bridge: &Bridge, uri: &str) -> Result<ReadResourceResult, Mcp
             task_id,
             conclusion_id,
         } => pinned_conclusion(bridge, uri, &task_id, &conclusion_id)?,
-        ResourceUri::Conclusion { task_id } => {
-            let state = service.state(&task_id).map_err(fail)?;
-            let Some(card) = state.conclusion_card(None) else {
-                return Err(resource_not_found(uri, "the task has no conclusion yet"));
-            };
-            let mut body = json!({"task_id": task_id, "session_version": state.version()});
-            if let (Value::Object(map), Value::Object(card)) = (&mut body, to_json(&card)) {
-                map.extend(card);
-            }
-            body
-        }
-        ResourceUri::LatestCheckpoint => {
-            let checkpoint = service
-                .ledger()
-                .latest_checkpoint()
-                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-            match checkpoint {
-                Some(c) => to_json(&c),
-                None => {
-                    return Err(resource_not_found(
-                        uri,
-                        "no checkpoint has been written yet",
-                    ));
-                }
-            }
-        }
+        ResourceUri::Conclusion { task_id } => latest_conclusion(bridge, uri, &task_id)?,
+        ResourceUri::LatestCheckpoint => latest_checkpoint(bridge, uri)?,
     };
     let text = serde_json::to_string_pretty(&body)
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;

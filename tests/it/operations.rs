@@ -130,6 +130,13 @@ fn prometheus_reads_the_metrics_of_a_task_run_to_its_verdict() {
             .unwrap_or_else(|| panic!("no {name} in\n{text}"))
             .1
     };
+    let sum = |prefix: &str| -> f64 {
+        samples
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    };
     let buckets: Vec<(&str, f64)> = samples
         .iter()
         .filter(|(n, _)| n.starts_with("research_ledger_append_duration_seconds_bucket{"))
@@ -147,12 +154,11 @@ fn prometheus_reads_the_metrics_of_a_task_run_to_its_verdict() {
     // One append for each successful call: the task, two items, the screening, the conflicts,
     // the matrix and the verdict.
     assert_eq!(appends, 7.0, "{text}");
-    let tool_calls: f64 = samples
-        .iter()
-        .filter(|(n, _)| n.starts_with("research_ledger_tool_calls_total{"))
-        .map(|(_, v)| v)
-        .sum();
-    assert_eq!(tool_calls, f64::from(calls), "{text}");
+    assert_eq!(
+        sum("research_ledger_tool_calls_total{"),
+        f64::from(calls),
+        "{text}"
+    );
     assert_eq!(
         value("research_ledger_tool_calls_total{tool=\"unknown\",outcome=\"not_found\"}"),
         1.0
@@ -161,12 +167,7 @@ fn prometheus_reads_the_metrics_of_a_task_run_to_its_verdict() {
         value("research_ledger_conflicts_total{tier=\"authority\"}"),
         1.0
     );
-    let conclusions: f64 = samples
-        .iter()
-        .filter(|(n, _)| n.starts_with("research_ledger_conclusions_total{stance="))
-        .map(|(_, v)| v)
-        .sum();
-    assert_eq!(conclusions, 1.0, "{text}");
+    assert_eq!(sum("research_ledger_conclusions_total{"), 1.0, "{text}");
     assert_eq!(
         value("research_ledger_size_events"),
         value("research_ledger_events_appended_total")

@@ -160,52 +160,48 @@ def research(mcpdo: Mcpdo, connection: str, question: dict[str, Any]) -> tuple[s
 
 
 def test_a_task_reaches_the_designed_verdict_through_the_inspector_in_both_eras_over_http_and_stdio(
-    mcpdo: Mcpdo, data_dir: Path, sample_data: Path, tmp_path: Path, questions: list[dict[str, Any]]
+    mcpdo: Mcpdo, server: Server, sample_data: Path, tmp_path: Path, questions: list[dict[str, Any]]
 ) -> None:
     question = next(q for q in questions if q["id"] == "lake-varden-blooms")
-    server = Server(data_dir)
     stdio_data = tmp_path / "stdio-data"
     shutil.copytree(sample_data, stdio_data)
-    try:
-        eras = {
-            "http-legacy": mcpdo.connect("http-legacy", "legacy", server.url),
-            "http-modern": mcpdo.connect("http-modern", "modern", server.url),
-            "stdio-modern": mcpdo.connect(
-                "stdio-modern", "modern", "--", binary(), "--data-dir", str(stdio_data), "mcp"
-            ),
-            "stdio-legacy": mcpdo.connect(
-                "stdio-legacy", "legacy", "--", binary(), "--data-dir", str(tmp_path / "empty"), "mcp"
-            ),
-        }
-        assert {name: shown["protocolVersion"] for name, shown in eras.items()} == {
-            "http-legacy": "2025-11-25",
-            "http-modern": "2026-07-28",
-            "stdio-modern": "2026-07-28",
-            "stdio-legacy": "2025-11-25",
-        }
-        cards = {}
-        for connection in ["http-legacy", "http-modern", "stdio-modern"]:
-            task, card = research(mcpdo, connection, question)
-            assert card["stance"] == question["expected"]["conclusion"]["stance"], (connection, card)
-            cards[connection] = card
-            summary = json.loads(
-                mcpdo.ok(f"@{connection}", "resources/read", f"ledger://tasks/{task}/summary")["contents"][0]["text"]
-            )
-            assert summary["pending_actions"] == [] and summary["conclusion"] is not None, summary
-            assert mcpdo.ok(f"@{connection}", "prompts/list")["prompts"]
-        # The same evidence under the same rules: the same verdict, however it was asked for.
-        assert len({(c["stance"], c["confidence"]) for c in cards.values()}) == 1, cards
+    eras = {
+        "http-legacy": mcpdo.connect("http-legacy", "legacy", server.url),
+        "http-modern": mcpdo.connect("http-modern", "modern", server.url),
+        "stdio-modern": mcpdo.connect(
+            "stdio-modern", "modern", "--", binary(), "--data-dir", str(stdio_data), "mcp"
+        ),
+        "stdio-legacy": mcpdo.connect(
+            "stdio-legacy", "legacy", "--", binary(), "--data-dir", str(tmp_path / "empty"), "mcp"
+        ),
+    }
+    assert {name: shown["protocolVersion"] for name, shown in eras.items()} == {
+        "http-legacy": "2025-11-25",
+        "http-modern": "2026-07-28",
+        "stdio-modern": "2026-07-28",
+        "stdio-legacy": "2025-11-25",
+    }
+    cards = {}
+    for connection in ["http-legacy", "http-modern", "stdio-modern"]:
+        task, card = research(mcpdo, connection, question)
+        assert card["stance"] == question["expected"]["conclusion"]["stance"], (connection, card)
+        cards[connection] = card
+        summary = json.loads(
+            mcpdo.ok(f"@{connection}", "resources/read", f"ledger://tasks/{task}/summary")["contents"][0]["text"]
+        )
+        assert summary["pending_actions"] == [] and summary["conclusion"] is not None, summary
+        assert mcpdo.ok(f"@{connection}", "prompts/list")["prompts"]
+    # The same evidence under the same rules: the same verdict, however it was asked for.
+    assert len({(c["stance"], c["confidence"]) for c in cards.values()}) == 1, cards
 
-        # A refusal is a tool result the SDK accepts, with the error's code in its structured
-        # content, in either era and over either transport.
-        for connection in eras:
-            code, out, _ = mcpdo.run(f"@{connection}", "tools/call", "research_summarize_state", '{"task_id": "no-such-task"}')
-            assert code != 0 and out["isError"] is True, (connection, out)
-            assert out["structuredContent"]["error"] == "not_found", (connection, out)
-            code, out, _ = mcpdo.run(f"@{connection}", "tools/call", "research_open_task", '{"question": ""}')
-            assert out["isError"] is True and out["structuredContent"]["error"] == "invalid_argument", (connection, out)
-        # What the server holds is intact after it all.
-        verified = mcpdo.call("http-modern", "audit_verify", {})
-        assert verified["intact"] is True, verified
-    finally:
-        server.stop()
+    # A refusal is a tool result the SDK accepts, with the error's code in its structured
+    # content, in either era and over either transport.
+    for connection in eras:
+        code, out, _ = mcpdo.run(f"@{connection}", "tools/call", "research_summarize_state", '{"task_id": "no-such-task"}')
+        assert code != 0 and out["isError"] is True, (connection, out)
+        assert out["structuredContent"]["error"] == "not_found", (connection, out)
+        code, out, _ = mcpdo.run(f"@{connection}", "tools/call", "research_open_task", '{"question": ""}')
+        assert out["isError"] is True and out["structuredContent"]["error"] == "invalid_argument", (connection, out)
+    # What the server holds is intact after it all.
+    verified = mcpdo.call("http-modern", "audit_verify", {})
+    assert verified["intact"] is True, verified

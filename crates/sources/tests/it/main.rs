@@ -3,6 +3,7 @@
 
 mod blobs;
 mod contracts;
+mod database;
 mod ingest;
 mod rank;
 mod search;

@@ -642,6 +642,61 @@ fn a_server_without_fsync_is_not_written_to() {
     );
 }
 
+/// An append is acknowledged only once its commit is durable where the operator asked: with a
+/// synchronous standby named, the commit waits for it, even on a server whose default is not to
+/// wait (`synchronous_commit = off`). The standby named never connects, so the append must
+/// still be waiting when the commit is seen waiting for it (`SyncRep`); naming none releases it.
+#[test]
+fn an_append_waits_for_the_synchronous_standby_whatever_the_servers_default() {
+    if cluster_or_skip("an_append_waits_for_the_synchronous_standby").is_none() {
+        return;
+    }
+    let cluster = PgCluster::start_with(&[("synchronous_commit", "off")]).unwrap();
+    let url = cluster.create_database().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_postgres(
+        &url,
+        keys.path(),
+        LedgerOptions {
+            checkpoint_interval: None,
+            ..options(16)
+        },
+    )
+    .unwrap();
+    append_any(&ledger, "s", b"before").unwrap();
+    let standby = |names: &str| {
+        let named = format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'");
+        sql(&cluster, &url, &named);
+        sql(&cluster, &url, "SELECT pg_reload_conf()");
+    };
+    standby("nobody");
+    // The server's own default does not wait: a commit of another session returns.
+    sql(&cluster, &url, "CREATE TABLE not_waited (x int)");
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                   AND application_name = 'research-ledger' AND wait_event = 'SyncRep'";
+    std::thread::scope(|s| {
+        let append = s.spawn(|| append_any(&ledger, "s", b"waits for the standby"));
+        eventually(
+            "the append's commit waits for the synchronous standby",
+            || {
+                assert!(
+                    !append.is_finished(),
+                    "the append was acknowledged before the standby had it: {:?}",
+                    ledger.head()
+                );
+                sql(&cluster, &url, waiting) == "1"
+            },
+        );
+        assert!(
+            !append.is_finished(),
+            "acknowledged while its commit waited"
+        );
+        standby("");
+        let receipt = append.join().unwrap().expect("acknowledged once released");
+        assert_eq!(receipt.events[0].seq, 1);
+    });
+}
+
 #[test]
 fn a_server_crash_under_load_loses_no_acknowledged_append() {
     if cluster_or_skip("a_server_crash").is_none() {

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use test_support::postgres::cluster_or_skip;
+use test_support::postgres::database_or_skip;
 
 use super::{run_with_env, stderr, stdout};
 
@@ -33,10 +33,10 @@ fn files_under(dir: &Path) -> usize {
 
 #[test]
 fn a_second_data_directory_over_the_same_database_reads_the_ledger_and_the_content() {
-    let Some(cluster) = cluster_or_skip("a_second_data_directory_over_the_same_database") else {
+    let Some((cluster, url)) = database_or_skip("a_second_data_directory_over_the_same_database")
+    else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let first = tempfile::tempdir().unwrap();
     let out = with_url(
         first.path(),
@@ -100,10 +100,9 @@ fn a_second_data_directory_over_the_same_database_reads_the_ledger_and_the_conte
 
 #[test]
 fn a_changed_text_in_the_database_is_never_exported_and_repair_refuses_the_url() {
-    let Some(cluster) = cluster_or_skip("a_changed_text_in_the_database") else {
+    let Some((cluster, url)) = database_or_skip("a_changed_text_in_the_database") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let data = tempfile::tempdir().unwrap();
     let out = with_url(
         data.path(),
@@ -143,10 +142,9 @@ fn a_changed_text_in_the_database_is_never_exported_and_repair_refuses_the_url()
 
 #[test]
 fn a_token_made_beside_one_data_directory_is_honoured_and_revoked_on_another() {
-    let Some(cluster) = cluster_or_skip("a_token_made_beside_one_data_directory") else {
+    let Some((cluster, url)) = database_or_skip("a_token_made_beside_one_data_directory") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let first = tempfile::tempdir().unwrap();
     let out = with_url(
         first.path(),
@@ -253,10 +251,9 @@ fn whole_bundle(data: &Path, url: Option<&str>, key: &str) -> Value {
 
 #[test]
 fn migrate_moves_a_whole_ledger_into_a_database_and_back_and_it_still_verifies() {
-    let Some(cluster) = cluster_or_skip("migrate_moves_a_whole_ledger") else {
+    let Some((cluster, url)) = database_or_skip("migrate_moves_a_whole_ledger") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let first = tempfile::tempdir().unwrap();
     let d1 = first.path();
     let out = bare(
@@ -437,10 +434,9 @@ fn write_documents(dir: &Path) {
 
 #[test]
 fn two_servers_on_one_database_serve_the_same_contracts_and_corpus() {
-    let Some(cluster) = cluster_or_skip("two_servers_on_one_database") else {
+    let Some((_, url)) = database_or_skip("two_servers_on_one_database") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let env = [("RESEARCH_LEDGER_STORAGE_URL", url.as_str())];
     let a = crate::server::Server::start_with(a_dir.path(), &[], &env);
@@ -529,10 +525,9 @@ fn pushable_folder(dir: &Path) {
 
 #[test]
 fn contracts_push_stores_a_folder_for_every_node_and_unshared_files_are_refused() {
-    let Some(cluster) = cluster_or_skip("contracts_push") else {
+    let Some((_, url)) = database_or_skip("contracts_push") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (a_dir, b_dir, folder) = (
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),

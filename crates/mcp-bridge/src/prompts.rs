@@ -115,6 +115,12 @@ pub(crate) fn get(
     }
 }
 
+/// A prompt of one message, from the user, with its description.
+fn asking_the_user(text: String, description: String) -> GetPromptResult {
+    GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+        .with_description(description)
+}
+
 /// `deep_research`: how to research a question with the tools, step by step.
 fn deep_research(request: &GetPromptRequestParams) -> Result<GetPromptResult, McpError> {
     let question = required(request, "question")?;
@@ -140,10 +146,7 @@ fn deep_research(request: &GetPromptRequestParams) -> Result<GetPromptResult, Mc
         },
         serde_json::to_string(question).unwrap_or_default(),
     );
-    Ok(
-        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-            .with_description(format!("Deep research: {question}")),
-    )
+    Ok(asking_the_user(text, format!("Deep research: {question}")))
 }
 
 /// `review_conflicts`: a task's conflicts in force, and how a person decides them.
@@ -190,10 +193,10 @@ fn review_conflicts(
     text.push_str(
         "A pending conflict is the person's to decide; you may propose. For each pending conflict, read both sides (retrieval_get_source_detail for their texts), tell the person what each side rests on and, if you have one, the decision you propose and why. Record only what the person decides: the winning side (supports or opposes) or both_stand, always with their reason. When your client supports elicitation, evaluation_conflict_resolution asks the person itself and records the answer as the person's. A decision you send with evaluation_resolve_conflict is recorded as the assistant's (decided_by: assistant), and a task opened with conflict_decisions: person refuses it (person_decision_required); the person then decides with a reviewer's token over REST, GraphQL or the command line. An automatic adjudication (tier authority, recency or weight) may be appealed the same way, with a reason. Then rebuild the decision matrix and issue the conclusion again.",
     );
-    Ok(
-        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-            .with_description(format!("Conflicts of task {task_id}")),
-    )
+    Ok(asking_the_user(
+        text,
+        format!("Conflicts of task {task_id}"),
+    ))
 }
 
 /// `audit_verdict`: a task's conclusion card and explanation, and what to check of them.
@@ -229,10 +232,7 @@ fn audit_verdict(
         state.version(),
         serde_json::to_string_pretty(&card).unwrap_or_default(),
     );
-    Ok(
-        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-            .with_description(format!("Audit of task {task_id}")),
-    )
+    Ok(asking_the_user(text, format!("Audit of task {task_id}")))
 }
 
 /// Task ids that start with `prefix`, the most recently opened first.

@@ -75,6 +75,16 @@ pub fn required() -> bool {
     std::env::var_os("RESEARCH_LEDGER_REQUIRE_POSTGRES").is_some()
 }
 
+/// A fresh database on the shared cluster for a test, with its URL, or `None` when PostgreSQL
+/// is absent and allowed to be ([`cluster_or_skip`]).
+pub fn database_or_skip(test: &str) -> Option<(&'static PgCluster, String)> {
+    let cluster = cluster_or_skip(test)?;
+    match cluster.create_database() {
+        Ok(url) => Some((cluster, url)),
+        Err(e) => panic!("{test}: a database for the test: {e}"),
+    }
+}
+
 /// A cluster for a test, or `None` (with a note on stderr) when PostgreSQL is not installed and
 /// not required. Panics when it is required and missing, or when the cluster does not start.
 pub fn cluster_or_skip(test: &str) -> Option<&'static PgCluster> {

@@ -17,17 +17,9 @@ use ledger::ledger_proof::{Frontier, MemoryTree, NodeSource, Sha256};
 use ledger::storage::postgres::{PostgresOptions, PostgresStorage};
 use ledger::storage::{Blob, Commit, SealedEvent, Storage, StorageError, TreeGrowth, content_hash};
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
-use test_support::postgres::{PgCluster, cluster_or_skip};
+use test_support::postgres::{PgCluster, cluster_or_skip, database_or_skip};
 
 use super::{keyed, options, request};
-
-/// A fresh database on the shared cluster, or `None` when PostgreSQL is absent and allowed to
-/// be.
-fn database(test: &str) -> Option<(&'static PgCluster, String)> {
-    let cluster = cluster_or_skip(test)?;
-    let url = cluster.create_database().expect("database");
-    Some((cluster, url))
-}
 
 fn open(url: &str, keys: &Path, seed: u64) -> Ledger {
     Ledger::open_postgres(url, keys, options(seed)).expect("ledger opens on PostgreSQL")
@@ -54,7 +46,7 @@ fn first_bad_seq(ledger: &Ledger) -> Option<u64> {
 
 #[test]
 fn appends_are_read_back_every_way_and_survive_reopening() {
-    let Some((cluster, url)) = database("appends_are_read_back") else {
+    let Some((cluster, url)) = database_or_skip("appends_are_read_back") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -161,7 +153,7 @@ fn appends_are_read_back_every_way_and_survive_reopening() {
 
 #[test]
 fn concurrent_appends_share_transactions_committed_in_seq_order() {
-    let Some((cluster, url)) = database("concurrent_appends") else {
+    let Some((cluster, url)) = database_or_skip("concurrent_appends") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -239,7 +231,7 @@ fn concurrent_appends_share_transactions_committed_in_seq_order() {
 
 #[test]
 fn a_reader_tailing_by_seq_never_sees_a_gap() {
-    let Some((_, url)) = database("a_reader_tailing") else {
+    let Some((_, url)) = database_or_skip("a_reader_tailing") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -309,7 +301,7 @@ fn build(url: &str, keys: &Path) {
 /// Builds a ledger, tampers with it through SQL, and checks that verification names
 /// `expected_seq` and that the ledger then refuses to write.
 fn check_tampering(test: &str, tamper: &str, expected_seq: u64) {
-    let Some((cluster, url)) = database(test) else {
+    let Some((cluster, url)) = database_or_skip(test) else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -375,7 +367,7 @@ fn an_inserted_event_is_caught_at_its_seq() {
 
 #[test]
 fn a_log_cut_short_with_its_head_row_is_caught_by_the_signed_checkpoint() {
-    let Some((cluster, url)) = database("a_log_cut_short") else {
+    let Some((cluster, url)) = database_or_skip("a_log_cut_short") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -402,7 +394,7 @@ fn a_log_cut_short_with_its_head_row_is_caught_by_the_signed_checkpoint() {
 
 #[test]
 fn events_missing_behind_the_head_row_are_a_problem_at_open() {
-    let Some((cluster, url)) = database("events_missing") else {
+    let Some((cluster, url)) = database_or_skip("events_missing") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -457,7 +449,7 @@ fn load(ledger: &Ledger, name: &str, n: usize) -> std::thread::JoinHandle<Vec<(S
 
 #[test]
 fn two_writers_on_one_database_follow_each_other_and_their_subscribers_miss_nothing() {
-    let Some((cluster, url)) = database("two_writers") else {
+    let Some((cluster, url)) = database_or_skip("two_writers") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -537,7 +529,7 @@ fn two_writers_on_one_database_follow_each_other_and_their_subscribers_miss_noth
 
 #[test]
 fn a_held_head_stops_every_other_writer_until_it_is_let_go_and_then_they_write() {
-    let Some((_, url)) = database("held_head") else {
+    let Some((_, url)) = database_or_skip("held_head") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -579,7 +571,7 @@ fn a_held_head_stops_every_other_writer_until_it_is_let_go_and_then_they_write()
 
 #[test]
 fn a_writer_with_another_key_cannot_sign_the_shared_log() {
-    let Some((_, url)) = database("another_key") else {
+    let Some((_, url)) = database_or_skip("another_key") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -608,7 +600,7 @@ fn a_writer_with_another_key_cannot_sign_the_shared_log() {
 
 #[test]
 fn a_newer_schema_is_refused() {
-    let Some((cluster, url)) = database("a_newer_schema") else {
+    let Some((cluster, url)) = database_or_skip("a_newer_schema") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -776,7 +768,7 @@ fn a_server_crash_under_load_loses_no_acknowledged_append() {
 
 #[test]
 fn a_doctored_checkpoint_root_in_the_database_fails_verification() {
-    let Some((cluster, url)) = database("a_doctored_checkpoint_root") else {
+    let Some((cluster, url)) = database_or_skip("a_doctored_checkpoint_root") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -806,7 +798,7 @@ fn a_doctored_checkpoint_root_in_the_database_fails_verification() {
 
 #[test]
 fn a_rewritten_event_with_its_hash_recomputed_is_named_by_the_stored_tree() {
-    let Some((cluster, url)) = database("a_rewritten_event") else {
+    let Some((cluster, url)) = database_or_skip("a_rewritten_event") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -836,7 +828,7 @@ fn a_rewritten_event_with_its_hash_recomputed_is_named_by_the_stored_tree() {
 
 #[test]
 fn a_slow_subscriber_catches_up_from_the_database_and_misses_nothing() {
-    let Some((_, url)) = database("a_slow_subscriber") else {
+    let Some((_, url)) = database_or_skip("a_slow_subscriber") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -867,7 +859,7 @@ fn a_slow_subscriber_catches_up_from_the_database_and_misses_nothing() {
 
 #[test]
 fn a_read_only_open_of_an_empty_database_reads_an_empty_ledger_and_creates_nothing() {
-    let Some((cluster, url)) = database("a_read_only_open_of_an_empty_database") else {
+    let Some((cluster, url)) = database_or_skip("a_read_only_open_of_an_empty_database") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -900,7 +892,7 @@ fn a_read_only_open_of_an_empty_database_reads_an_empty_ledger_and_creates_nothi
 
 #[test]
 fn only_the_first_key_waits_for_an_empty_log_and_a_later_introduction_is_kept() {
-    let Some((_, url)) = database("later_key") else {
+    let Some((_, url)) = database_or_skip("later_key") else {
         return;
     };
     let storage = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
@@ -931,7 +923,7 @@ fn only_the_first_key_waits_for_an_empty_log_and_a_later_introduction_is_kept() 
 
 #[test]
 fn content_commits_with_the_events_that_cite_it_or_not_at_all() {
-    let Some((cluster, url)) = database("content_commits_with_the_events") else {
+    let Some((cluster, url)) = database_or_skip("content_commits_with_the_events") else {
         return;
     };
     // A database an earlier version wrote: its content store made the table, and a blob in it.
@@ -1049,7 +1041,7 @@ fn tree(size: u64) -> TreeGrowth {
 
 #[test]
 fn a_group_planned_on_a_moved_head_or_stream_writes_nothing_and_the_writer_writes_on() {
-    let Some((cluster, url)) = database("a_group_planned_on_a_moved_head") else {
+    let Some((cluster, url)) = database_or_skip("a_group_planned_on_a_moved_head") else {
         return;
     };
     let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
@@ -1127,7 +1119,7 @@ fn stream_check_plan(cluster: &PgCluster, url: &str) -> String {
 
 #[test]
 fn the_stream_check_probes_the_index_for_each_stream_even_on_a_new_database() {
-    let Some((cluster, url)) = database("the_stream_check_probes_the_index") else {
+    let Some((cluster, url)) = database_or_skip("the_stream_check_probes_the_index") else {
         return;
     };
     // A new database: the table is empty when the function's plan is made, and the plan is
@@ -1145,7 +1137,7 @@ fn the_stream_check_probes_the_index_for_each_stream_even_on_a_new_database() {
 
 #[test]
 fn a_writer_behind_another_plans_again_under_the_lock_and_answers_no_stale_conflict() {
-    let Some((_, url)) = database("a_writer_behind_another") else {
+    let Some((_, url)) = database_or_skip("a_writer_behind_another") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1185,7 +1177,7 @@ fn a_writer_behind_another_plans_again_under_the_lock_and_answers_no_stale_confl
 
 #[test]
 fn writer_sessions_killed_under_load_lose_no_acknowledged_append() {
-    let Some((cluster, url)) = database("writer_sessions_killed") else {
+    let Some((cluster, url)) = database_or_skip("writer_sessions_killed") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1263,7 +1255,7 @@ fn writer_sessions_killed_under_load_lose_no_acknowledged_append() {
 /// from a new one rather than failing; the writer goes on as before.
 #[test]
 fn reads_that_meet_cut_sessions_answer_from_new_ones() {
-    let Some((cluster, url)) = database("reads_that_meet_cut_sessions") else {
+    let Some((cluster, url)) = database_or_skip("reads_that_meet_cut_sessions") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1363,7 +1355,7 @@ fn reads_that_meet_cut_sessions_answer_from_new_ones() {
 /// cut lands exactly there.
 #[test]
 fn a_session_cut_while_it_is_set_up_is_opened_again() {
-    let Some((cluster, url)) = database("a_session_cut_while_it_is_set_up") else {
+    let Some((cluster, url)) = database_or_skip("a_session_cut_while_it_is_set_up") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1432,7 +1424,7 @@ fn a_session_cut_while_it_is_set_up_is_opened_again() {
 
 #[test]
 fn a_writer_paused_while_it_holds_the_head_loses_it_and_the_others_write_on() {
-    let Some((_, url)) = database("a_writer_paused") else {
+    let Some((_, url)) = database_or_skip("a_writer_paused") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1480,7 +1472,7 @@ fn notified_only(seed: u64) -> LedgerOptions {
 
 #[test]
 fn a_commit_on_one_ledger_wakes_the_other_without_its_poll() {
-    let Some((cluster, url)) = database("a_commit_wakes_the_other") else {
+    let Some((cluster, url)) = database_or_skip("a_commit_wakes_the_other") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1537,7 +1529,7 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_rotation_on_one_node_retires_the_key_on_the_other_until_it_is_given_the_new_one() {
-    let Some((_, url)) = database("rotation_across_nodes") else {
+    let Some((_, url)) = database_or_skip("rotation_across_nodes") else {
         return;
     };
     let (a_keys, b_keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1640,7 +1632,7 @@ fn a_rotation_on_one_node_retires_the_key_on_the_other_until_it_is_given_the_new
 
 #[test]
 fn two_nodes_rotating_at_once_record_one_rotation() {
-    let Some((_, url)) = database("rotation_race") else {
+    let Some((_, url)) = database_or_skip("rotation_race") else {
         return;
     };
     let (a_keys, b_keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1815,7 +1807,7 @@ fn read_only_storage(url: &str) -> PostgresStorage {
 
 #[test]
 fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_proves() {
-    let Some((cluster, url)) = database("a_database_at_schema_3") else {
+    let Some((cluster, url)) = database_or_skip("a_database_at_schema_3") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -1923,7 +1915,7 @@ fn a_database_at_schema_3_is_read_as_it_is_and_migrated_by_a_writer_and_still_pr
 
 #[test]
 fn a_database_at_schema_3_whose_nodes_lag_its_events_is_migrated_and_caught_up() {
-    let Some((cluster, url)) = database("a_lagging_database_at_schema_3") else {
+    let Some((cluster, url)) = database_or_skip("a_lagging_database_at_schema_3") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();
@@ -2068,7 +2060,7 @@ fn growth_nodes(leaves: &[Digest], from: u64, to: u64) -> Vec<ledger::ledger_pro
 /// P < e, and the row K holds the node, whichever growth's rows lie around it.
 #[test]
 fn group_rows_and_another_nodes_rebuild_overlap_and_every_node_is_found() {
-    let Some((cluster, url)) = database("group_rows_and_a_rebuild_overlap") else {
+    let Some((cluster, url)) = database_or_skip("group_rows_and_a_rebuild_overlap") else {
         return;
     };
     let ours = PostgresStorage::open(&url, PostgresOptions::default()).unwrap();
@@ -2126,7 +2118,7 @@ fn groups_around_a_clear(url: &str) -> (PostgresStorage, PostgresStorage, Vec<Di
 /// found in the rows after it: none is lost.
 #[test]
 fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
-    let Some((cluster, url)) = database("a_rebuild_racing_group_commits") else {
+    let Some((cluster, url)) = database_or_skip("a_rebuild_racing_group_commits") else {
         return;
     };
     let (ours, theirs, leaves) = groups_around_a_clear(&url);
@@ -2152,7 +2144,7 @@ fn a_rebuild_after_a_clear_racing_another_nodes_groups_loses_no_node() {
 /// that the rebuild did not reach. A growth from the stored size fills them in.
 #[test]
 fn a_rebuild_that_stops_short_while_another_node_commits_leaves_the_stored_size_at_its_end() {
-    let Some((_, url)) = database("a_rebuild_that_stops_short") else {
+    let Some((_, url)) = database_or_skip("a_rebuild_that_stops_short") else {
         return;
     };
     let (ours, theirs, leaves) = groups_around_a_clear(&url);
@@ -2207,7 +2199,7 @@ fn rebuild_and_stop(cluster: &PgCluster, url: &str, to: u64) {
 /// stored again and every root and proof is right.
 #[test]
 fn nodes_a_stopped_rebuild_left_out_are_stored_again_at_open_and_by_a_running_ledger() {
-    let Some((cluster, url)) = database("nodes_a_stopped_rebuild_left_out") else {
+    let Some((cluster, url)) = database_or_skip("nodes_a_stopped_rebuild_left_out") else {
         return;
     };
     let keys = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use service::{Service, ServiceError, ServiceOptions};
-use test_support::postgres::{PgCluster, cluster_or_skip};
+use test_support::postgres::{PgCluster, database_or_skip};
 
 use super::{alice, call, open_task};
 
@@ -64,10 +64,9 @@ fn tool_names(service: &Service) -> Vec<String> {
 
 #[test]
 fn a_contract_registered_on_one_node_is_served_by_the_other_and_removed_from_both() {
-    let Some(cluster) = cluster_or_skip("a_contract_registered_on_one_node") else {
+    let Some((_, url)) = database_or_skip("a_contract_registered_on_one_node") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (dirs, a, b) = two_nodes(&url);
     assert_eq!(
         a.register_tool(&alice(), &contract("kb_search")).unwrap(),
@@ -139,10 +138,9 @@ fn set_running(cluster: &PgCluster, url: &str, job_id: &str) {
 
 #[test]
 fn a_job_runs_on_one_node_only_and_a_job_whose_node_died_is_recovered() {
-    let Some(cluster) = cluster_or_skip("a_job_runs_on_one_node_only") else {
+    let Some((cluster, url)) = database_or_skip("a_job_runs_on_one_node_only") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let a_dir = tempfile::tempdir().unwrap();
     let a = node(a_dir.path(), &url);
     let task = open_task(&a);
@@ -315,10 +313,9 @@ fn hits(service: &Service, query: &str) -> (String, Vec<(String, u64)>) {
 
 #[test]
 fn documents_ingested_through_one_node_are_searched_by_the_other_with_the_same_hits() {
-    let Some(cluster) = cluster_or_skip("documents_ingested_through_one_node") else {
+    let Some((cluster, url)) = database_or_skip("documents_ingested_through_one_node") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (_dirs, a, b) = two_nodes(&url);
     assert_eq!(b.corpus().len(), 0);
     let files = tempfile::tempdir().unwrap();
@@ -402,10 +399,9 @@ fn documents_ingested_through_one_node_are_searched_by_the_other_with_the_same_h
 
 #[test]
 fn a_newer_shared_schema_is_refused() {
-    let Some(cluster) = cluster_or_skip("a_newer_shared_schema_is_refused") else {
+    let Some((cluster, url)) = database_or_skip("a_newer_shared_schema_is_refused") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     drop(node(dir.path(), &url));
     let versions = sql(
@@ -439,10 +435,9 @@ fn a_newer_shared_schema_is_refused() {
 
 #[test]
 fn a_node_on_a_shared_database_lets_go_of_its_data_directory_when_it_goes_away() {
-    let Some(cluster) = cluster_or_skip("a_node_lets_go_of_its_data_directory") else {
+    let Some((_, url)) = database_or_skip("a_node_lets_go_of_its_data_directory") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Dropped without a shutdown, and shut down then dropped: either way the next open of the
     // same directory finds nothing of the old node holding it (its read models' store).
@@ -484,10 +479,9 @@ fn options_of(dir: &Path, url: &str) -> ServiceOptions {
 
 #[test]
 fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() {
-    let Some(cluster) = cluster_or_skip("a_dictionary_and_fallbacks_pushed") else {
+    let Some((_, url)) = database_or_skip("a_dictionary_and_fallbacks_pushed") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (dirs, a, b) = two_nodes(&url);
     let folder = folder_with("ticket_ref", "printer_manual");
     // The tag is in no dictionary yet: the tool is refused through either node.
@@ -536,10 +530,9 @@ fn a_dictionary_and_fallbacks_pushed_through_one_node_are_served_by_the_other() 
 
 #[test]
 fn files_placed_by_hand_are_refused_unless_the_database_holds_them() {
-    let Some(cluster) = cluster_or_skip("files_placed_by_hand") else {
+    let Some((_, url)) = database_or_skip("files_placed_by_hand") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let contracts = dir.path().join("contracts");
     let folder = folder_with("ticket_ref", "printer_manual");
@@ -613,10 +606,9 @@ fn version_on(service: &Service, task: &str) -> u64 {
 
 #[test]
 fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessions() {
-    let Some(cluster) = cluster_or_skip("the_read_models_follow_other_nodes_again") else {
+    let Some((cluster, url)) = database_or_skip("the_read_models_follow_other_nodes_again") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (_dirs, a, b) = two_nodes(&url);
     let task = open_task(&a);
     let written = |i: usize| {
@@ -670,10 +662,9 @@ fn the_read_models_follow_other_nodes_again_after_the_database_drops_their_sessi
 
 #[test]
 fn subscribers_from_the_past_miss_nothing_while_the_database_drops_their_sessions() {
-    let Some(cluster) = cluster_or_skip("subscribers_from_the_past_miss_nothing") else {
+    let Some((cluster, url)) = database_or_skip("subscribers_from_the_past_miss_nothing") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (_dirs, a, b) = two_nodes(&url);
     let task = open_task(&a);
     for i in 0..40 {
@@ -791,10 +782,11 @@ fn read_cut_once_behind_a_change<R: Send>(
 
 #[test]
 fn a_revocation_reaches_a_node_whose_session_was_cut_while_it_read_the_tokens() {
-    let Some(cluster) = cluster_or_skip("a_revocation_reaches_a_node_whose_session_was_cut") else {
+    let Some((cluster, url)) =
+        database_or_skip("a_revocation_reaches_a_node_whose_session_was_cut")
+    else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store =
         service::tokens::TokenStore::in_database(&url, dir.path().join("tokens.json")).unwrap();
@@ -826,10 +818,9 @@ fn a_revocation_reaches_a_node_whose_session_was_cut_while_it_read_the_tokens() 
 
 #[test]
 fn a_corpus_version_read_on_a_cut_session_is_read_again() {
-    let Some(cluster) = cluster_or_skip("a_corpus_version_read_on_a_cut_session") else {
+    let Some((cluster, url)) = database_or_skip("a_corpus_version_read_on_a_cut_session") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let documents = sources::PostgresDocuments::open(&url).unwrap();
     assert_eq!(documents.version().unwrap(), 0);
     let read = read_cut_once_behind_a_change(
@@ -890,10 +881,9 @@ fn start_a_job_and_cut_its_claim(
 
 #[test]
 fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
-    let Some(cluster) = cluster_or_skip("a_job_whose_claim_was_cut") else {
+    let Some((cluster, url)) = database_or_skip("a_job_whose_claim_was_cut") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let a = node(dir.path(), &url);
     // Cut while no job runs: the next start claims on a new session.
@@ -926,10 +916,9 @@ fn a_job_whose_claim_was_cut_stops_interrupted_and_the_node_claims_again() {
 
 #[test]
 fn a_job_another_node_marked_interrupted_never_reads_running_again() {
-    let Some(cluster) = cluster_or_skip("a_job_another_node_marked_interrupted") else {
+    let Some((cluster, url)) = database_or_skip("a_job_another_node_marked_interrupted") else {
         return;
     };
-    let url = cluster.create_database().unwrap();
     let (_dirs, a, b) = two_nodes(&url);
     // Every status a job's row takes, in order.
     sql(

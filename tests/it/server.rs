@@ -282,6 +282,19 @@ impl Server {
         String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
 
+    /// What the server wrote to stderr, once `done` holds of it (within ten seconds): a line the
+    /// server wrote before it answered may still be on its way through the pipe to this log.
+    pub(crate) fn stderr_once(&self, done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let text = self.stderr();
+            if done(&text) || std::time::Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Whether the process is still running (it has not crashed or exited).
     pub(crate) fn is_running(&mut self) -> bool {
         self.child

@@ -836,12 +836,14 @@ fn a_corpus_version_read_on_a_cut_session_is_read_again() {
     assert_eq!(read.unwrap(), 7);
 }
 
-/// Cuts every node's job sessions on the database (their claims' among them); says how many.
+/// Cuts every node's job sessions on the database (their claims' among them) and waits (up to
+/// 5 s each) until their backends are gone, so that their advisory locks are let go by the time
+/// it returns; says how many.
 fn cut_jobs_sessions(cluster: &PgCluster, url: &str) -> String {
     sql(
         cluster,
         url,
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity \
          WHERE datname = current_database() AND application_name = 'research-ledger jobs'",
     )
 }

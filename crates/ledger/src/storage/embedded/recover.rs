@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::head_record::{self, HeadFile, HeadFound, HeadRecord};
-use super::scan::Scan;
+use super::scan::{Defect, Scan};
 use super::{
     CHECKPOINT_LOG, CheckpointLog, EmbeddedOptions, EmbeddedStorage, Index, IndexProgress,
     MerkleCache, Segment, Tail, Writer, create_dir_durable, sync_dir,
@@ -349,28 +349,12 @@ impl EmbeddedStorage {
             self.set_aside_index()?;
             return Ok(());
         }
-        // Resume from the index's record of the log's end when the log still reaches it. When
-        // it does not, the log is scanned from its start into an index in memory first, so
-        // that the record on disk survives until the scan shows whether the log still holds
-        // as many events as it says (a log rewritten in other frames) or fewer (a loss).
-        let mut rebuild_on_disk = false;
-        let start = match recorded {
-            Some(tail) if first_segment.is_some() && self.tail_is_plausible(&tail) => tail,
-            Some(tail) if tail.next_seq > 0 => {
-                self.set_aside_index()?;
-                rebuild_on_disk = true;
-                Tail::start()
-            }
-            _ => {
-                self.index.reset()?;
-                Tail::start()
-            }
-        };
+        let (start, rebuild_on_disk) = self.resume_point(recorded, first_segment.is_some())?;
         // Every durable record of how long the log was, before the scan: what they say tells
         // a torn last frame from an acknowledged one whose content was damaged since.
         let claims = self.claims(recorded, head_found);
         self.claimed = claims.iter().map(|(size, _)| *size).max().unwrap_or(0);
-        let (mut tail, outcome) = if first_segment.is_some() {
+        let (tail, outcome) = if first_segment.is_some() {
             let scanned = self.scan_and_index(start)?;
             self.recoveries.extend(scanned.notes);
             (scanned.tail, scanned.outcome)
@@ -381,54 +365,8 @@ impl EmbeddedStorage {
         self.progress.lock().indexed = found;
         self.set_head(&tail);
         match outcome {
-            Scan::End => {
-                // Segments after the tail's segment that the scan never reached would mean a gap.
-                let segments = self.segments_snapshot();
-                if let Some((&last, _)) = segments.iter().next_back()
-                    && last > tail.segment
-                {
-                    self.problems.push(StorageProblem {
-                        seq: Some(found),
-                        detail: format!("segment {last:020} follows the end of the log"),
-                    });
-                }
-            }
-            Scan::Defect {
-                segment,
-                offset,
-                seq,
-                detail,
-                structural,
-                later_from,
-            } => {
-                let segments = self.segments_snapshot();
-                let is_last = segments.keys().next_back() == Some(&segment);
-                let later_frame =
-                    !structural && is_last && self.valid_frame_from(segment, later_from)?;
-                if !structural && is_last && !later_frame && self.claimed <= found {
-                    let cut = self.torn_tail(segment, offset, found, &detail)?;
-                    if self.opened_read_only {
-                        self.recoveries.push(format!(
-                            "a torn write of {} bytes at byte {offset} of segment {segment:020} ({detail}) was never acknowledged (no durable record covers it); a writable open cuts it",
-                            cut.bytes
-                        ));
-                    } else {
-                        *self.pending_cut.lock().unwrap_or_else(|p| p.into_inner()) = Some(cut);
-                    }
-                } else {
-                    let why = if later_frame {
-                        " (intact frames follow, so this is damage, not a torn write)"
-                    } else if self.claimed > found && !structural {
-                        " (a durable record shows it was acknowledged, so this is damage, not a torn write)"
-                    } else {
-                        ""
-                    };
-                    self.problems.push(StorageProblem {
-                        seq: Some(seq),
-                        detail: format!("segment {segment:020}, byte {offset}: {detail}{why}"),
-                    });
-                }
-            }
+            Scan::End => self.check_no_segment_after(&tail),
+            Scan::Defect(defect) => self.judge_defect(defect, found)?,
         }
         for (size, source) in &claims {
             if *size > found {
@@ -448,52 +386,144 @@ impl EmbeddedStorage {
                 ),
             });
         }
-        if let HeadFound::Record { record, .. } = head_found
-            && record.next_seq > 0
-            && record.next_seq <= found
-        {
-            let seq = record.next_seq - 1;
-            let mut hash = None;
-            let read = self.visit_range(seq, 1, &mut |_, bytes| {
-                hash = crate::envelope::split_stored(bytes).ok().map(|(_, h)| h);
-                ControlFlow::Break(())
-            });
-            if let Err(StorageError::Corrupt { seq: at, detail }) = read {
-                self.problems.push(StorageProblem {
-                    seq: at.or(Some(seq)),
-                    detail: format!("the last acknowledged event cannot be read back: {detail}"),
-                });
-            } else if read?.eq(&1) && hash != Some(record.last_hash) {
-                self.problems.push(StorageProblem {
-                    seq: Some(seq),
-                    detail: format!(
-                        "the event at seq {seq} is not the one acknowledged there (the head record names hash {}): the log was rewritten",
-                        record.last_hash
-                    ),
-                });
+        if let HeadFound::Record { record, .. } = head_found {
+            self.check_last_acknowledged(record, found)?;
+        }
+        self.settle_index(rebuild_on_disk)
+    }
+
+    /// Where the scan starts, and whether the index on disk was set aside to be rebuilt.
+    ///
+    /// It resumes from the index's record of the log's end when the log still reaches it. When
+    /// it does not, the log is scanned from its start into an index in memory first, so that
+    /// the record on disk survives until the scan shows whether the log still holds as many
+    /// events as it says (a log rewritten in other frames) or fewer (a loss).
+    fn resume_point(
+        &mut self,
+        recorded: Option<Tail>,
+        has_segments: bool,
+    ) -> Result<(Tail, bool), StorageError> {
+        match recorded {
+            Some(tail) if has_segments && self.tail_is_plausible(&tail) => Ok((tail, false)),
+            Some(tail) if tail.next_seq > 0 => {
+                self.set_aside_index()?;
+                Ok((Tail::start(), true))
+            }
+            _ => {
+                self.index.reset()?;
+                Ok((Tail::start(), false))
             }
         }
+    }
 
+    /// After a scan that reached the end of the log's frames: segments after the tail's segment
+    /// that the scan never reached would mean a gap.
+    fn check_no_segment_after(&mut self, tail: &Tail) {
+        let segments = self.segments_snapshot();
+        if let Some((&last, _)) = segments.iter().next_back()
+            && last > tail.segment
+        {
+            self.problems.push(StorageProblem {
+                seq: Some(tail.next_seq),
+                detail: format!("segment {last:020} follows the end of the log"),
+            });
+        }
+    }
+
+    /// A frame the scan stopped at, `found` events in: a torn write to cut (the last frame of
+    /// the last segment, nothing intact after it, no durable record that it was acknowledged),
+    /// or damage to report.
+    fn judge_defect(&mut self, defect: Defect, found: u64) -> Result<(), StorageError> {
+        let Defect {
+            segment,
+            offset,
+            seq,
+            detail,
+            structural,
+            later_from,
+        } = defect;
+        let is_last = self.segments_snapshot().keys().next_back() == Some(&segment);
+        let later_frame = !structural && is_last && self.valid_frame_from(segment, later_from)?;
+        if !structural && is_last && !later_frame && self.claimed <= found {
+            let cut = self.torn_tail(segment, offset, found, &detail)?;
+            if self.opened_read_only {
+                self.recoveries.push(format!(
+                    "a torn write of {} bytes at byte {offset} of segment {segment:020} ({detail}) was never acknowledged (no durable record covers it); a writable open cuts it",
+                    cut.bytes
+                ));
+            } else {
+                *self.pending_cut.lock().unwrap_or_else(|p| p.into_inner()) = Some(cut);
+            }
+            return Ok(());
+        }
+        let why = if later_frame {
+            " (intact frames follow, so this is damage, not a torn write)"
+        } else if self.claimed > found && !structural {
+            " (a durable record shows it was acknowledged, so this is damage, not a torn write)"
+        } else {
+            ""
+        };
+        self.problems.push(StorageProblem {
+            seq: Some(seq),
+            detail: format!("segment {segment:020}, byte {offset}: {detail}{why}"),
+        });
+        Ok(())
+    }
+
+    /// The event the head record says was acknowledged last, `found` events in the log: it must
+    /// read back, with the hash the record names.
+    fn check_last_acknowledged(
+        &mut self,
+        record: &HeadRecord,
+        found: u64,
+    ) -> Result<(), StorageError> {
+        if record.next_seq == 0 || record.next_seq > found {
+            return Ok(());
+        }
+        let seq = record.next_seq - 1;
+        let mut hash = None;
+        let read = self.visit_range(seq, 1, &mut |_, bytes| {
+            hash = crate::envelope::split_stored(bytes).ok().map(|(_, h)| h);
+            ControlFlow::Break(())
+        });
+        if let Err(StorageError::Corrupt { seq: at, detail }) = read {
+            self.problems.push(StorageProblem {
+                seq: at.or(Some(seq)),
+                detail: format!("the last acknowledged event cannot be read back: {detail}"),
+            });
+        } else if read?.eq(&1) && hash != Some(record.last_hash) {
+            self.problems.push(StorageProblem {
+                seq: Some(seq),
+                detail: format!(
+                    "the event at seq {seq} is not the one acknowledged there (the head record names hash {}): the log was rewritten",
+                    record.last_hash
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The index the backend goes on with, once every problem is known. With a problem, an index
+    /// in memory over the part that checks out (the one on disk, and every record of the log's
+    /// length, left as they are); with none, after a rebuild was started in memory, the index on
+    /// disk rebuilt: it was only out of step with the log's frames.
+    fn settle_index(&mut self, rebuild_on_disk: bool) -> Result<(), StorageError> {
         if !self.problems.is_empty() && !self.index.tree.is_memory() {
-            // Read from an index in memory over the part that checks out, and leave the one on
-            // disk, and every record of the log's length, as they are.
             self.set_aside_index()?;
-            tail = self.scan_and_index(Tail::start())?.tail;
-            self.progress.lock().indexed = tail.next_seq;
-            self.set_head(&tail);
         } else if self.problems.is_empty()
             && rebuild_on_disk
             && let Some(disk) = self.set_aside.take()
         {
-            // Nothing was lost: the index on disk was only out of step with the log's frames.
             disk.reset()?;
             self.index = disk;
             *self.merkle_cache.lock().unwrap_or_else(|p| p.into_inner()) = MerkleCache::default();
             self.read_only = false;
-            tail = self.scan_and_index(Tail::start())?.tail;
-            self.progress.lock().indexed = tail.next_seq;
-            self.set_head(&tail);
+        } else {
+            return Ok(());
         }
+        let tail = self.scan_and_index(Tail::start())?.tail;
+        self.progress.lock().indexed = tail.next_seq;
+        self.set_head(&tail);
         Ok(())
     }
 

@@ -47,30 +47,34 @@ const SCAN_BATCH_ENTRIES: usize = 8192;
 pub(super) enum Scan {
     /// Reached the end of the log cleanly.
     End,
-    /// Found a defect at `(segment, offset)`.
-    Defect {
-        segment: u64,
-        offset: u64,
-        seq: u64,
-        detail: String,
-        /// True when the defect is in a frame whose checksum held: damage, never a torn write.
-        structural: bool,
-        /// Where a frame written after the defective one would start at the earliest: past
-        /// the frame when its body checked out (its content may be torn), else the next byte.
-        later_from: u64,
-    },
+    /// Found a defect.
+    Defect(Defect),
+}
+
+/// A defect a scan stopped at, at byte `offset` of the segment starting at `segment`.
+pub(super) struct Defect {
+    pub(super) segment: u64,
+    pub(super) offset: u64,
+    /// The seq the defective frame would have started at.
+    pub(super) seq: u64,
+    pub(super) detail: String,
+    /// True when the defect is in a frame whose checksum held: damage, never a torn write.
+    pub(super) structural: bool,
+    /// Where a frame written after the defective one would start at the earliest: past
+    /// the frame when its body checked out (its content may be torn), else the next byte.
+    pub(super) later_from: u64,
 }
 
 impl Scan {
     fn defect(segment: u64, tail: &Tail, seq: u64, detail: String, structural: bool) -> Scan {
-        Scan::Defect {
+        Scan::Defect(Defect {
             segment,
             offset: tail.offset,
             seq,
             detail,
             structural,
             later_from: tail.offset + 1,
-        }
+        })
     }
 }
 
@@ -106,11 +110,14 @@ impl EmbeddedStorage {
                         "segment starts at seq {first} but the log before it ends at {}",
                         tail.next_seq
                     );
-                    let mut defect = Scan::defect(first, tail, tail.next_seq, detail, true);
-                    if let Scan::Defect { offset, .. } = &mut defect {
-                        *offset = 0;
-                    }
-                    scan.outcome = defect;
+                    scan.outcome = Scan::Defect(Defect {
+                        segment: first,
+                        offset: 0,
+                        seq: tail.next_seq,
+                        detail,
+                        structural: true,
+                        later_from: tail.offset + 1,
+                    });
                     break;
                 }
                 tail.segment = first;
@@ -258,14 +265,14 @@ impl EmbeddedStorage {
             ));
             return Ok(None);
         }
-        Ok(Some(Scan::Defect {
+        Ok(Some(Scan::Defect(Defect {
             segment: seg.first_seq,
             offset: tail.offset,
             seq: tail.next_seq,
             detail,
             structural: false,
             later_from: content_at + frame.body.content_len(),
-        }))
+        })))
     }
 
     /// The first blob of a frame whose bytes, from `content_at` on, are cut short or do not

@@ -303,7 +303,7 @@ impl Credentials {
     /// Whether the caller fixed at `connection_init` still holds: the close code and reason
     /// when it does not (4401 when the token is no longer accepted, 4403 when it now names
     /// someone else). Before `connection_init` there is nothing to hold.
-    fn still_holds(&self) -> Result<(), (u16, String)> {
+    fn still_holds(&self) -> Result<(), Close> {
         let Some(bound) = self.binding().bound.clone() else {
             return Ok(());
         };
@@ -312,6 +312,27 @@ impl Credentials {
             Ok(_) => Err((4403, "the caller of this socket changed".into())),
             Err(e) => Err((4401, e.to_string())),
         }
+    }
+}
+
+/// A close code and its reason.
+type Close = (u16, String);
+
+/// Why the reader refused a message: set once, read by the loop that closes the socket.
+#[derive(Default)]
+struct Refusal {
+    notify: tokio::sync::Notify,
+    reason: std::sync::Mutex<Option<Close>>,
+}
+
+impl Refusal {
+    fn refuse(&self, why: Close) {
+        *self.reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Option<Close> {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -325,26 +346,21 @@ async fn serve_socket(
     options: Arc<Options>,
     header_token: Option<String>,
 ) {
-    use async_graphql::futures_util::{SinkExt as _, StreamExt as _};
-    use axum::extract::ws::{CloseFrame, Message};
+    use async_graphql::futures_util::StreamExt as _;
 
     let credentials = Credentials::new(&options, header_token);
-    let (mut to_client, from_client) = socket.split();
-    // Why the socket is being closed, set by the reader when a message comes from a caller
-    // who no longer holds.
-    let refused = Arc::new(tokio::sync::Notify::new());
-    let reason: Arc<std::sync::Mutex<Option<(u16, String)>>> = Arc::default();
+    let (to_client, from_client) = socket.split();
+    let refusal = Arc::new(Refusal::default());
     let checked = {
         let credentials = credentials.clone();
-        let refused = refused.clone();
-        let reason = reason.clone();
+        let refusal = refusal.clone();
         from_client.take_while(move |message| {
+            use axum::extract::ws::Message;
             let pass = match message {
                 Ok(Message::Text(_) | Message::Binary(_)) => match credentials.still_holds() {
                     Ok(()) => true,
                     Err(why) => {
-                        *reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-                        refused.notify_one();
+                        refusal.refuse(why);
                         false
                     }
                 },
@@ -353,10 +369,10 @@ async fn serve_socket(
             std::future::ready(pass)
         })
     };
-    let (outgoing, mut outbox) = tokio::sync::mpsc::channel::<Message>(16);
+    let (outgoing, outbox) = tokio::sync::mpsc::channel(16);
     let sink = async_graphql::futures_util::sink::unfold(
         outgoing,
-        |outgoing, message: Message| async move {
+        |outgoing, message: axum::extract::ws::Message| async move {
             outgoing
                 .send(message)
                 .await
@@ -380,62 +396,102 @@ async fn serve_socket(
             Ok(data)
         })
         .serve();
-    tokio::pin!(engine);
-    let mut changes = options.authenticator.as_ref().map(|a| a.changes.clone());
-    let mut engine_done = false;
-    // graphql-transport-ws closes a socket that does not initialise in time with 4408.
-    let init_deadline = tokio::time::sleep(std::time::Duration::from_secs(
-        options.limits.connection_init_secs_max,
-    ));
-    tokio::pin!(init_deadline);
-    let mut init_checked = false;
-    let close = loop {
-        tokio::select! {
-            () = &mut init_deadline, if !init_checked => {
-                init_checked = true;
-                if credentials.binding().bound.is_none() {
-                    break Some((4408, "Connection initialisation timeout".to_owned()));
-                }
-            }
-            () = &mut engine, if !engine_done => engine_done = true,
-            message = outbox.recv() => match message {
-                Some(message) => {
-                    if to_client.send(message).await.is_err() {
-                        break None;
-                    }
-                }
-                // The engine ended: because the reader refused a message, or the client left.
-                None => break reason.lock().unwrap_or_else(|p| p.into_inner()).take(),
-            },
-            () = refused.notified() => {
-                break reason.lock().unwrap_or_else(|p| p.into_inner()).take();
-            }
-            changed = async {
-                match changes.as_mut() {
-                    Some(changes) => changes.changed().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                if changed.is_err() {
-                    changes = None;
-                    continue;
-                }
-                if let Err(why) = credentials.still_holds() {
-                    break Some(why);
-                }
-            }
-        }
+    let socket = Socket {
+        to_client,
+        outbox,
+        credentials,
+        refusal,
     };
-    if let Some((code, why)) = close {
+    socket.run(engine, &options).await;
+}
+
+/// The writing half of a socket and what decides when it closes.
+struct Socket {
+    to_client: async_graphql::futures_util::stream::SplitSink<
+        axum::extract::ws::WebSocket,
+        axum::extract::ws::Message,
+    >,
+    /// What the engine sends the client.
+    outbox: tokio::sync::mpsc::Receiver<axum::extract::ws::Message>,
+    credentials: Credentials,
+    refusal: Arc<Refusal>,
+}
+
+impl Socket {
+    /// Drives `engine` and forwards what it sends until the socket ends, then closes it with
+    /// the code and reason of a caller who no longer holds, if that is why it ended.
+    async fn run(mut self, engine: impl Future<Output = ()>, options: &Options) {
+        use async_graphql::futures_util::SinkExt as _;
+        use axum::extract::ws::{CloseFrame, Message};
+
+        let Some((code, why)) = self.forward(engine, options).await else {
+            return;
+        };
         tracing::info!(code, reason = %why, "closing a GraphQL WebSocket whose caller no longer holds");
         let reason: String = why.chars().take(100).collect();
-        let _ = to_client
+        let _ = self
+            .to_client
             .send(Message::Close(Some(CloseFrame {
                 code,
                 reason: reason.into(),
             })))
             .await;
-        let _ = to_client.flush().await;
+        let _ = self.to_client.flush().await;
+    }
+
+    /// Forwards what the engine sends until the client leaves, the reader refuses a message,
+    /// the token list changes under a caller who no longer holds, or no `connection_init`
+    /// came in time (graphql-transport-ws closes such a socket with 4408).
+    async fn forward(
+        &mut self,
+        engine: impl Future<Output = ()>,
+        options: &Options,
+    ) -> Option<Close> {
+        use async_graphql::futures_util::SinkExt as _;
+
+        tokio::pin!(engine);
+        let mut changes = options.authenticator.as_ref().map(|a| a.changes.clone());
+        let mut engine_done = false;
+        let init_deadline = tokio::time::sleep(std::time::Duration::from_secs(
+            options.limits.connection_init_secs_max,
+        ));
+        tokio::pin!(init_deadline);
+        let mut init_checked = false;
+        loop {
+            tokio::select! {
+                () = &mut init_deadline, if !init_checked => {
+                    init_checked = true;
+                    if self.credentials.binding().bound.is_none() {
+                        return Some((4408, "Connection initialisation timeout".to_owned()));
+                    }
+                }
+                () = &mut engine, if !engine_done => engine_done = true,
+                message = self.outbox.recv() => match message {
+                    Some(message) => {
+                        if self.to_client.send(message).await.is_err() {
+                            return None;
+                        }
+                    }
+                    // The engine ended: because the reader refused a message, or the client left.
+                    None => return self.refusal.take(),
+                },
+                () = self.refusal.notify.notified() => return self.refusal.take(),
+                changed = async {
+                    match changes.as_mut() {
+                        Some(changes) => changes.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if changed.is_err() {
+                        changes = None;
+                        continue;
+                    }
+                    if let Err(why) = self.credentials.still_holds() {
+                        return Some(why);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -11,16 +11,19 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ledger_proof::{Frontier, Sha256, SigningKey, Timestamp};
+use std::collections::{BTreeMap, HashMap};
 
-use crate::bundle::{Bundle, Scope};
-use crate::envelope::decode_stored;
+use ledger_proof::{Frontier, PerfectNode, Sha256, SigningKey, Timestamp};
+
+use crate::bundle::{Bundle, BundleEvent, Scope};
+use crate::envelope::{Digest, decode_stored};
 use crate::key_history::KeyHistory;
 use crate::keys::{KeyFiles, random_key};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
 use crate::storage::{
-    Blob, CheckpointEntry, Commit, SealedEvent, Storage, StorageError, TreeGrowth,
+    Blob, CheckpointEntry, Commit, IdempotencyRecord, SealedEvent, Storage, StorageError,
+    TreeGrowth,
 };
 
 /// Why a restore was refused or failed.
@@ -159,86 +162,7 @@ impl Ledger {
         }
 
         restore_content(&*storage, bundle, &options.limits)?;
-        // The events, as commits: a keyed commit exactly as its record says, every other event
-        // on its own.
-        let mut keyed = std::collections::BTreeMap::new();
-        for record in &bundle.idempotency {
-            keyed.insert(record.first_seq, record.clone());
-        }
-        let mut versions = std::collections::HashMap::<String, u64>::new();
-        let mut commits: Vec<Commit> = Vec::new();
-        let mut events = bundle.events.iter().peekable();
-        let mut expected_seq = 0u64;
-        let mut prev = crate::envelope::Digest::ZERO;
-        let mut written = 0u64;
-        // The Merkle tree grows with the events and is stored with them, as appends store it.
-        let mut frontier = Frontier::new();
-        let mut nodes = Vec::new();
-        while let Some(first) = events.next() {
-            let record = keyed.remove(&first.seq);
-            let count = record.as_ref().map_or(1, |r| r.event_count.max(1) as usize);
-            let mut group = vec![first];
-            for _ in 1..count {
-                match events.next() {
-                    Some(e) => group.push(e),
-                    None => return Err(RestoreError::Broken("a keyed commit is cut short".into())),
-                }
-            }
-            let mut sealed = Vec::with_capacity(group.len());
-            let mut stream = None;
-            let mut base = 0;
-            for e in group {
-                let event = decode_stored(&e.stored.0)
-                    .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", e.seq)))?;
-                if event.seq != expected_seq || event.prev_hash != prev {
-                    return Err(RestoreError::Broken(format!(
-                        "seq {} does not follow seq {}",
-                        event.seq,
-                        expected_seq.wrapping_sub(1)
-                    )));
-                }
-                let version = versions.entry(event.stream.clone()).or_insert(0);
-                if stream.is_none() {
-                    base = *version;
-                    stream = Some(event.stream.clone());
-                } else if stream.as_deref() != Some(event.stream.as_str()) {
-                    return Err(RestoreError::Broken(format!(
-                        "seq {}: a commit spans two streams",
-                        event.seq
-                    )));
-                }
-                *version += 1;
-                frontier
-                    .push_into(&Sha256, event.hash.as_bytes(), &mut nodes)
-                    .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", event.seq)))?;
-                sealed.push(SealedEvent {
-                    seq: event.seq,
-                    stream_version: event.stream_version,
-                    event_id: event.event_id,
-                    prev_hash: event.prev_hash,
-                    hash: event.hash,
-                    bytes: Arc::from(e.stored.0.clone()),
-                });
-                prev = event.hash;
-                expected_seq += 1;
-            }
-            commits.push(Commit {
-                stream: stream.unwrap_or_default(),
-                base_version: base,
-                events: sealed,
-                idempotency: record,
-            });
-            if commits.len() >= 1024 {
-                written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-                storage.append(&commits, &[], &grown(&mut nodes, &frontier))?;
-                commits.clear();
-            }
-        }
-        if !commits.is_empty() {
-            written += commits.iter().map(|c| c.events.len() as u64).sum::<u64>();
-            storage.append(&commits, &[], &grown(&mut nodes, &frontier))?;
-        }
-
+        let written = restore_events(&*storage, bundle)?;
         for entry in &bundle.checkpoint_log {
             storage.append_checkpoint_entry(entry)?;
         }
@@ -289,6 +213,143 @@ fn restore_content(
     Ok(())
 }
 
+/// Writes the bundle's events back as commits: a keyed commit exactly as its record says,
+/// every other event on its own. Returns how many events were written.
+fn restore_events(storage: &dyn Storage, bundle: &Bundle) -> Result<u64, RestoreError> {
+    let mut keyed: BTreeMap<u64, IdempotencyRecord> = bundle
+        .idempotency
+        .iter()
+        .map(|record| (record.first_seq, record.clone()))
+        .collect();
+    let mut rewrite = Rewrite::new(storage);
+    let mut events = bundle.events.iter();
+    while let Some(first) = events.next() {
+        let record = keyed.remove(&first.seq);
+        let count = record.as_ref().map_or(1, |r| r.event_count.max(1) as usize);
+        let mut group = vec![first];
+        for _ in 1..count {
+            let next = events
+                .next()
+                .ok_or_else(|| RestoreError::Broken("a keyed commit is cut short".into()))?;
+            group.push(next);
+        }
+        rewrite.commit(&group, record)?;
+    }
+    rewrite.flush()?;
+    Ok(rewrite.written)
+}
+
+/// Commits being written back: the chain and the streams' versions they must follow, and the
+/// Merkle tree, which grows with the events and is stored with them, as appends store it.
+struct Rewrite<'a> {
+    storage: &'a dyn Storage,
+    versions: HashMap<String, u64>,
+    next_seq: u64,
+    prev: Digest,
+    frontier: Frontier,
+    nodes: Vec<PerfectNode>,
+    /// Commits not written yet.
+    commits: Vec<Commit>,
+    written: u64,
+}
+
+impl<'a> Rewrite<'a> {
+    /// Commits written in one append.
+    const COMMITS_PER_APPEND: usize = 1024;
+
+    fn new(storage: &'a dyn Storage) -> Self {
+        Rewrite {
+            storage,
+            versions: HashMap::new(),
+            next_seq: 0,
+            prev: Digest::ZERO,
+            frontier: Frontier::new(),
+            nodes: Vec::new(),
+            commits: Vec::new(),
+            written: 0,
+        }
+    }
+
+    /// Adds the commit of `group`, which must follow the chain and stay on one stream.
+    fn commit(
+        &mut self,
+        group: &[&BundleEvent],
+        record: Option<IdempotencyRecord>,
+    ) -> Result<(), RestoreError> {
+        let mut sealed = Vec::with_capacity(group.len());
+        let mut stream: Option<String> = None;
+        let mut base = 0;
+        for e in group {
+            let event = decode_stored(&e.stored.0)
+                .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", e.seq)))?;
+            if event.seq != self.next_seq || event.prev_hash != self.prev {
+                return Err(RestoreError::Broken(format!(
+                    "seq {} does not follow seq {}",
+                    event.seq,
+                    self.next_seq.wrapping_sub(1)
+                )));
+            }
+            let version = self.versions.entry(event.stream.clone()).or_insert(0);
+            match &stream {
+                None => {
+                    base = *version;
+                    stream = Some(event.stream.clone());
+                }
+                Some(stream) if *stream != event.stream => {
+                    return Err(RestoreError::Broken(format!(
+                        "seq {}: a commit spans two streams",
+                        event.seq
+                    )));
+                }
+                Some(_) => {}
+            }
+            *version += 1;
+            self.frontier
+                .push_into(&Sha256, event.hash.as_bytes(), &mut self.nodes)
+                .map_err(|err| RestoreError::Broken(format!("seq {}: {err}", event.seq)))?;
+            sealed.push(SealedEvent {
+                seq: event.seq,
+                stream_version: event.stream_version,
+                event_id: event.event_id,
+                prev_hash: event.prev_hash,
+                hash: event.hash,
+                bytes: Arc::from(e.stored.0.clone()),
+            });
+            self.prev = event.hash;
+            self.next_seq += 1;
+        }
+        self.commits.push(Commit {
+            stream: stream.unwrap_or_default(),
+            base_version: base,
+            events: sealed,
+            idempotency: record,
+        });
+        if self.commits.len() >= Self::COMMITS_PER_APPEND {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the commits gathered, with the tree's growth since the last append.
+    fn flush(&mut self) -> Result<(), RestoreError> {
+        if self.commits.is_empty() {
+            return Ok(());
+        }
+        let growth = TreeGrowth {
+            nodes: std::mem::take(&mut self.nodes),
+            size: self.frontier.size(),
+        };
+        self.storage.append(&self.commits, &[], &growth)?;
+        self.written += self
+            .commits
+            .iter()
+            .map(|c| c.events.len() as u64)
+            .sum::<u64>();
+        self.commits.clear();
+        Ok(())
+    }
+}
+
 /// A new signing key for a ledger restored without its old one, introduced in the checkpoint
 /// log with the reason the chain of keys breaks there.
 fn new_key(
@@ -318,12 +379,4 @@ fn new_key(
         origin,
     })?;
     Ok((key, Some(reason)))
-}
-
-/// The tree's growth since the last append: the nodes gathered, taken, and its size now.
-fn grown(nodes: &mut Vec<ledger_proof::PerfectNode>, frontier: &Frontier) -> TreeGrowth {
-    TreeGrowth {
-        nodes: std::mem::take(nodes),
-        size: frontier.size(),
-    }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ledger_proof::{
-    MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, Sha256, SigningKey,
+    Digest, MerkleHasher, RecoveryAction, RecoveryFacts, RecoveryStatement, Sha256, SigningKey,
 };
 
 use super::{Ledger, LedgerOptions, Writer};
@@ -174,14 +174,7 @@ impl Writer {
             {
                 continue;
             }
-            let actual = if tree_size == size {
-                self.frontier.root(&Sha256)
-            } else if tree_size == 0 {
-                Sha256.empty_root()
-            } else {
-                ledger_proof::root(&Sha256, &StoredNodes(&*self.core.storage), tree_size)
-                    .map_err(|e| format!("the root at tree size {tree_size}: {e:?}"))?
-            };
+            let actual = self.root_at(tree_size)?;
             if actual != root {
                 return Err(format!(
                     "entry {} of the checkpoint log signs root {root} for the first {tree_size} events, but the log gives {actual}",
@@ -190,6 +183,19 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// The root the log gives at `tree_size` (at most its size): the frontier's at the head, the
+    /// stored tree's below it.
+    fn root_at(&self, tree_size: u64) -> Result<Digest, String> {
+        if tree_size == self.head.size {
+            Ok(self.frontier.root(&Sha256))
+        } else if tree_size == 0 {
+            Ok(Sha256.empty_root())
+        } else {
+            ledger_proof::root(&Sha256, &StoredNodes(&*self.core.storage), tree_size)
+                .map_err(|e| format!("the root at tree size {tree_size}: {e:?}"))
+        }
     }
 
     /// The key that signs a recovery statement: the one the checkpoint log names, or, when the
@@ -246,21 +252,7 @@ impl Writer {
     /// Signs and records the acceptance of everything the ledger found wrong.
     fn accept(&mut self, reason: &str) -> Result<AcceptedLoss, String> {
         let storage = Arc::clone(&self.core.storage);
-        let mut accepted: Vec<String> = storage.problems().into_iter().map(|p| p.detail).collect();
-        accepted.extend(
-            self.core
-                .open_problems
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned(),
-        );
-        if let Some(cut) = storage.pending_cut() {
-            accepted.push(format!(
-                "a torn write of {} bytes at byte {} of segment {:020}",
-                cut.bytes, cut.offset, cut.segment
-            ));
-        }
+        let mut accepted = self.found_wrong();
         if accepted.is_empty() {
             return Err("the ledger found nothing wrong: there is no loss to accept".into());
         }
@@ -269,41 +261,7 @@ impl Writer {
         }
         let entries = self.checkpoint_log().map_err(|e| e.to_string())?;
         let kept = self.head.size;
-        // Entries that do not verify, or sign a root the kept log does not have, are declared
-        // void; those that sign a larger tree are given up by the statement itself.
-        let mut disowned = Vec::new();
-        for (i, problem) in verify::signature_faults(&entries) {
-            accepted.push(problem);
-            disowned.push(i as u64 + 1);
-        }
-        let standing = standings(&entries);
-        for (i, entry) in entries.iter().enumerate() {
-            if standing[i] != Standing::Counts || disowned.contains(&(i as u64 + 1)) {
-                continue;
-            }
-            let (Some(tree_size), Some(root)) = (entry.signed_size(), entry.signed_root()) else {
-                continue;
-            };
-            if tree_size > kept {
-                continue;
-            }
-            let actual = if tree_size == kept {
-                Ok(self.frontier.root(&Sha256))
-            } else if tree_size == 0 {
-                Ok(Sha256.empty_root())
-            } else {
-                ledger_proof::root(&Sha256, &StoredNodes(&*storage), tree_size)
-            };
-            if actual.map_or(true, |actual| actual != root) {
-                accepted.push(format!(
-                    "entry {} of the checkpoint log signs a root the log does not have at size {tree_size}",
-                    i + 1
-                ));
-                disowned.push(i as u64 + 1);
-            }
-        }
-        disowned.sort_unstable();
-        disowned.dedup();
+        let disowned = self.disowned(&entries, &mut accepted);
         let claimed = entries
             .iter()
             .filter_map(CheckpointEntry::signed_size)
@@ -354,6 +312,61 @@ impl Writer {
 }
 
 impl Writer {
+    /// Everything the ledger found wrong when it opened: the storage's problems, the checkpoint
+    /// log's, and a torn write not cut.
+    fn found_wrong(&self) -> Vec<String> {
+        let storage = &self.core.storage;
+        let mut found: Vec<String> = storage.problems().into_iter().map(|p| p.detail).collect();
+        found.extend(
+            self.core
+                .open_problems
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
+        if let Some(cut) = storage.pending_cut() {
+            found.push(format!(
+                "a torn write of {} bytes at byte {} of segment {:020}",
+                cut.bytes, cut.offset, cut.segment
+            ));
+        }
+        found
+    }
+
+    /// The entries of the checkpoint log an acceptance declares void, by number from 1, with
+    /// why added to `accepted`: those that do not verify, and those that sign a root the kept
+    /// log does not have. Those that sign a larger tree are given up by the statement itself.
+    fn disowned(&self, entries: &[CheckpointEntry], accepted: &mut Vec<String>) -> Vec<u64> {
+        let mut disowned = Vec::new();
+        for (i, problem) in verify::signature_faults(entries) {
+            accepted.push(problem);
+            disowned.push(i as u64 + 1);
+        }
+        let standing = standings(entries);
+        for (i, entry) in entries.iter().enumerate() {
+            if standing[i] != Standing::Counts || disowned.contains(&(i as u64 + 1)) {
+                continue;
+            }
+            let (Some(tree_size), Some(root)) = (entry.signed_size(), entry.signed_root()) else {
+                continue;
+            };
+            if tree_size > self.head.size {
+                continue;
+            }
+            if !self.root_at(tree_size).is_ok_and(|actual| actual == root) {
+                accepted.push(format!(
+                    "entry {} of the checkpoint log signs a root the log does not have at size {tree_size}",
+                    i + 1
+                ));
+                disowned.push(i as u64 + 1);
+            }
+        }
+        disowned.sort_unstable();
+        disowned.dedup();
+        disowned
+    }
+
     /// The key that signs an acceptance when the checkpoint log lost every key entry, introduced
     /// again at the kept size, with the log's origin.
     fn key_reintroduced(

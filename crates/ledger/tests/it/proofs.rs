@@ -427,6 +427,46 @@ fn a_torn_checkpoint_entry_is_cut_on_open() {
 }
 
 #[test]
+fn a_damaged_checkpoint_entry_the_head_record_counted_is_reported_and_never_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = open(dir.path());
+        fill(&ledger, 4);
+        ledger.checkpoint().unwrap();
+        // The next acknowledged append records how long the checkpoint log was.
+        ledger
+            .append(request("t", ExpectedVersion::Any, &[b"after"]))
+            .unwrap();
+    }
+    let log = dir.path().join("checkpoints.jsonl");
+    let text = std::fs::read(&log).unwrap();
+    let damaged = text[..text.len() - 10].to_vec();
+    std::fs::write(&log, &damaged).unwrap();
+
+    let ledger = open(dir.path());
+    assert!(
+        ledger.poisoned().is_some(),
+        "writes go on over a lost entry"
+    );
+    let problems = ledger.problems();
+    assert!(
+        problems.iter().any(|p| p.contains("head record counted")),
+        "{problems:?}"
+    );
+    let notes = ledger.recovery_notes();
+    assert!(
+        !notes.iter().any(|n| n.contains("cuts them")),
+        "a note promises a cut no open makes: {notes:?}"
+    );
+    drop(ledger);
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        damaged,
+        "the open changed the checkpoint log"
+    );
+}
+
+#[test]
 fn an_open_checks_the_newest_checkpoints_in_full_and_verify_checks_them_all() {
     let dir = tempfile::tempdir().unwrap();
     {

@@ -294,31 +294,7 @@ impl EmbeddedStorage {
             });
         }
         if let Some(at) = cut {
-            let torn = bytes.len() - at;
-            if self.opened_read_only || recorded > at as u64 {
-                self.recoveries.push(format!(
-                    "the last {torn} bytes of the checkpoint log, at byte {at}, are a torn entry; a writable open cuts them"
-                ));
-            } else {
-                let kept = self
-                    .recovered_dir
-                    .join(format!("{CHECKPOINT_LOG}.{at}.torn"));
-                fs::write(&kept, &bytes[at..])
-                    .and_then(|()| File::open(&kept)?.sync_all())
-                    .map_err(|e| StorageError::io("write", &kept, e))?;
-                sync_dir(&self.recovered_dir)?;
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| StorageError::io("open", &path, e))?;
-                file.set_len(at as u64)
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| StorageError::io("truncate", &path, e))?;
-                self.recoveries.push(format!(
-                    "cut a torn checkpoint entry of {torn} bytes; kept in {}",
-                    kept.display()
-                ));
-            }
+            self.torn_checkpoint_entry(&path, &bytes, at, recorded)?;
         }
         let mut log = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
         log.spans = spans;
@@ -327,6 +303,50 @@ impl EmbeddedStorage {
         let count = entries.len();
         log.opened = Some(entries);
         Ok(count)
+    }
+
+    /// A torn last entry of the checkpoint log, from byte `at` of `bytes` on: a writable open
+    /// keeps its bytes in `recovered/` and cuts it, unless the head record counted those bytes
+    /// (an acknowledged entry, damaged since: a problem [`Self::load_checkpoints`] reported).
+    fn torn_checkpoint_entry(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        at: usize,
+        recorded: u64,
+    ) -> Result<(), StorageError> {
+        let torn = bytes.len() - at;
+        if recorded > at as u64 {
+            self.recoveries.push(format!(
+                "the last {torn} bytes of the checkpoint log, at byte {at}, do not parse, but the head record counted them: they are left as they are"
+            ));
+            return Ok(());
+        }
+        if self.opened_read_only {
+            self.recoveries.push(format!(
+                "the last {torn} bytes of the checkpoint log, at byte {at}, are a torn entry; a writable open cuts them"
+            ));
+            return Ok(());
+        }
+        let kept = self
+            .recovered_dir
+            .join(format!("{CHECKPOINT_LOG}.{at}.torn"));
+        fs::write(&kept, &bytes[at..])
+            .and_then(|()| File::open(&kept)?.sync_all())
+            .map_err(|e| StorageError::io("write", &kept, e))?;
+        sync_dir(&self.recovered_dir)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StorageError::io("open", path, e))?;
+        file.set_len(at as u64)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| StorageError::io("truncate", path, e))?;
+        self.recoveries.push(format!(
+            "cut a torn checkpoint entry of {torn} bytes; kept in {}",
+            kept.display()
+        ));
+        Ok(())
     }
 
     /// Reads the checkpoint log, brings the index up to the end of the log, compares the log

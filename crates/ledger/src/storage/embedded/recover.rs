@@ -104,39 +104,51 @@ impl EmbeddedStorage {
         storage.load_segments()?;
         storage.recover(&head_found)?;
         if storage.read_only {
-            let reason = match storage.problems.first() {
-                None => "the ledger was opened read-only".to_owned(),
-                Some(problem) => format!(
-                    "the ledger opened read-only because it found a problem{}: {}",
-                    problem
-                        .seq
-                        .map(|s| format!(" at seq {s}"))
-                        .unwrap_or_default(),
-                    problem.detail
-                ),
-            };
-            storage
-                .writer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .failed = Some(reason);
-            storage.progress.lock().indexed = storage.head().size;
+            storage.refuse_writes();
         } else {
-            let head = storage.head();
-            let record = HeadRecord {
-                next_seq: head.size,
-                last_hash: head.last_hash,
-                checkpoint_log_bytes: storage
-                    .checkpoints
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .bytes,
-            };
-            let file = HeadFile::create_or_open(&head_path, &head_found, record)?;
-            *storage.head_file.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
-            storage.start_indexer()?;
+            storage.start_writing(&head_path, &head_found)?;
         }
         Ok(storage)
+    }
+
+    /// After an open that found a problem or was asked to be read-only: every append is refused,
+    /// saying why, and nothing is left to index.
+    fn refuse_writes(&mut self) {
+        let reason = match self.problems.first() {
+            None => "the ledger was opened read-only".to_owned(),
+            Some(problem) => format!(
+                "the ledger opened read-only because it found a problem{}: {}",
+                problem
+                    .seq
+                    .map(|s| format!(" at seq {s}"))
+                    .unwrap_or_default(),
+                problem.detail
+            ),
+        };
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(reason);
+        self.progress.lock().indexed = self.head().size;
+    }
+
+    /// After an open that found nothing wrong (so the log reaches every durable record of its
+    /// length): the head record is written at the recovered head, and the indexer starts.
+    fn start_writing(
+        &mut self,
+        head_path: &Path,
+        head_found: &HeadFound,
+    ) -> Result<(), StorageError> {
+        let head = self.head();
+        let record = HeadRecord {
+            next_seq: head.size,
+            last_hash: head.last_hash,
+            checkpoint_log_bytes: self
+                .checkpoints
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .bytes,
+        };
+        let file = HeadFile::create_or_open(head_path, head_found, record)?;
+        *self.head_file.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
+        self.start_indexer()
     }
 
     /// What recovery did when the backend opened (torn tails cut), for the operator's log.

@@ -251,10 +251,17 @@ impl Projector {
                 },
             }),
         };
-        let before = projector.next_seq();
-        match projector.advance(u64::MAX) {
-            // A failure to read storage is the ledger's, and opening cannot go on without it; an
-            // event that does not fold is recorded as a stall and the projector opens anyway.
+        projector.catch_up_at_open(write_snapshot)?;
+        Ok(projector)
+    }
+
+    /// Folds what the ledger holds beyond the state loaded, then writes a snapshot when the
+    /// open asked for one, and completes the open's report. A failure to read storage is the
+    /// ledger's, and opening cannot go on without it; an event that does not fold is recorded
+    /// as a stall and the projector opens anyway.
+    fn catch_up_at_open(&mut self, write_snapshot: bool) -> Result<(), OpenError> {
+        let before = self.next_seq();
+        match self.advance(u64::MAX) {
             Err(ApplyError::Read(e))
                 if !matches!(
                     e,
@@ -266,16 +273,16 @@ impl Projector {
             }
             Ok(_) | Err(_) => {}
         }
-        let caught_up = projector.next_seq() - before;
-        let stall = projector.stall();
-        let snapshot = projector.snapshot_at_open(write_snapshot);
+        let caught_up = self.next_seq() - before;
+        let stall = self.stall();
+        let snapshot = self.snapshot_at_open(write_snapshot);
         // Nothing else holds the Arc yet, so the report can still be completed in place.
-        if let Some(inner) = Arc::get_mut(&mut projector.inner) {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.report.events_caught_up = caught_up;
             inner.report.stall = stall;
             inner.report.snapshot = snapshot;
         }
-        Ok(projector)
+        Ok(())
     }
 
     /// The snapshots an open writes: when the directory needs them, or one is due.

@@ -77,96 +77,126 @@ pub(crate) fn due(state: &TaskState) -> Vec<(Step, PendingAction)> {
         return Vec::new();
     }
     let constrained = task.mode == Mode::ToolConstrained;
-    let mut out = Vec::new();
-    if state.evidence().is_empty() {
-        out.push((
+    [
+        search_due(state),
+        screening_due(state, constrained),
+        conflict_rules_due(state, constrained),
+        human_decisions_due(state),
+        matrix_due(state, constrained),
+        verdict_due(state),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// A search, while the task has no evidence.
+fn search_due(state: &TaskState) -> Option<(Step, PendingAction)> {
+    state.evidence().is_empty().then(|| {
+        (
             Step::Search,
             PendingAction::new(
                 Tool::RetrievalSearchEvidence,
                 "the task has no evidence yet",
             ),
-        ));
-    }
+        )
+    })
+}
+
+/// The screening of the candidates waiting.
+fn screening_due(state: &TaskState, constrained: bool) -> Option<(Step, PendingAction)> {
     let waiting = candidates(state);
-    if !waiting.is_empty() {
-        let reason = if constrained {
-            format!("{} await screening", list_ids(waiting))
-        } else {
-            format!(
-                "{} await screening; candidates do not count until adopted",
-                list_ids(waiting)
-            )
-        };
-        out.push((
-            Step::Screen,
-            PendingAction::new(Tool::SynthesisScreenEvidence, reason),
-        ));
+    if waiting.is_empty() {
+        return None;
     }
-    if constrained && conflicts_outdated(state) {
-        out.push((
+    let reason = if constrained {
+        format!("{} await screening", list_ids(waiting))
+    } else {
+        format!(
+            "{} await screening; candidates do not count until adopted",
+            list_ids(waiting)
+        )
+    };
+    Some((
+        Step::Screen,
+        PendingAction::new(Tool::SynthesisScreenEvidence, reason),
+    ))
+}
+
+/// The conflict rules, in tool-constrained mode, when the evidence changed since they ran.
+fn conflict_rules_due(state: &TaskState, constrained: bool) -> Option<(Step, PendingAction)> {
+    (constrained && conflicts_outdated(state)).then(|| {
+        (
             Step::ConflictResolution,
             PendingAction::new(
                 Tool::EvaluationConflictResolution,
                 "the evidence changed since the conflict rules last ran",
             ),
-        ));
-    }
+        )
+    })
+}
+
+/// A person's decision on every conflict that waits for one.
+fn human_decisions_due(state: &TaskState) -> Option<(Step, PendingAction)> {
     let pending: Vec<String> = state
         .current_conflicts()
         .filter(|c| c.is_pending())
         .map(|c| c.id().to_string())
         .collect();
-    if !pending.is_empty() {
-        out.push((
+    (!pending.is_empty()).then(|| {
+        (
             Step::HumanDecision,
             PendingAction::new(
                 Tool::EvaluationResolveConflict,
                 format!("{} await a human decision", pending.join(", ")),
             ),
-        ));
+        )
+    })
+}
+
+/// The decision matrix, in tool-constrained mode, when none reflects the latest change.
+fn matrix_due(state: &TaskState, constrained: bool) -> Option<(Step, PendingAction)> {
+    if !(constrained && matrix_outdated(state)) {
+        return None;
     }
-    if constrained && matrix_outdated(state) {
-        let reason = if state.marks().matrix_built.is_none() {
-            "no decision matrix has been built"
-        } else {
-            "the decision matrix predates the latest change to evidence or adjudications"
-        };
-        out.push((
-            Step::Matrix,
-            PendingAction::new(Tool::EvaluationBuildDecisionMatrix, reason),
-        ));
-    }
-    match state.current_conclusion() {
-        None => out.push((
+    let reason = if state.marks().matrix_built.is_none() {
+        "no decision matrix has been built"
+    } else {
+        "the decision matrix predates the latest change to evidence or adjudications"
+    };
+    Some((
+        Step::Matrix,
+        PendingAction::new(Tool::EvaluationBuildDecisionMatrix, reason),
+    ))
+}
+
+/// A conclusion, when there is none or it is stale; else its explanation, when it has none.
+fn verdict_due(state: &TaskState) -> Option<(Step, PendingAction)> {
+    let Some(current) = state.current_conclusion() else {
+        return Some((
             Step::Conclusion,
             PendingAction::new(
                 Tool::EvaluationGenerateConclusion,
                 "no conclusion has been issued",
             ),
-        )),
-        Some(current) if current.stale_since.is_some() => out.push((
+        ));
+    };
+    let id = &current.issued.conclusion_id;
+    if current.stale_since.is_some() {
+        return Some((
             Step::Conclusion,
-            PendingAction::new(
-                Tool::EvaluationGenerateConclusion,
-                format!("{} is stale", current.issued.conclusion_id),
-            ),
-        )),
-        Some(current) => {
-            if state
-                .explanation_of(&current.issued.conclusion_id)
-                .is_none()
-            {
-                out.push((
-                    Step::Explanation,
-                    PendingAction::new(
-                        Tool::EvaluationExplainReasoning,
-                        format!("{} has not been explained", current.issued.conclusion_id),
-                    ),
-                ));
-            }
-        }
+            PendingAction::new(Tool::EvaluationGenerateConclusion, format!("{id} is stale")),
+        ));
     }
-    out
+    state.explanation_of(id).is_none().then(|| {
+        (
+            Step::Explanation,
+            PendingAction::new(
+                Tool::EvaluationExplainReasoning,
+                format!("{id} has not been explained"),
+            ),
+        )
+    })
 }
 
 /// What a client can do next to move the task on, in workflow order: the steps due now

@@ -83,26 +83,7 @@ fn decide_events(
         Command::AddEvidence(c) => add_evidence(state, task, c, ctx),
         Command::RetractEvidence(c) => retract(state, c, limits),
         Command::ScreenEvidence(c) => screen(state, c, limits),
-        Command::RecordSynthesis => {
-            require(
-                state,
-                task,
-                Tool::SynthesisResearchSynthesis,
-                &[Step::Screen],
-            )?;
-            let event = synthesis::synthesis(state);
-            let mut causes = Causes::new(state);
-            for item in state.evidence() {
-                if event
-                    .viewpoints
-                    .iter()
-                    .any(|v| v.evidence_ids.contains(item.id()))
-                {
-                    causes.cite(&item.status_provenance().cite);
-                }
-            }
-            Ok(vec![causes.event(Event::SynthesisRecorded(event))])
-        }
+        Command::RecordSynthesis => record_synthesis(state, task),
         Command::RunConflictResolution => {
             require(
                 state,
@@ -123,34 +104,60 @@ fn decide_events(
             Ok(vec![matrix_event(state, state.version())])
         }
         Command::GenerateConclusion => generate_conclusion(state, task, ctx),
-        Command::ExplainReasoning => {
-            let Some(event) = explain::explanation(state) else {
-                let mut pending = workflow::missing(
-                    state,
-                    &[
-                        Step::Screen,
-                        Step::ConflictResolution,
-                        Step::Matrix,
-                        Step::Conclusion,
-                    ],
-                );
-                if task.mode == Mode::AgentLed {
-                    pending.retain(|a| a.tool == Tool::EvaluationGenerateConclusion);
-                }
-                return Err(Refusal::WorkflowOrder {
-                    message: "there is no conclusion to explain yet".into(),
-                    pending_actions: pending,
-                });
-            };
-            let mut causes = Causes::new(state);
-            if let Some(current) = state.current_conclusion() {
-                causes.cite(&current.provenance.cite);
-            }
-            Ok(vec![causes.event(Event::ExplanationRecorded(event))])
-        }
+        Command::ExplainReasoning => explain_reasoning(state, task),
         Command::RecordExternalToolCall(c) => tool_call(c, limits),
         Command::CloseTask(c) => close(c, limits),
     }
+}
+
+/// The synthesis of the adopted evidence's viewpoints, citing the screenings that adopted it.
+fn record_synthesis(state: &TaskState, task: &TaskInfo) -> Result<Vec<NewEvent>, Refusal> {
+    require(
+        state,
+        task,
+        Tool::SynthesisResearchSynthesis,
+        &[Step::Screen],
+    )?;
+    let event = synthesis::synthesis(state);
+    let mut causes = Causes::new(state);
+    for item in state.evidence() {
+        if event
+            .viewpoints
+            .iter()
+            .any(|v| v.evidence_ids.contains(item.id()))
+        {
+            causes.cite(&item.status_provenance().cite);
+        }
+    }
+    Ok(vec![causes.event(Event::SynthesisRecorded(event))])
+}
+
+/// The explanation of the current conclusion, citing it; refused while there is none, with
+/// the steps that lead to one.
+fn explain_reasoning(state: &TaskState, task: &TaskInfo) -> Result<Vec<NewEvent>, Refusal> {
+    let Some(event) = explain::explanation(state) else {
+        let mut pending = workflow::missing(
+            state,
+            &[
+                Step::Screen,
+                Step::ConflictResolution,
+                Step::Matrix,
+                Step::Conclusion,
+            ],
+        );
+        if task.mode == Mode::AgentLed {
+            pending.retain(|a| a.tool == Tool::EvaluationGenerateConclusion);
+        }
+        return Err(Refusal::WorkflowOrder {
+            message: "there is no conclusion to explain yet".into(),
+            pending_actions: pending,
+        });
+    };
+    let mut causes = Causes::new(state);
+    if let Some(current) = state.current_conclusion() {
+        causes.cite(&current.provenance.cite);
+    }
+    Ok(vec![causes.event(Event::ExplanationRecorded(event))])
 }
 
 /// In `tool_constrained` mode, refuses a command while any of the steps it needs is due.

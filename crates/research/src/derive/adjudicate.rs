@@ -161,28 +161,9 @@ pub(crate) fn adjudicate(
     }
 }
 
-/// The tiers of `v2` over one scope whose participants hold both sides: authority as in `v1`;
-/// then recency over given dates only (a side with none cannot win on recency); then, when
-/// `side_weight_ratio` is set, the side whose Σ authority · relevance reaches that multiple of
-/// the other's; else pending. `compared` keeps `v1`'s meaning for the dates (latest of any kind)
-/// except `recency_gap_days`, which is the gap between the latest given dates (0 when a side has
-/// none).
-fn adjudicate_v2(
-    state: &TaskState,
-    thresholds: &Thresholds,
-    params: &V2Parameters,
-    conflict_id: ConflictId,
-    scope: Option<SubQuestionId>,
-    supersedes: Option<ConflictId>,
-    participants: Vec<Participant>,
-) -> Adjudication {
-    let mut automatic = adjudicate(
-        thresholds,
-        conflict_id,
-        scope,
-        supersedes,
-        participants.clone(),
-    );
+/// What `v2` compares beyond `v1`: which participants' dates are defaults, each side's latest
+/// given date, and each side's Σ authority · relevance, summed in the participants' order.
+fn compare_v2(state: &TaskState, participants: &[Participant]) -> ComparedV2 {
     let defaulted = |p: &Participant| {
         state
             .evidence_item(&p.evidence_id)
@@ -207,7 +188,7 @@ fn adjudicate_v2(
         }
         sum
     };
-    let v2 = ComparedV2 {
+    ComparedV2 {
         undated: participants
             .iter()
             .filter(|p| defaulted(p))
@@ -217,21 +198,58 @@ fn adjudicate_v2(
         opposes_latest_dated: latest_dated(Side::Opposes),
         supports_weight: weight(Side::Supports),
         opposes_weight: weight(Side::Opposes),
+    }
+}
+
+/// The weight tier of `v2`: with `side_weight_ratio` set, the side whose weight reaches that
+/// multiple of the other's wins; else the conflict is pending.
+fn by_weight(v2: &ComparedV2, params: &V2Parameters) -> (Tier, Option<Side>) {
+    let Some(ratio) = params.side_weight_ratio else {
+        return (Tier::Pending, None);
     };
-    let compared = &mut automatic.compared;
+    let (s, o) = (v2.supports_weight, v2.opposes_weight);
+    if s > o && reaches(s, ratio * o) {
+        (Tier::Weight, Some(Side::Supports))
+    } else if o > s && reaches(o, ratio * s) {
+        (Tier::Weight, Some(Side::Opposes))
+    } else {
+        (Tier::Pending, None)
+    }
+}
+
+/// The tiers of `v2` over one scope whose participants hold both sides: authority as in `v1`;
+/// then recency over given dates only (a side with none cannot win on recency); then, when
+/// `side_weight_ratio` is set, the side whose Σ authority · relevance reaches that multiple of
+/// the other's; else pending. `compared` keeps `v1`'s meaning for the dates (latest of any kind)
+/// except `recency_gap_days`, which is the gap between the latest given dates (0 when a side has
+/// none).
+fn adjudicate_v2(
+    state: &TaskState,
+    thresholds: &Thresholds,
+    params: &V2Parameters,
+    conflict_id: ConflictId,
+    scope: Option<SubQuestionId>,
+    supersedes: Option<ConflictId>,
+    participants: Vec<Participant>,
+) -> Adjudication {
+    let mut automatic = adjudicate(
+        thresholds,
+        conflict_id,
+        scope,
+        supersedes,
+        participants.clone(),
+    );
+    let v2 = compare_v2(state, &participants);
     let (tier, winner) = if automatic.tier == Tier::Authority {
         (automatic.tier, automatic.winner)
     } else {
-        let dated = match (v2.supports_latest_dated, v2.opposes_latest_dated) {
-            (Some(s), Some(o)) => Some((s, o)),
-            _ => None,
-        };
-        compared.recency_gap_days = dated.map_or(0, |(s, o)| (s - o).num_days().abs());
+        let dated = v2.supports_latest_dated.zip(v2.opposes_latest_dated);
+        automatic.compared.recency_gap_days = dated.map_or(0, |(s, o)| (s - o).num_days().abs());
         match dated {
             Some((s, o))
                 if s != o
                     && reaches(
-                        compared.recency_gap_days as f64,
+                        automatic.compared.recency_gap_days as f64,
                         thresholds.recency_gap_days,
                     ) =>
             {
@@ -240,19 +258,7 @@ fn adjudicate_v2(
                     Some(if s > o { Side::Supports } else { Side::Opposes }),
                 )
             }
-            _ => match params.side_weight_ratio {
-                Some(ratio) => {
-                    let (s, o) = (v2.supports_weight, v2.opposes_weight);
-                    if s > o && reaches(s, ratio * o) {
-                        (Tier::Weight, Some(Side::Supports))
-                    } else if o > s && reaches(o, ratio * s) {
-                        (Tier::Weight, Some(Side::Opposes))
-                    } else {
-                        (Tier::Pending, None)
-                    }
-                }
-                None => (Tier::Pending, None),
-            },
+            _ => by_weight(&v2, params),
         }
     };
     automatic.tier = tier;

@@ -173,6 +173,9 @@ impl Ledger {
                 "the Merkle tree could not be brought up to date: {e}"
             ));
         }
+        if let Err(e) = writer.recall_last_time() {
+            core.poison(format!("the time of the last event could not be read: {e}"));
+        }
         writer.set_up_key(key);
         if writer.shared && writer.key.is_none() && writer.leads {
             // A node that cannot sign leaves the checkpoints to one that can.
@@ -527,6 +530,28 @@ impl Writer {
         self.grow_stored(&mut frontier, to)?;
         // Its own progress needs no second look.
         self.mend_seen = Some(frontier.size());
+        Ok(())
+    }
+
+    /// Takes the time the last event of the log was recorded as the floor of the next group's,
+    /// so that `recorded_at` never decreases along the log, whatever the clock says after a
+    /// restart (a clock set back, another machine's, a restore).
+    pub(super) fn recall_last_time(&mut self) -> Result<(), String> {
+        let Some(last) = self.head.size.checked_sub(1) else {
+            return Ok(());
+        };
+        let events = self
+            .core
+            .storage
+            .read_range(last, 1)
+            .map_err(|e| e.to_string())?;
+        let Some(raw) = events.first() else {
+            return Err(format!("the log ends before seq {last}"));
+        };
+        let event = crate::envelope::decode_stored(&raw.bytes).map_err(|e| e.to_string())?;
+        if self.last_time.is_none_or(|t| t < event.recorded_at) {
+            self.last_time = Some(event.recorded_at);
+        }
         Ok(())
     }
 

@@ -310,3 +310,38 @@ fn events_survive_reopening_across_many_segments() {
         hashes.push(r.events[0].hash);
     }
 }
+
+#[test]
+fn recorded_at_never_decreases_along_the_log_when_the_clock_is_set_back_between_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = chrono::DateTime::<chrono::Utc>::from_timestamp(1_750_000_000, 0).unwrap();
+    let at = |time: chrono::DateTime<chrono::Utc>| LedgerOptions {
+        clock: std::sync::Arc::new(ledger::SteppingClock::new(time, 1_000)),
+        ..options(1)
+    };
+    {
+        let ledger = Ledger::open(dir.path(), at(start)).unwrap();
+        for i in 0..5u8 {
+            ledger
+                .append(request("t", ExpectedVersion::Any, &[&[i]]))
+                .unwrap();
+        }
+    }
+    // The machine's clock is an hour behind when the ledger opens again.
+    let ledger = Ledger::open(dir.path(), at(start - chrono::Duration::hours(1))).unwrap();
+    ledger
+        .append(request("t", ExpectedVersion::Any, &[b"after"]))
+        .unwrap();
+    let events = ledger.read_range(0, 100).unwrap();
+    assert_eq!(events.len(), 6);
+    for pair in events.windows(2) {
+        assert!(
+            pair[1].recorded_at >= pair[0].recorded_at,
+            "seq {} was recorded at {}, before seq {} at {}",
+            pair[1].seq,
+            pair[1].recorded_at,
+            pair[0].seq,
+            pair[0].recorded_at
+        );
+    }
+}

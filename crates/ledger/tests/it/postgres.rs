@@ -2254,3 +2254,44 @@ fn nodes_a_stopped_rebuild_left_out_are_stored_again_at_open_and_by_a_running_le
     assert_every_node(&read_only_storage(&url), &reference, 700);
     assert_proves(&ledger, &reference);
 }
+
+#[test]
+fn recorded_at_never_decreases_along_a_log_two_nodes_with_different_clocks_write() {
+    let Some((_, url)) = database_or_skip("recorded_at_never_decreases") else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let start = chrono::DateTime::<chrono::Utc>::from_timestamp(1_750_000_000, 0).unwrap();
+    let at = |time: chrono::DateTime<chrono::Utc>, seed: u64| LedgerOptions {
+        clock: std::sync::Arc::new(ledger::SteppingClock::new(time, 1_000)),
+        ..options(seed)
+    };
+    let ahead = Ledger::open_postgres(&url, keys.path(), at(start, 1)).unwrap();
+    // Open before the other node writes: it learns of those events only when its append meets
+    // the moved head.
+    let behind =
+        Ledger::open_postgres(&url, keys.path(), at(start - chrono::Duration::hours(1), 2))
+            .unwrap();
+    for i in 0..3u8 {
+        append_any(&ahead, "a", &[i]).unwrap();
+    }
+    append_any(&behind, "b", b"behind").unwrap();
+    drop(behind);
+    drop(ahead);
+    // Opened after them all, with its clock behind too.
+    let late = Ledger::open_postgres(&url, keys.path(), at(start - chrono::Duration::hours(2), 3))
+        .unwrap();
+    append_any(&late, "c", b"late").unwrap();
+    let events = late.read_range(0, 100).unwrap();
+    assert_eq!(events.len(), 5);
+    for pair in events.windows(2) {
+        assert!(
+            pair[1].recorded_at >= pair[0].recorded_at,
+            "seq {} was recorded at {}, before seq {} at {}",
+            pair[1].seq,
+            pair[1].recorded_at,
+            pair[0].seq,
+            pair[0].recorded_at
+        );
+    }
+}

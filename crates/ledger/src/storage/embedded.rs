@@ -122,6 +122,9 @@ pub struct EmbeddedStorage {
     head_file: Mutex<Option<HeadFile>>,
     /// A torn write found on open that awaits its cut.
     pending_cut: Mutex<Option<PendingCut>>,
+    /// A last segment file found on open with no complete header, left out of the log: what
+    /// becomes of it is decided once the open knows whether anything was lost.
+    headless_segment: Option<PathBuf>,
     /// Where the part of the log that checked out ends: what an accepted loss keeps.
     kept: Tail,
     /// The largest size a durable record said the log had when it opened.

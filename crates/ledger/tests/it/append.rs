@@ -345,3 +345,96 @@ fn recorded_at_never_decreases_along_the_log_when_the_clock_is_set_back_between_
         );
     }
 }
+
+/// Options whose segments roll over every few appends.
+fn small_segments() -> LedgerOptions {
+    LedgerOptions {
+        limits: Limits {
+            segment_bytes_max: 4096,
+            ..Limits::default()
+        },
+        ..options(3)
+    }
+}
+
+/// The log's segment files, by name.
+fn segment_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_segment_whose_header_never_completed_is_moved_aside_when_nothing_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+        for i in 0..10u8 {
+            ledger
+                .append(request("s", ExpectedVersion::Any, &[&[i]]))
+                .unwrap();
+        }
+    }
+    // What a roll-over that crashed before its header was synced leaves.
+    let headless = dir.path().join("log").join(format!("{:020}.seg", 10));
+    std::fs::write(&headless, [0x52u8; 10]).unwrap();
+
+    let read_only = LedgerOptions {
+        read_only: true,
+        ..small_segments()
+    };
+    let ledger = Ledger::open(dir.path(), read_only).unwrap();
+    assert_eq!(ledger.read_range(0, 100).unwrap().len(), 10);
+    drop(ledger);
+    assert!(headless.exists(), "a read-only open changed the log");
+
+    let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert!(!headless.exists());
+    let kept = dir
+        .path()
+        .join("recovered")
+        .join(format!("{:020}.seg.headless", 10));
+    assert_eq!(std::fs::read(&kept).unwrap(), [0x52u8; 10]);
+    ledger
+        .append(request("s", ExpectedVersion::Exact(10), &[b"after"]))
+        .unwrap();
+    assert_eq!(ledger.read_range(0, 100).unwrap().len(), 11);
+}
+
+#[test]
+fn a_segment_of_acknowledged_frames_cut_below_its_header_is_a_loss_and_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+        let payload = [7u8; 400];
+        for _ in 0..40 {
+            ledger
+                .append(request("s", ExpectedVersion::Any, &[&payload]))
+                .unwrap();
+        }
+    }
+    let names = segment_names(dir.path());
+    assert!(names.len() > 2, "{names:?}");
+    let last = dir.path().join("log").join(names.last().unwrap());
+    let bytes = std::fs::read(&last).unwrap();
+    std::fs::write(&last, &bytes[..20]).unwrap();
+
+    let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+    let problems = ledger.problems();
+    assert!(
+        problems.iter().any(|p| p.contains("were lost")),
+        "{problems:?}"
+    );
+    assert!(ledger.poisoned().is_some());
+    drop(ledger);
+    assert_eq!(
+        std::fs::read(&last).unwrap(),
+        &bytes[..20],
+        "the evidence of the loss was changed or removed"
+    );
+    assert_eq!(segment_names(dir.path()), names);
+}

@@ -86,6 +86,7 @@ impl EmbeddedStorage {
             read_only,
             head_file: Mutex::new(None),
             pending_cut: Mutex::new(None),
+            headless_segment: None,
             kept: Tail::start(),
             claimed: 0,
             segments: RwLock::new(std::collections::BTreeMap::new()),
@@ -103,6 +104,7 @@ impl EmbeddedStorage {
         };
         storage.load_segments()?;
         storage.recover(&head_found)?;
+        storage.settle_headless_segment()?;
         if storage.read_only {
             storage.refuse_writes();
         } else {
@@ -156,6 +158,42 @@ impl EmbeddedStorage {
         &self.recoveries
     }
 
+    /// A last segment with no complete header, once the recovery knows whether anything was
+    /// lost. With nothing lost it is what a roll-over that crashed before any frame went into it
+    /// leaves, and a writable open moves it to `recovered/`; with a loss it may be what is left
+    /// of acknowledged frames, and it stays where it is, like everything else in the directory.
+    fn settle_headless_segment(&mut self) -> Result<(), StorageError> {
+        let Some(path) = self.headless_segment.take() else {
+            return Ok(());
+        };
+        let shown = path.display();
+        if !self.problems.is_empty() {
+            self.recoveries.push(format!(
+                "segment {shown} has no complete header; the ledger found a problem, so it is left as it is"
+            ));
+            return Ok(());
+        }
+        if self.opened_read_only {
+            self.recoveries.push(format!(
+                "segment {shown} has no complete header (a roll-over that crashed before any frame went into it); a writable open moves it to recovered/"
+            ));
+            return Ok(());
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let kept = self
+            .recovered_dir
+            .join(format!("{}.headless", name.unwrap_or_default()));
+        fs::rename(&path, &kept)
+            .map_err(|e| StorageError::io("move headless segment", &path, e))?;
+        sync_dir(&self.recovered_dir)?;
+        sync_dir(&self.log_dir)?;
+        self.recoveries.push(format!(
+            "moved segment {shown}, whose header was never completed, to {}",
+            kept.display()
+        ));
+        Ok(())
+    }
+
     /// Opens every segment file, in seq order. A last segment whose header never reached the
     /// disk was created by a roll-over that crashed before any frame went into it: a writable
     /// open removes it. Any other bad header is a problem.
@@ -194,21 +232,10 @@ impl EmbeddedStorage {
                     seq: Some(first),
                     detail: format!("segment {} says it starts at seq {other}", path.display()),
                 }),
-                Err(_) if i + 1 == count && len <= SEGMENT_HEADER_LEN && self.opened_read_only => {
-                    self.recoveries.push(format!(
-                        "segment {} has no complete header (a roll-over that crashed before any frame went into it); a writable open removes it",
-                        path.display()
-                    ));
-                }
+                // A roll-over that crashed before any frame went into the new segment, or a
+                // segment cut down to less than its header: settled after the recovery.
                 Err(_) if i + 1 == count && len <= SEGMENT_HEADER_LEN => {
-                    drop(file);
-                    fs::remove_file(&path)
-                        .map_err(|e| StorageError::io("remove torn segment", &path, e))?;
-                    sync_dir(&self.log_dir)?;
-                    self.recoveries.push(format!(
-                        "removed segment {} whose header was never completed",
-                        path.display()
-                    ));
+                    self.headless_segment = Some(path);
                 }
                 Err(detail) => self.problems.push(StorageProblem {
                     seq: Some(first),

@@ -300,7 +300,10 @@ fn each_limit_is_refused_with_its_name_and_value() {
     );
     assert_eq!(status, 200);
     assert!(out["data"].is_null(), "nothing ran: {out}");
-    assert_eq!(limit(&out["errors"][0]), ("depth_levels_max".into(), 5, 6));
+    assert_eq!(
+        limit(&out["errors"][0]),
+        ("graphql_depth_levels_max".into(), 5, 6)
+    );
     // Five levels run.
     gql(
         addr,
@@ -315,7 +318,7 @@ fn each_limit_is_refused_with_its_name_and_value() {
     assert!(out["data"].is_null(), "nothing ran: {out}");
     assert_eq!(
         limit(&out["errors"][0]),
-        ("complexity_points_max".into(), 50, 72)
+        ("graphql_complexity_points_max".into(), 50, 72)
     );
     gql(
         addr,
@@ -333,18 +336,18 @@ fn each_limit_is_refused_with_its_name_and_value() {
     );
     assert_eq!(
         limit(&out["errors"][0]),
-        ("complexity_points_max".into(), 50, 56)
+        ("graphql_complexity_points_max".into(), 50, 56)
     );
 
     // Page size, for the index and for an audit trail.
     let error = gql_error(addr, "{ tasks(first: 4) { edges { cursor } } }", json!({}));
-    assert_eq!(limit(&error), ("page_items_max".into(), 3, 4));
+    assert_eq!(limit(&error), ("graphql_page_items_max".into(), 3, 4));
     let error = gql_error(
         addr,
         "query($t: ID!) { task(id: $t) { events(first: 4) { headVersion } } }",
         json!({"t": task}),
     );
-    assert_eq!(limit(&error), ("page_items_max".into(), 3, 4));
+    assert_eq!(limit(&error), ("graphql_page_items_max".into(), 3, 4));
     assert_eq!(error["path"], json!(["task", "events"]));
 
     // Request size.

@@ -537,7 +537,10 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
             .unwrap_or_default();
         assert_eq!(errors.len(), 1, "{}", reply.text());
         assert_eq!(errors[0]["extensions"]["code"], "LIMIT_EXCEEDED");
-        assert_eq!(errors[0]["extensions"]["limit"], "complexity_points_max");
+        assert_eq!(
+            errors[0]["extensions"]["limit"],
+            "graphql_complexity_points_max"
+        );
     }
     // Within the document bound, the list of errors is capped, and says so.
     let some = json!({"query": format!("{{ {} }}", "nope ".repeat(400))}).to_string();
@@ -547,7 +550,7 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(errors.len(), 50, "{}", reply.text());
-    assert_eq!(errors[49]["extensions"]["limit"], "errors_max");
+    assert_eq!(errors[49]["extensions"]["limit"], "graphql_errors_max");
     // A message that quotes a long part of the request is cut.
     let long = json!({"query": format!("{{ {} }}", "n".repeat(20_000))}).to_string();
     let reply = send(addr, "POST", "/graphql", &[JSON], long.as_bytes());
@@ -690,7 +693,7 @@ fn replies_and_memory_stay_bounded_whatever_the_request() {
             let body: Value =
                 serde_json::from_slice(response.body().as_deref().unwrap_or_default()).unwrap();
             assert_eq!(
-                body["errors"][0]["extensions"]["limit"], "websockets_max",
+                body["errors"][0]["extensions"]["limit"], "graphql_websockets_max",
                 "{body}"
             );
         }
@@ -1072,7 +1075,7 @@ fn subscriptions_on_one_websocket_are_bounded() {
     assert_eq!(refused["type"], "next", "{refused}");
     let error = &refused["payload"]["errors"][0];
     assert_eq!(
-        error["extensions"]["limit"], "subscriptions_per_connection_max",
+        error["extensions"]["limit"], "subscriptions_per_client_max",
         "{refused}"
     );
 }

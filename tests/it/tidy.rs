@@ -269,3 +269,38 @@ pub(crate) fn outer() -> u8 {
         ]
     );
 }
+
+#[test]
+fn every_limit_a_refusal_names_is_one_the_docs_name() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        rust_files(&krate.unwrap().path().join("src"), &mut files);
+    }
+    let mut docs = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for doc in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = doc.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (at, _) in text.match_indices("limit: \"") {
+            let rest = &text[at + "limit: \"".len()..];
+            let name = &rest[..rest.find('"').unwrap()];
+            named.insert(name.to_owned());
+        }
+    }
+    assert!(named.len() > 15, "the refusals were found: {named:?}");
+    let unknown: Vec<&String> = named
+        .iter()
+        .filter(|name| !docs.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "refusals name limits an operator cannot look up in the docs: {unknown:?}"
+    );
+}

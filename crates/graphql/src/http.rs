@@ -208,7 +208,7 @@ async fn websocket(
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::LimitExceeded {
-                limit: "websockets_max".into(),
+                limit: "graphql_websockets_max".into(),
                 max: websockets_max as u64,
                 actual: websockets_max as u64 + 1,
             },

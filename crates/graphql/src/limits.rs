@@ -154,7 +154,7 @@ fn bound_errors(errors: &mut Vec<ServerError>, errors_max: usize) {
         let total = errors.len();
         errors.truncate(errors_max.saturating_sub(1));
         let mut last = to_server_error(ServiceError::LimitExceeded {
-            limit: "errors_max".into(),
+            limit: "graphql_errors_max".into(),
             max: errors_max as u64,
             actual: total as u64,
         });
@@ -186,7 +186,7 @@ impl Extension for GuardExtension {
         let items = document_items(&document);
         if items > self.complexity_points_max {
             return Err(to_server_error(ServiceError::LimitExceeded {
-                limit: "complexity_points_max".into(),
+                limit: "graphql_complexity_points_max".into(),
                 max: self.complexity_points_max as u64,
                 actual: items as u64,
             }));
@@ -218,14 +218,14 @@ impl Extension for GuardExtension {
         let result = next.run(ctx).await?;
         if result.depth > self.depth_levels_max {
             return Err(vec![to_server_error(ServiceError::LimitExceeded {
-                limit: "depth_levels_max".into(),
+                limit: "graphql_depth_levels_max".into(),
                 max: self.depth_levels_max as u64,
                 actual: result.depth as u64,
             })]);
         }
         if result.complexity > self.complexity_points_max {
             return Err(vec![to_server_error(ServiceError::LimitExceeded {
-                limit: "complexity_points_max".into(),
+                limit: "graphql_complexity_points_max".into(),
                 max: self.complexity_points_max as u64,
                 actual: result.complexity as u64,
             })]);
@@ -255,7 +255,7 @@ pub(crate) fn page_size_of(
             let n = n as usize;
             if n > limits.page_items_max {
                 return Err(crate::error::to_gql(ServiceError::LimitExceeded {
-                    limit: "page_items_max".into(),
+                    limit: "graphql_page_items_max".into(),
                     max: limits.page_items_max as u64,
                     actual: n as u64,
                 }));
@@ -310,7 +310,7 @@ impl SubscriptionSlots {
     pub(crate) fn take(&self) -> async_graphql::Result<tokio::sync::OwnedSemaphorePermit> {
         self.slots.clone().try_acquire_owned().map_err(|_| {
             crate::error::to_gql(ServiceError::LimitExceeded {
-                limit: "subscriptions_per_connection_max".into(),
+                limit: "subscriptions_per_client_max".into(),
                 max: self.max as u64,
                 actual: self.max as u64 + 1,
             })

@@ -84,7 +84,7 @@ async fn the_introspection_query_fits_the_default_limits_and_a_deeper_one_does_n
     let out = run(&schema, &deep, json!({})).await;
     let error = &out["errors"][0];
     assert_eq!(error["extensions"]["code"], "LIMIT_EXCEEDED", "{out}");
-    assert_eq!(error["extensions"]["limit"], "depth_levels_max");
+    assert_eq!(error["extensions"]["limit"], "graphql_depth_levels_max");
     assert_eq!(error["extensions"]["max"], 15);
     assert_eq!(error["extensions"]["actual"], 17);
     assert!(out["data"].is_null(), "nothing ran: {out}");

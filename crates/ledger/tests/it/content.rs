@@ -525,3 +525,115 @@ fn a_content_frame_inside_a_segment_of_the_first_format_is_damage() {
         "{refused}"
     );
 }
+
+/// Every file of the log directory with its bytes.
+fn log_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    segments(dir)
+        .into_iter()
+        .map(|path| {
+            let bytes = fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn damage_across_segments_opens_read_only_names_it_and_changes_no_file() {
+    let template = tempfile::tempdir().unwrap();
+    let small = || LedgerOptions {
+        limits: ledger::Limits {
+            segment_bytes_max: 4096,
+            ..ledger::Limits::default()
+        },
+        ..quiet()
+    };
+    {
+        let ledger = Ledger::open(template.path(), small()).unwrap();
+        for i in 0..30 {
+            let body = text(&format!("item {i}"), 600);
+            ledger.append(citing("s", &[&body])).unwrap();
+        }
+    }
+    let names = segments(template.path());
+    assert!(names.len() >= 4, "{names:?}");
+    let name = |path: &PathBuf| path.file_name().unwrap().to_owned();
+    type Damage<'a> = Box<dyn Fn(&Path) + 'a>;
+    let cases: Vec<(&str, Damage, &str)> = vec![
+        (
+            "a middle segment cut inside its last frame's content",
+            Box::new(|dir: &Path| {
+                let path = dir.join("log").join(name(&names[names.len() - 2]));
+                let bytes = fs::read(&path).unwrap();
+                fs::write(&path, &bytes[..bytes.len() - 100]).unwrap();
+            }),
+            "inside the content of its last frame",
+        ),
+        (
+            "a middle segment removed",
+            Box::new(|dir: &Path| {
+                fs::remove_file(dir.join("log").join(name(&names[1]))).unwrap();
+            }),
+            "a segment between them was removed",
+        ),
+        (
+            "a segment renamed to start at another seq",
+            Box::new(|dir: &Path| {
+                let from = dir.join("log").join(name(&names[2]));
+                let stem: u64 = from.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+                fs::rename(&from, dir.join("log").join(format!("{:020}.seg", stem + 1))).unwrap();
+            }),
+            "says it starts at seq",
+        ),
+        (
+            "the first segment removed",
+            Box::new(|dir: &Path| {
+                fs::remove_file(dir.join("log").join(name(&names[0]))).unwrap();
+            }),
+            "not 0",
+        ),
+    ];
+    // With the index the open reads only the last segment and trusts what the index says of
+    // the others; without it, it reads the whole log.
+    for (case, damage, expected) in &cases {
+        for lose_index in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            copy_dir(template.path(), dir.path());
+            damage(dir.path());
+            if lose_index {
+                fs::remove_dir_all(dir.path().join("index")).unwrap();
+            }
+            let case = format!("{case} (index lost: {lose_index})");
+            let before = log_files(dir.path());
+            let ledger = Ledger::open(dir.path(), small()).unwrap();
+            let problems = ledger.problems();
+            let expected = if lose_index { "" } else { *expected };
+            assert!(
+                problems.iter().any(|p| p.contains(expected)),
+                "{case}: {problems:?}"
+            );
+            assert!(ledger.poisoned().is_some(), "{case}: writes go on");
+            assert!(
+                ledger.append(citing("s", &[b"more"])).is_err(),
+                "{case}: an append was taken"
+            );
+            drop(ledger);
+            assert!(
+                log_files(dir.path()) == before,
+                "{case}: the open changed the log"
+            );
+        }
+    }
+}

@@ -22,6 +22,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::cursor::{defect_text, read_frame};
 use super::head_record::{self, HeadFile, HeadFound, HeadRecord};
 use super::scan::{Defect, Scan};
 use super::{
@@ -29,7 +30,7 @@ use super::{
     MerkleCache, Segment, Tail, Writer, create_dir_durable, sync_dir,
 };
 use crate::envelope::Digest;
-use crate::storage::frame::{self, SEGMENT_HEADER_LEN, SegmentHeader};
+use crate::storage::frame::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::storage::{
     CheckpointEntry, PendingCut, Storage, StorageError, StorageProblem, signed_claim,
 };
@@ -409,6 +410,9 @@ impl EmbeddedStorage {
             return Ok(());
         }
         let (start, rebuild_on_disk) = self.resume_point(recorded, first_segment.is_some())?;
+        if start.next_seq > 0 {
+            self.check_closed_segments(&start)?;
+        }
         // Every durable record of how long the log was, before the scan: what they say tells
         // a torn last frame from an acknowledged one whose content was damaged since.
         let claims = self.claims(recorded, head_found);
@@ -473,6 +477,41 @@ impl EmbeddedStorage {
                 Ok((Tail::start(), false))
             }
         }
+    }
+
+    /// What the index says of the segments before the one the scan resumes in, checked before
+    /// the open trusts it instead of reading them: each ends, whole, with the frame that holds
+    /// the seq before the next one begins. A segment removed or cut short after it was closed is
+    /// damage no crash leaves, and a problem; the index is then set aside and the log read from
+    /// its start, which says where it breaks.
+    fn check_closed_segments(&mut self, resume: &Tail) -> Result<(), StorageError> {
+        let segments = self.segments_snapshot();
+        let firsts: Vec<u64> = segments.range(..=resume.segment).map(|(k, _)| *k).collect();
+        for pair in firsts.windows(2) {
+            let (closed, next) = (pair[0], pair[1]);
+            let Some(before) = next.checked_sub(1) else {
+                continue;
+            };
+            let found = match self.location(&segments, before) {
+                Ok(Some((seg, offset))) if seg.first_seq == closed => Some((seg, offset)),
+                Ok(_) | Err(StorageError::Index(_)) => None,
+                Err(e) => return Err(e),
+            };
+            let problem = match found {
+                None => Some(format!(
+                    "the index does not place seq {before} in segment {closed:020}, the one before segment {next:020}: a segment between them was removed, or the index is damaged"
+                )),
+                Some((seg, offset)) => closed_segment_end(&seg, offset)?,
+            };
+            if let Some(detail) = problem {
+                self.problems.push(StorageProblem {
+                    seq: Some(before),
+                    detail,
+                });
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// After a scan that reached the end of the log's frames: segments after the tail's segment
@@ -802,6 +841,39 @@ impl EmbeddedStorage {
             None => false,
         }
     }
+}
+
+/// What is wrong with the end of a closed segment whose last frame starts at `offset`: nothing
+/// when the frame is whole, its content included.
+fn closed_segment_end(seg: &Segment, offset: u64) -> Result<Option<String>, StorageError> {
+    let len = seg
+        .file
+        .metadata()
+        .map_err(|e| StorageError::io("stat segment", &seg.path, e))?
+        .len();
+    let shown = seg.path.display();
+    if offset >= len {
+        return Ok(Some(format!(
+            "segment {shown} ends at byte {len}, before its last frame at byte {offset}"
+        )));
+    }
+    Ok(match read_frame(seg, offset, len)? {
+        Err(defect) => Some(format!(
+            "segment {shown}, byte {offset}: its last frame {}",
+            defect_text(&defect)
+        )),
+        Ok(frame) => {
+            let end = offset
+                + FRAME_HEADER_LEN
+                + u64::from(frame.header_body_len)
+                + frame.body.content_len();
+            (end > len).then(|| {
+                format!(
+                    "segment {shown} ends at byte {len}, inside the content of its last frame, which ends at {end}"
+                )
+            })
+        }
+    })
 }
 
 /// The bytes of a segment from `offset` to its end.

@@ -536,3 +536,117 @@ fn a_key_and_checkpoint_forged_onto_a_genuine_bundle_are_refused_at_the_forged_k
             .success()
     );
 }
+
+#[test]
+fn import_takes_only_a_whole_ledger_bundle_and_refuses_a_task_bundle_before_writing_anything() {
+    let data = tempfile::tempdir().unwrap();
+    let task = demo_task(data.path(), "lake-varden-blooms");
+    let bundle = data.path().join("task.json");
+    let out = run(
+        data.path(),
+        &["export", &task, "--out", bundle.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = data.path().join("ledger/keys/signing.key");
+
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("restored");
+    for with_key in [false, true] {
+        let mut args = vec!["import", bundle.to_str().unwrap()];
+        if with_key {
+            args.extend(["--key", key.to_str().unwrap()]);
+        }
+        let out = run(&restored, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("only a whole-ledger bundle (export --all) can be restored"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            !restored.exists(),
+            "a refused import wrote {}",
+            restored.display()
+        );
+    }
+}
+
+#[test]
+fn import_refuses_a_key_that_is_not_the_one_the_checkpoint_log_names_as_current_and_leaves_no_ledger_behind()
+ {
+    let data = tempfile::tempdir().unwrap();
+    demo_task(data.path(), "lake-varden-blooms");
+    let keys = tempfile::tempdir().unwrap();
+    let before_rotation = keys.path().join("before-rotation.key");
+    std::fs::copy(
+        data.path().join("ledger/keys/signing.key"),
+        &before_rotation,
+    )
+    .unwrap();
+    let rotated_away = fingerprint(data.path());
+    let out = run(data.path(), &["key", "rotate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    demo_task(data.path(), "four-day-week-eastvale");
+    let current = fingerprint(data.path());
+    let bundle = data.path().join("all.json");
+    export_all(data.path(), &bundle);
+
+    let other = tempfile::tempdir().unwrap();
+    demo_task(other.path(), "gongxiang-danche-qingchuan");
+    let unrelated = other.path().join("ledger/keys/signing.key");
+
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("restored");
+    for (key, named) in [
+        (unrelated, fingerprint(other.path())),
+        (before_rotation, rotated_away),
+    ] {
+        let out = run(
+            &restored,
+            &[
+                "import",
+                bundle.to_str().unwrap(),
+                "--key",
+                key.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(&format!(
+                "the key given ({named}) is not the ledger's current signing key ({current})"
+            )),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            !restored.exists(),
+            "a refused import wrote {}",
+            restored.display()
+        );
+    }
+    // Nothing stands in the way of the import with the right key.
+    let key = data.path().join("ledger/keys/signing.key");
+    let out = run(
+        &restored,
+        &[
+            "import",
+            bundle.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(fingerprint(&restored), current);
+}

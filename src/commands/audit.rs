@@ -536,6 +536,9 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
             Some(SigningKey::from_secret_bytes(&secret))
         }
     };
+    // Refused before the data directory is made: a refused import leaves nothing behind.
+    Ledger::check_restore(&bundle, key.as_ref())
+        .map_err(|e| anyhow::anyhow!("cannot restore: {e}"))?;
     super::private_data_dir(data_dir)?;
     let layout = service::Layout::new(data_dir);
     let url = crate::config::storage_url();

@@ -373,3 +373,280 @@ fn an_export_says_what_no_checkpoint_covers_yet_and_leaves_out() {
         ledger_size(data.path())
     );
 }
+
+/// Writes the whole-ledger bundle of `data` to `to`.
+fn export_all(data: &Path, to: &Path) {
+    let out = run(data, &["export", "--all", "--out", to.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `verify-bundle` of `bundle`, trusting `key` (hex) or, without one, the bundle's first key.
+fn verify_bundle(bundle: &Path, key: Option<&str>) -> std::process::Output {
+    let nowhere = tempfile::tempdir().unwrap();
+    let mut args = vec!["verify-bundle", bundle.to_str().unwrap()];
+    args.extend(key.iter().flat_map(|k| ["--public-key", k]));
+    run(&nowhere.path().join("none"), &args)
+}
+
+/// The fingerprint `key show` says (on stderr) for the signing key of `data`.
+fn fingerprint(data: &Path) -> String {
+    let shown = stderr(&run(data, &["key", "show"]));
+    let line = shown.lines().find(|l| l.starts_with("fingerprint "));
+    line.unwrap().trim_start_matches("fingerprint ").to_owned()
+}
+
+/// A ledger researched under its first key, restored from its backup without that key, then
+/// researched and checkpointed further under the key the restore started: the restored
+/// ledger's whole-ledger bundle, the first key and the restore's key (hex, and its
+/// fingerprint), and the checkpoint log entry (from 1) that introduces the restore's key.
+struct KeylessRestore {
+    _dirs: [tempfile::TempDir; 2],
+    bundle: std::path::PathBuf,
+    first_key: String,
+    new_key: String,
+    new_fingerprint: String,
+    break_entry: usize,
+}
+
+fn keyless_restore_researched_further() -> KeylessRestore {
+    let original = tempfile::tempdir().unwrap();
+    demo_task(original.path(), "lake-varden-blooms");
+    let backup = original.path().join("backup.json");
+    export_all(original.path(), &backup);
+    let restored = tempfile::tempdir().unwrap();
+    let out = run(restored.path(), &["import", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    demo_task(restored.path(), "four-day-week-eastvale");
+    let out = run(restored.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bundle = restored.path().join("after.json");
+    export_all(restored.path(), &bundle);
+    let first_key = first_line(&stdout(&run(original.path(), &["key", "show"])));
+    let new_key = first_line(&stdout(&run(restored.path(), &["key", "show"])));
+    let written: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let introduced: Vec<(usize, &Value)> = written["checkpoint_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["entry"] == "key_introduced")
+        .collect();
+    assert_eq!(introduced.len(), 2, "{}", written["checkpoint_log"]);
+    assert_eq!(introduced[1].1["public_key"], new_key.as_str());
+    KeylessRestore {
+        bundle,
+        first_key,
+        new_key,
+        new_fingerprint: fingerprint(restored.path()),
+        break_entry: introduced[1].0 + 1,
+        _dirs: [original, restored],
+    }
+}
+
+#[test]
+fn a_key_an_import_started_without_the_old_key_breaks_the_chain_and_verify_bundle_fails_there_unless_that_key_is_trusted()
+ {
+    let restore = keyless_restore_researched_further();
+    let new_fingerprint = &restore.new_fingerprint;
+    for trusted in [None, Some(restore.first_key.as_str())] {
+        let out = verify_bundle(&restore.bundle, trusted);
+        assert_eq!(out.status.code(), Some(1), "{trusted:?}: {}", stdout(&out));
+        let expected = format!(
+            "INVALID at checkpoint log entry {}: the chain of keys breaks here (key {new_fingerprint} is not introduced by the trusted key); verify from that key with --public-key if you trust it",
+            restore.break_entry
+        );
+        assert!(
+            stdout(&out).contains(&expected),
+            "{trusted:?}: {}",
+            stdout(&out)
+        );
+    }
+    let out = verify_bundle(&restore.bundle, Some(&restore.new_key));
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "WARNING: the chain of signing keys breaks: checkpoint log entry {}: key {new_fingerprint} starts a new chain",
+            restore.break_entry
+        )),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("valid:"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_key_and_checkpoint_forged_onto_a_genuine_bundle_are_refused_at_the_forged_key_by_an_auditor_trusting_the_ledger_s_key()
+ {
+    use ledger::CheckpointEntry;
+    use ledger::ledger_proof::{Checkpoint, SigningKey};
+
+    let data = tempfile::tempdir().unwrap();
+    demo_task(data.path(), "lake-varden-blooms");
+    let genuine = data.path().join("all.json");
+    export_all(data.path(), &genuine);
+    let key = first_line(&stdout(&run(data.path(), &["key", "show"])));
+    assert!(verify_bundle(&genuine, Some(&key)).status.success());
+
+    // The attacker's own key, introduced as if a restore had started it, signs a checkpoint of
+    // the same tree and the manifest of the whole bundle.
+    let mut bundle: ledger::bundle::Bundle =
+        serde_json::from_slice(&std::fs::read(&genuine).unwrap()).unwrap();
+    let attacker = SigningKey::from_secret_bytes(&[7; 32]);
+    let c = bundle.checkpoint.clone();
+    bundle.checkpoint_log.push(CheckpointEntry::KeyIntroduced {
+        public_key: attacker.public_key(),
+        tree_size: c.tree_size,
+        time: c.time,
+        reason: "restored from a bundle without the previous signing key".into(),
+        origin: c.origin.clone(),
+    });
+    let forged_entry = bundle.checkpoint_log.len();
+    let forged = Checkpoint::sign(&attacker, &c.origin, c.tree_size, c.root, c.time).unwrap();
+    bundle
+        .checkpoint_log
+        .push(CheckpointEntry::Checkpoint(forged.clone()));
+    bundle.checkpoint = forged;
+    let mut manifest = bundle.manifest.manifest.clone();
+    manifest.checkpoint_log = bundle
+        .checkpoint_log
+        .iter()
+        .map(ledger::bundle::log_line)
+        .collect();
+    bundle.manifest = manifest.sign(&attacker).unwrap();
+    let doctored = data.path().join("forged.json");
+    std::fs::write(&doctored, serde_json::to_vec(&bundle).unwrap()).unwrap();
+
+    for trusted in [Some(key.as_str()), None] {
+        let out = verify_bundle(&doctored, trusted);
+        assert_eq!(out.status.code(), Some(1), "{trusted:?}: {}", stdout(&out));
+        assert!(
+            stdout(&out).contains(&format!(
+                "INVALID at checkpoint log entry {forged_entry}: the chain of keys breaks here (key {} is not introduced by the trusted key)",
+                attacker.fingerprint()
+            )),
+            "{trusted:?}: {}",
+            stdout(&out)
+        );
+    }
+    // Only an auditor who chooses to trust the attacker's key is told the bundle holds.
+    let attacker_hex = hex::encode(attacker.public_key().to_bytes());
+    assert!(
+        verify_bundle(&doctored, Some(&attacker_hex))
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn import_takes_only_a_whole_ledger_bundle_and_refuses_a_task_bundle_before_writing_anything() {
+    let data = tempfile::tempdir().unwrap();
+    let task = demo_task(data.path(), "lake-varden-blooms");
+    let bundle = data.path().join("task.json");
+    let out = run(
+        data.path(),
+        &["export", &task, "--out", bundle.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = data.path().join("ledger/keys/signing.key");
+
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("restored");
+    for with_key in [false, true] {
+        let mut args = vec!["import", bundle.to_str().unwrap()];
+        if with_key {
+            args.extend(["--key", key.to_str().unwrap()]);
+        }
+        let out = run(&restored, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("only a whole-ledger bundle (export --all) can be restored"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            !restored.exists(),
+            "a refused import wrote {}",
+            restored.display()
+        );
+    }
+}
+
+#[test]
+fn import_refuses_a_key_that_is_not_the_one_the_checkpoint_log_names_as_current_and_leaves_no_ledger_behind()
+ {
+    let data = tempfile::tempdir().unwrap();
+    demo_task(data.path(), "lake-varden-blooms");
+    let keys = tempfile::tempdir().unwrap();
+    let before_rotation = keys.path().join("before-rotation.key");
+    std::fs::copy(
+        data.path().join("ledger/keys/signing.key"),
+        &before_rotation,
+    )
+    .unwrap();
+    let rotated_away = fingerprint(data.path());
+    let out = run(data.path(), &["key", "rotate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    demo_task(data.path(), "four-day-week-eastvale");
+    let current = fingerprint(data.path());
+    let bundle = data.path().join("all.json");
+    export_all(data.path(), &bundle);
+
+    let other = tempfile::tempdir().unwrap();
+    demo_task(other.path(), "gongxiang-danche-qingchuan");
+    let unrelated = other.path().join("ledger/keys/signing.key");
+
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("restored");
+    for (key, named) in [
+        (unrelated, fingerprint(other.path())),
+        (before_rotation, rotated_away),
+    ] {
+        let out = run(
+            &restored,
+            &[
+                "import",
+                bundle.to_str().unwrap(),
+                "--key",
+                key.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(&format!(
+                "the key given ({named}) is not the ledger's current signing key ({current})"
+            )),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            !restored.exists(),
+            "a refused import wrote {}",
+            restored.display()
+        );
+    }
+    // Nothing stands in the way of the import with the right key.
+    let key = data.path().join("ledger/keys/signing.key");
+    let out = run(
+        &restored,
+        &[
+            "import",
+            bundle.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(fingerprint(&restored), current);
+}

@@ -68,6 +68,27 @@ pub struct RestoreReport {
 }
 
 impl Ledger {
+    /// Whether `bundle` may be restored with `key`: only a whole-ledger bundle may, and only
+    /// with the key its checkpoint log names as current (or none, which starts a new key).
+    /// The restores check this before they open or write anything, so a refused restore
+    /// leaves nothing behind; a caller that makes the ledger's directory itself calls it
+    /// before making it.
+    pub fn check_restore(bundle: &Bundle, key: Option<&SigningKey>) -> Result<(), RestoreError> {
+        if bundle.scope != Scope::All {
+            return Err(RestoreError::NotWholeLedger);
+        }
+        let current = KeyHistory::of(&bundle.checkpoint_log).current();
+        if let (Some(key), Some(current)) = (key, current)
+            && key.public_key() != current
+        {
+            return Err(RestoreError::WrongKey {
+                given: key.fingerprint().to_string(),
+                current: current.fingerprint().to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// Restores the ledger of `bundle` (which the caller has verified) into `dir`, which must
     /// not hold a ledger yet. `key` is the signing key backed up with the old ledger, if any.
     pub fn restore(
@@ -76,9 +97,7 @@ impl Ledger {
         key: Option<SigningKey>,
         options: LedgerOptions,
     ) -> Result<(Ledger, RestoreReport), RestoreError> {
-        if bundle.scope != Scope::All {
-            return Err(RestoreError::NotWholeLedger);
-        }
+        Ledger::check_restore(bundle, key.as_ref())?;
         let files = KeyFiles::new(dir.join("keys"));
         if dir.join("keys").exists() {
             return Err(RestoreError::NotEmpty(dir.display().to_string()));
@@ -114,9 +133,7 @@ impl Ledger {
         key: Option<SigningKey>,
         options: LedgerOptions,
     ) -> Result<(Ledger, RestoreReport), RestoreError> {
-        if bundle.scope != Scope::All {
-            return Err(RestoreError::NotWholeLedger);
-        }
+        Ledger::check_restore(bundle, key.as_ref())?;
         if key_dir.exists() {
             return Err(RestoreError::NotEmpty(key_dir.display().to_string()));
         }
@@ -142,25 +159,11 @@ impl Ledger {
         key: Option<SigningKey>,
         options: LedgerOptions,
     ) -> Result<(Ledger, RestoreReport), RestoreError> {
-        if bundle.scope != Scope::All {
-            return Err(RestoreError::NotWholeLedger);
-        }
+        // The bundle and the key were checked before the storage was opened.
         if storage.head().size > 0 || !storage.checkpoint_entries()?.is_empty() {
             return Err(RestoreError::NotEmpty(place.to_owned()));
         }
-
-        // The current key by the bundle's checkpoint log.
         let history = KeyHistory::of(&bundle.checkpoint_log);
-        let current = history.current();
-        if let (Some(key), Some(current)) = (&key, current)
-            && key.public_key() != current
-        {
-            return Err(RestoreError::WrongKey {
-                given: key.fingerprint().to_string(),
-                current: current.fingerprint().to_string(),
-            });
-        }
-
         restore_content(&*storage, bundle, &options.limits)?;
         let written = restore_events(&*storage, bundle)?;
         for entry in &bundle.checkpoint_log {

@@ -200,7 +200,12 @@ def key_chain(log: list, trusted) -> Trust:
     if at is None:
         raise Invalid("checkpoint log", f"the trusted key {notes.fingerprint(trusted)} is not in the bundle's chain of keys")
     if at + 1 < len(eras):
-        raise Invalid(f"checkpoint log entry {eras[at + 1]['entry'] + 1}", "the chain of keys breaks here")
+        nxt = eras[at + 1]
+        raise Invalid(
+            f"checkpoint log entry {nxt['entry'] + 1}",
+            f"the chain of keys breaks here (key {notes.fingerprint(nxt['first'])} is not introduced by the trusted key); "
+            "verify from that key with --public-key if you trust it",
+        )
     era = eras[at]
     keychain = chain.KeyChain(era["first"])
     for i, r in era["rotations"]:

@@ -140,6 +140,107 @@ def test_both_verifiers_refuse_every_doctored_bundle_at_the_same_place(ledger):
         assert families[family] > 0, family
 
 
+@pytest.fixture(scope="module")
+def keyless(tmp_path_factory):
+    """A ledger restored from its backup without its signing key, researched and checkpointed
+    further under the key the restore started: its whole-ledger bundle, both keys, and the
+    checkpoint log entry (from 1) that introduces the restore's key."""
+    work = tmp_path_factory.mktemp("rl-keyless")
+    original, restored = work / "original", work / "restored"
+    run("demo", "--json", "--question", "lake-varden-blooms", data=original)
+    run("export", "--all", "--out", str(work / "backup.json"), data=original)
+    run("import", str(work / "backup.json"), data=restored)
+    run("demo", "--json", "--question", "four-day-week-eastvale", data=restored)
+    run("checkpoint", data=restored)
+    run("export", "--all", "--out", str(work / "after.json"), data=restored)
+    text = (work / "after.json").read_text()
+    introduced = [i for i, e in enumerate(json.loads(text)["checkpoint_log"]) if e["entry"] == "key_introduced"]
+    assert len(introduced) == 2
+    return {
+        "work": work,
+        "bundle": text,
+        "first_key": run("key", "show", data=original).stdout.splitlines()[0],
+        "new_key": run("key", "show", data=restored).stdout.splitlines()[0],
+        "break_entry": introduced[1] + 1,
+    }
+
+
+def rust_invalid_line(text: str, work: Path, *flags) -> str:
+    path = work / "checked.json"
+    path.write_text(text)
+    out = run("verify-bundle", str(path), *flags, check=False)
+    return next((line for line in out.stdout.splitlines() if line.startswith("INVALID at ")), "")
+
+
+def python_invalid_line(text: str, trusted=None) -> str:
+    try:
+        bundle.verify(text, trusted)
+        return ""
+    except Invalid as e:
+        return f"INVALID at {e.location}: {e.problem}"
+
+
+def test_a_key_an_import_started_without_the_old_key_breaks_the_chain_for_both_verifiers_unless_that_key_is_trusted(keyless):
+    from research_ledger_verify import notes
+
+    new_fingerprint = notes.fingerprint(bytes.fromhex(keyless["new_key"]))
+    expected = (
+        f"INVALID at checkpoint log entry {keyless['break_entry']}: the chain of keys breaks here "
+        f"(key {new_fingerprint} is not introduced by the trusted key); verify from that key with --public-key if you trust it"
+    )
+    for key in (None, keyless["first_key"]):
+        flags = ("--public-key", key) if key else ()
+        trusted = bytes.fromhex(key) if key else None
+        assert rust_invalid_line(keyless["bundle"], keyless["work"], *flags) == expected, key
+        assert python_invalid_line(keyless["bundle"], trusted) == expected, key
+    assert rust_verdict(keyless["bundle"], keyless["work"], "--public-key", keyless["new_key"]) == (0, "")
+    assert python_verdict(keyless["bundle"], bytes.fromhex(keyless["new_key"])) == (0, "")
+
+
+def forged_onto(text: str, attacker) -> tuple[str, int]:
+    """`text` with a key of the attacker's introduced at its end, as if a restore had started
+    it, a checkpoint of the same tree signed by it for the bundle to stand on, and the manifest
+    signed by it; and the checkpoint log entry (from 1) of the forged key."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    from research_ledger_verify import notes
+
+    b = json.loads(text)
+    c = dict(b["checkpoint"])
+    public = attacker.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    b["checkpoint_log"].append({"entry": "key_introduced", "public_key": public.hex(), "tree_size": c["tree_size"],
+                                "time": c["time"], "reason": "restored from a bundle without the previous signing key",
+                                "origin": c["origin"]})
+    forged_entry = len(b["checkpoint_log"])
+    body = notes.checkpoint_body(c["origin"], c["tree_size"], bytes.fromhex(c["root"]), c["time"])
+    c["key_fingerprint"] = notes.fingerprint(public)
+    c["signature"] = attacker.sign(body.encode()).hex()
+    b["checkpoint_log"].append(dict(c, entry="checkpoint"))
+    b["checkpoint"] = c
+    m = b["manifest"]
+    m["checkpoint_log"] = [bundle.log_line(e) for e in b["checkpoint_log"]]
+    m["key_fingerprint"] = notes.fingerprint(public)
+    m["signature"] = attacker.sign(bundle.manifest_text(m).encode()).hex()
+    return json.dumps(b), forged_entry
+
+
+def test_a_key_and_checkpoint_forged_onto_a_genuine_bundle_are_refused_by_both_at_the_forged_key(ledger):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    attacker = Ed25519PrivateKey.generate()
+    text, forged_entry = forged_onto(ledger["all"], attacker)
+    for key in (None, ledger["old_key"], ledger["new_key"]):
+        flags = ("--public-key", key) if key else ()
+        trusted = bytes.fromhex(key) if key else None
+        assert rust_verdict(text, ledger["work"], *flags) == (1, f"checkpoint log entry {forged_entry}"), key
+        assert python_verdict(text, trusted) == (1, f"checkpoint log entry {forged_entry}"), key
+    # Only an auditor who chooses to trust the attacker's key is told the bundle holds.
+    public = attacker.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    assert rust_verdict(text, ledger["work"], "--public-key", public.hex()) == (0, "")
+    assert python_verdict(text, public) == (0, "")
+
+
 def test_proof_files_and_the_server_s_checkpoint_and_tiles(ledger):
     from research_ledger_verify import notes, proof
 

@@ -312,3 +312,60 @@ fn a_restored_ledger_is_the_same_ledger() {
     assert!(Ledger::restore(&dir.path().join("newer"), &bundle, None, options(4)).is_err());
     let _ = LedgerOptions::default();
 }
+
+#[test]
+fn a_restore_refused_for_its_scope_or_its_key_writes_nothing_where_the_ledger_would_be() {
+    use ledger::RestoreError;
+    use ledger::ledger_proof::SigningKey;
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = Ledger::open(&dir.path().join("old"), options(1)).unwrap();
+    for i in 0..6u32 {
+        let req = request(
+            &format!("t{}", i % 2),
+            ExpectedVersion::Any,
+            &[&i.to_le_bytes()],
+        );
+        source.append(req).unwrap();
+        if i == 2 {
+            source.rotate_key().unwrap();
+        }
+    }
+    let all = export(&source, Scope::All);
+    let task = export(&source, Scope::Tasks(vec!["t1".into()]));
+    let secret = std::fs::read_to_string(dir.path().join("old/keys/signing.key")).unwrap();
+    drop(source);
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(secret.trim(), &mut bytes).unwrap();
+    let current = || SigningKey::from_secret_bytes(&bytes);
+    let stranger = || SigningKey::from_secret_bytes(&[7; 32]);
+
+    let target = dir.path().join("new");
+    let refused = Ledger::restore(&target, &task, Some(current()), options(2));
+    assert!(matches!(refused, Err(RestoreError::NotWholeLedger)));
+    assert!(
+        !target.exists(),
+        "a refused restore wrote {}",
+        target.display()
+    );
+    let refused = Ledger::restore(&target, &all, Some(stranger()), options(2));
+    match refused {
+        Err(RestoreError::WrongKey {
+            given,
+            current: named,
+        }) => {
+            assert_eq!(given, stranger().fingerprint().to_string());
+            assert_eq!(named, current().fingerprint().to_string());
+        }
+        other => panic!("{:?}", other.map(|(_, report)| report)),
+    }
+    assert!(
+        !target.exists(),
+        "a refused restore wrote {}",
+        target.display()
+    );
+    // Nothing stands in the way of the restore with the right key.
+    let (restored, report) = Ledger::restore(&target, &all, Some(current()), options(2)).unwrap();
+    assert!(report.key_chain_break.is_none());
+    assert!(restored.verify_from_scratch(&mut |_, _| {}).is_intact());
+}

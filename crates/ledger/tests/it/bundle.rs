@@ -369,3 +369,75 @@ fn a_restore_refused_for_its_scope_or_its_key_writes_nothing_where_the_ledger_wo
     assert!(report.key_chain_break.is_none());
     assert!(restored.verify_from_scratch(&mut |_, _| {}).is_intact());
 }
+
+/// A ledger in `dir` that lost its last event to damage, accepted the loss and wrote on; with
+/// the checkpoint it had signed over the history given up.
+fn ledger_past_an_accepted_loss(
+    dir: &std::path::Path,
+) -> (Ledger, ledger::ledger_proof::Checkpoint) {
+    let quiet = || LedgerOptions {
+        checkpoint_interval: None,
+        checkpoint_every_events: None,
+        ..options(5)
+    };
+    let given_up = {
+        let ledger = Ledger::open(dir, quiet()).unwrap();
+        for i in 0..6u8 {
+            ledger
+                .append(request("t", ExpectedVersion::Any, &[&[i; 40]]))
+                .unwrap();
+        }
+        ledger.checkpoint().unwrap()
+    };
+    let segment = std::fs::read_dir(dir.join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .unwrap();
+    let bytes = std::fs::read(&segment).unwrap();
+    std::fs::write(&segment, &bytes[..bytes.len() - 7]).unwrap();
+    Ledger::accept_loss(dir, quiet(), "the disk lost its last write").unwrap();
+    let ledger = Ledger::open(dir, quiet()).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    for i in 0..3u8 {
+        ledger
+            .append(request("u", ExpectedVersion::Any, &[&[i; 30]]))
+            .unwrap();
+    }
+    ledger.checkpoint().unwrap();
+    (ledger, given_up)
+}
+
+#[test]
+fn a_bundle_past_an_accepted_loss_verifies_and_cannot_stand_on_the_history_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, given_up) = ledger_past_an_accepted_loss(dir.path());
+    assert_eq!(given_up.tree_size, 6);
+    let bundle = export(&ledger, Scope::All);
+    assert!(
+        bundle
+            .checkpoint_log
+            .iter()
+            .any(|e| matches!(e, ledger::CheckpointEntry::Recovery(_))),
+        "the statement travels with the bundle"
+    );
+    let report = check(&bundle).unwrap();
+    assert_eq!(report.tree_size, 8);
+    assert_eq!(report.events, 8);
+
+    // The operator, who holds the key, re-signs the bundle to stand on the checkpoint signed
+    // before the loss.
+    let mut forged = bundle.clone();
+    forged.checkpoint = given_up.clone();
+    let mut manifest = forged.manifest.manifest.clone();
+    manifest.tree_size = given_up.tree_size;
+    manifest.root = given_up.root;
+    forged.manifest = ledger.sign_manifest(manifest).unwrap();
+    let failure = check(&forged).expect_err("a checkpoint of history given up was accepted");
+    assert!(
+        failure.location.contains("checkpoint") && failure.problem.contains("given up"),
+        "{}: {}",
+        failure.location,
+        failure.problem
+    );
+}

@@ -71,6 +71,81 @@ fn document(id: &str, content: &str) -> sources::Document {
 }
 
 #[test]
+fn adding_from_a_preview_is_refused_once_the_corpus_changed_and_records_nothing() {
+    let (_dir, service) = service();
+    let admin = Caller::with_role("ada", Role::Admin);
+    let texts = [
+        "Lithium supply grows faster than demand, the survey of mines finds.",
+        "Lithium demand outpaces supply in the forecast for batteries.",
+    ];
+    service
+        .ingest_documents(&admin, &[document("doc-a", texts[0])])
+        .unwrap();
+    let task = open_task(&service);
+    let preview = call(
+        &service,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "query": "lithium supply demand", "preview": true}),
+    )
+    .unwrap();
+    let chosen = preview["hits"][0]["result_id"].clone();
+    // Another document changes what the same query finds, and how it scores.
+    service
+        .ingest_documents(&admin, &[document("doc-b", texts[1])])
+        .unwrap();
+    let version = |service: &Service| {
+        call(
+            service,
+            "research_summarize_state",
+            json!({"task_id": task}),
+        )
+        .unwrap()["session_version"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = version(&service);
+    let refused = call(
+        &service,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "from_search": preview["search_id"], "result_ids": [chosen]}),
+    )
+    .expect_err("an item was added from a preview of another corpus");
+    match &refused {
+        service::ServiceError::InvalidArgument { field, message } => {
+            assert_eq!(field, "from_search", "{message}");
+        }
+        other => panic!("expected invalid_argument, got {other:?}"),
+    }
+    assert_eq!(
+        version(&service),
+        before,
+        "a refused call recorded something"
+    );
+    assert!(!service.ledger().has_blob(&hash_of(texts[0])).unwrap());
+
+    // Previewed again, the hits can be added.
+    let again = call(
+        &service,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "query": "lithium supply demand", "preview": true}),
+    )
+    .unwrap();
+    let ids: Vec<_> = again["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["result_id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 2, "{again}");
+    call(
+        &service,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "from_search": again["search_id"], "result_ids": ids}),
+    )
+    .unwrap();
+}
+
+#[test]
 fn a_search_stores_the_texts_of_the_items_it_adds_and_no_others() {
     let (_dir, service) = service();
     let admin = Caller::with_role("ada", Role::Admin);

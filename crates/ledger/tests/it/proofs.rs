@@ -417,10 +417,19 @@ fn a_torn_checkpoint_entry_is_cut_on_open() {
     }
     let log = dir.path().join("checkpoints.jsonl");
     let mut text = std::fs::read_to_string(&log).unwrap();
-    text.push_str("{\"entry\":\"checkpoint\",\"tree_si");
+    let whole = text.len();
+    let torn = "{\"entry\":\"checkpoint\",\"tree_si";
+    text.push_str(torn);
     std::fs::write(&log, text).unwrap();
     let ledger = open(dir.path());
     assert_eq!(ledger.checkpoints().unwrap().len(), 1);
+    // The torn bytes are kept, not thrown away.
+    let kept = dir
+        .path()
+        .join("recovered")
+        .join(format!("checkpoints.jsonl.{whole}.torn"));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), torn);
+    assert_eq!(std::fs::read_to_string(&log).unwrap().len(), whole);
     assert!(ledger.poisoned().is_none());
     ledger.checkpoint().unwrap();
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());

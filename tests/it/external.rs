@@ -371,3 +371,51 @@ fn contracts_health_calls_each_tool_and_says_which_keep_their_contract() {
         super::stdout(&out)
     );
 }
+
+#[test]
+fn a_shutdown_held_past_its_bound_by_a_call_in_flight_exits_with_status_3_and_says_why() {
+    // A tool that takes the request, says so, and does not answer within the test.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/search", listener.local_addr().unwrap());
+    let (arrived, arrival) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let _ = arrived.send(());
+            std::thread::sleep(Duration::from_secs(20));
+            drop(stream);
+        }
+    });
+    let data = tempfile::tempdir().unwrap();
+    let dir = contracts(data.path());
+    std::fs::write(
+        dir.join("kb-held.yaml"),
+        kb_contract("kb_held", &endpoint, 15_000),
+    )
+    .unwrap();
+    super::server::place_contracts(data.path(), &dir);
+    let server = Server::start(data.path(), &["--shutdown-secs-max", "1"]);
+    let (_, opened) = call(
+        &server,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?"}),
+    );
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let addr = server.addr;
+    let in_flight = std::thread::spawn(move || {
+        call_tool(
+            addr,
+            "retrieval_search_evidence",
+            json!({"task_id": task, "sources": ["kb_held"]}),
+        )
+    });
+    arrival
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the call reached the tool");
+    let started = Instant::now();
+    let (status, stderr) = server.stop_with_stderr();
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(took < Duration::from_secs(5), "the shutdown took {took:?}");
+    assert!(stderr.contains("did not finish within 1 s"), "{stderr}");
+    let _ = in_flight.join();
+}

@@ -3,8 +3,9 @@
 //! not grow with the request, the rule that revoking the last token never reopens the server,
 //! contract names, file modes and TLS.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -1216,4 +1217,116 @@ fn websockets_must_say_who_they_are_in_time_and_count_as_connections() {
     drop(sockets);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(super::server::get_json(addr, "/health").0, 200);
+}
+
+/// An evidence source of [`kb_contract`] that takes `delay` to answer each request; its URL,
+/// and the number of requests it got.
+fn slow_source(delay: Duration) -> (String, std::sync::Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/search", listener.local_addr().unwrap());
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                let asked: Value = serde_json::from_slice(&body).unwrap();
+                let query = asked["query"].as_str().unwrap_or_default();
+                let n = asked["top_k"].as_u64().unwrap_or(3);
+                std::thread::sleep(delay);
+                let reply =
+                    json!({"contract_version": "2.1", "results": test_support::items(n, query)});
+                let reply = reply.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            });
+        }
+    });
+    (url, asked)
+}
+
+/// The task's version and its candidates, as `GET /v1/sessions/{task}` gives them.
+fn version_and_candidates(addr: SocketAddr, task: &str) -> (u64, u64) {
+    let (status, session) = super::server::get_json(addr, &format!("/v1/sessions/{task}"));
+    assert_eq!(status, 200, "{session}");
+    let version = session["session_version"].as_u64().unwrap();
+    let candidates = session["summary"]["evidence"]["candidate"].as_u64();
+    (version, candidates.unwrap_or_else(|| panic!("{session}")))
+}
+
+#[test]
+fn a_request_past_request_secs_max_is_a_504_and_its_retry_with_the_same_key_writes_nothing_again() {
+    let (endpoint, asked) = slow_source(Duration::from_secs(3));
+    let data = tempfile::tempdir().unwrap();
+    let contracts = data.path().join("contracts");
+    std::fs::create_dir_all(&contracts).unwrap();
+    let contract = kb_contract("kb_slow", &endpoint, 8000);
+    std::fs::write(contracts.join("kb-slow.yaml"), contract).unwrap();
+    super::server::place_contracts(data.path(), &contracts);
+    let server = Server::start(data.path(), &["--request-secs-max", "1"]);
+    let addr = server.addr;
+    let (status, opened) = super::server::call_tool(
+        addr,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let (opened_at, _) = version_and_candidates(addr, &task);
+    let search = json!({"task_id": task, "sources": ["corpus", "kb_slow"], "limit": 2,
+                        "idempotency_key": "lithium search"});
+
+    let started = Instant::now();
+    let (status, out) = super::server::call_tool(addr, "retrieval_search_evidence", search.clone());
+    let took = started.elapsed();
+    assert_eq!(
+        (status, out["error"].as_str()),
+        (504, Some("timeout")),
+        "{out}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
+        "answered after {took:?}"
+    );
+    // The search goes on without its caller, and lands.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (landed, found) = loop {
+        let (version, candidates) = version_and_candidates(addr, &task);
+        if candidates > 0 {
+            break (version, candidates);
+        }
+        assert!(Instant::now() < deadline, "the search never landed");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(landed > opened_at);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+
+    // The retry answers with what landed, at once, and writes nothing.
+    let (status, out) = super::server::call_tool(addr, "retrieval_search_evidence", search);
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["result"]["replayed"], true, "{out}");
+    assert_eq!(out["result"]["session_version"], landed, "{out}");
+    let candidates = out["result"]["candidates"].as_array().map(Vec::len);
+    assert_eq!(candidates, Some(found as usize), "{out}");
+    assert_eq!(version_and_candidates(addr, &task), (landed, found));
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the source was asked again"
+    );
 }

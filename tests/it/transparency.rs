@@ -339,6 +339,12 @@ impl Witness {
     fn stderr(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// Kills the witness with SIGKILL, as a crash would, and waits until it is gone.
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("the witness is gone");
+    }
 }
 
 impl Drop for Witness {
@@ -515,4 +521,85 @@ fn a_witness_cosigns_a_growing_log_and_refuses_a_fork_and_a_rollback() {
 fn sha256_hex(text: &str) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Pushes a checkpoint to a witness from `old`, without a proof; its status and answer.
+fn push(witness: &Witness, old: u64, note: &str) -> super::server::Response {
+    let body = format!("old {old}\n\n{note}");
+    send(
+        witness.addr,
+        "POST",
+        "/add-checkpoint",
+        &[],
+        body.as_bytes(),
+    )
+}
+
+/// The checkpoint a server over `data` signs, of exactly `size` events.
+fn signed_checkpoint(data: &Path, size: u64) -> String {
+    let server = Server::start(data, &[]);
+    let note = checkpoint_covering(server.addr, size);
+    server.stop();
+    assert_eq!(
+        note.lines().nth(1),
+        Some(size.to_string().as_str()),
+        "{note}"
+    );
+    note
+}
+
+#[test]
+fn a_witness_killed_right_after_cosigning_holds_that_checkpoint_and_refuses_other_sizes_and_forks()
+{
+    if crate::server::embedded_only(
+        "a_witness_killed_right_after_cosigning_holds_that_checkpoint_and_refuses_other_sizes_and_forks",
+    ) {
+        return;
+    }
+    // Two histories of one log, of the same size: the same question researched again on a copy.
+    let data = tempfile::tempdir().unwrap();
+    demo(data.path(), Some("four-day-week-eastvale"));
+    let vkey = verifier_key(data.path());
+    let copy = tempfile::tempdir().unwrap();
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", data.path().display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    demo(data.path(), Some("lake-varden-blooms"));
+    demo(copy.path(), Some("lake-varden-blooms"));
+    let size = ledger_size(data.path());
+    assert_eq!(ledger_size(copy.path()), size, "the copy grew as much");
+    let note = signed_checkpoint(data.path(), size);
+    let fork = signed_checkpoint(copy.path(), size);
+    assert_ne!(note.lines().nth(2), fork.lines().nth(2), "another root");
+
+    // Cosigned, then killed the moment it answered: no clean stop writes anything late.
+    let dir = tempfile::tempdir().unwrap();
+    let witness = Witness::start(dir.path(), &[&vkey]);
+    let cosigned = push(&witness, 0, &note);
+    witness.kill();
+    assert_eq!(cosigned.status, 200, "{}", cosigned.text());
+    let line = cosigned.text();
+    assert!(line.starts_with("\u{2014} witness.example/w1 "), "{line}");
+
+    let witness = Witness::start(dir.path(), &[&vkey]);
+    let origin = vkey.split('+').next().unwrap();
+    let (status, held) = get_text(witness.addr, &format!("/{}/checkpoint", sha256_hex(origin)));
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held.lines().nth(1), Some(size.to_string().as_str()));
+    assert!(held.contains(line.trim_end()), "{held}");
+    for old in [0, size - 1] {
+        let conflict = push(&witness, old, &note);
+        assert_eq!(conflict.status, 409, "old {old}: {}", conflict.text());
+        assert_eq!(conflict.text(), format!("{size}\n"));
+        assert_eq!(conflict.header("content-type"), Some("text/x.tlog.size"));
+    }
+    let forked = push(&witness, size, &fork);
+    assert_eq!(forked.status, 422, "{}", forked.text());
+    assert!(witness.stderr().contains("forked"), "{}", witness.stderr());
+    // The checkpoint it holds is the one it cosigned: offered again, it is cosigned again.
+    assert_eq!(push(&witness, size, &note).status, 200);
 }

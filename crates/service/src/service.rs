@@ -1041,22 +1041,49 @@ impl Service {
         let Some(idem) = idempotency else {
             return Err(error);
         };
+        self.committed(idem)?.ok_or(error)
+    }
+
+    /// The original result of a write whose idempotency key is already committed, for this
+    /// very command, looked up before the write does anything: `None` when no key was given or
+    /// the key is new (the write then checks it again, atomically with its append). For a tool
+    /// that works beyond the ledger before it writes (asking registered sources): a retry of a
+    /// write that landed must not repeat that work, which would take as long as the first time
+    /// and record calls again.
+    pub(crate) fn earlier_result(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: &Value,
+        guard: &WriteOptions,
+    ) -> Result<Option<Written>, ServiceError> {
+        match self.idempotency(caller, tool, arguments, guard)? {
+            Some(idem) => self.committed(&idem),
+            None => Ok(None),
+        }
+    }
+
+    /// The original result of the command the key was committed for, when it is this one;
+    /// refused when the key was used for another command; `None` when it is not committed.
+    fn committed(&self, idem: &Idempotency) -> Result<Option<Written>, ServiceError> {
         match self
             .inner
             .ledger
             .idempotency(&idem.key)
             .map_err(ServiceError::unavailable)?
         {
-            Some(record) if record.fingerprint == idem.fingerprint => self.replay(
-                &record.stream,
-                record.stream_version,
-                record.first_seq,
-                record.event_count as usize,
-            ),
+            Some(record) if record.fingerprint == idem.fingerprint => self
+                .replay(
+                    &record.stream,
+                    record.stream_version,
+                    record.first_seq,
+                    record.event_count as usize,
+                )
+                .map(Some),
             Some(_) => Err(ServiceError::IdempotencyKeyReused {
                 key: idem.key.clone(),
             }),
-            None => Err(error),
+            None => Ok(None),
         }
     }
 

@@ -102,6 +102,16 @@ impl<'a> Call<'a> {
         )
     }
 
+    /// The original result of this very call, when its idempotency key was committed before
+    /// ([`Service::earlier_result`]).
+    pub(crate) fn earlier_result(
+        &self,
+        guard: &WriteOptions,
+    ) -> Result<Option<Written>, ServiceError> {
+        self.service
+            .earlier_result(self.caller, self.tool.name(), self.arguments, guard)
+    }
+
     /// [`Call::write`] of a command that cites full texts, which `make` attaches.
     pub(crate) fn write_with_content(
         &self,

@@ -20,6 +20,16 @@ pub(super) fn search_evidence(
 ) -> Result<ToolOutput, ServiceError> {
     let service = call.service;
     let asked = Asked::check(service, &a)?;
+    let guard = guard(a.expected_version, &a.idempotency_key);
+    // A retry of a search that was recorded is answered from the record before a registered
+    // source is asked again: asking would take as long as the first time (past the request's
+    // time limit again, for a slow source) and record calls the retry does not make.
+    if !asked.external.is_empty()
+        && let Some(written) = call.earlier_result(&guard)?
+    {
+        let search = recorded_by(&written)?;
+        return Ok(search_result(&written, &search, no_external()));
+    }
     let total = asked.sources.len() as u64;
     // External sources are asked first, each on its own: one that fails is reported and the
     // others still count. Their calls are recorded in the task as they happen.
@@ -35,7 +45,7 @@ pub(super) fn search_evidence(
     let mut previewed = Vec::new();
     let written = call.write_with_content(
         Target::Existing(&a.task_id),
-        &guard(a.expected_version, &a.idempotency_key),
+        &guard,
         &mut |state, attached| {
             attached.attach_all(&external.texts);
             let mut search = record(service, state, &a, &asked, &external, attached)?;
@@ -45,15 +55,7 @@ pub(super) fn search_evidence(
             Ok(Command::RecordSearch(search))
         },
     )?;
-    let recorded = written.events.iter().find_map(|(_, _, e)| match e {
-        Event::SearchRecorded(s) => Some(s.clone()),
-        _ => None,
-    });
-    let Some(search) = recorded else {
-        return Err(ServiceError::unavailable(
-            "a search was recorded but no event says so",
-        ));
-    };
+    let search = recorded_by(&written)?;
     if asked.preview {
         if written.replayed {
             previewed = preview_again(service, &written.state, &a, &asked)?;
@@ -75,6 +77,17 @@ pub(super) fn search_evidence(
         ),
     });
     Ok(search_result(&written, &search, external))
+}
+
+/// The search a write recorded.
+fn recorded_by(
+    written: &crate::service::Written,
+) -> Result<research::event::SearchRecorded, ServiceError> {
+    let recorded = written.events.iter().find_map(|(_, _, e)| match e {
+        Event::SearchRecorded(s) => Some(s.clone()),
+        _ => None,
+    });
+    recorded.ok_or_else(|| ServiceError::unavailable("a search was recorded but no event says so"))
 }
 
 /// The sources a search asks, checked: each known, none twice, the corpus present when asked;

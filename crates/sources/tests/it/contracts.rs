@@ -1,7 +1,11 @@
 //! Tools by contract: checking contracts, calling a real HTTP server, and every way a reply can
 //! break its contract.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value, json};
 use sources::contracts::call::{self, TaskContext};
@@ -297,6 +301,116 @@ fn every_misbehaviour_is_a_clear_error_at_once() {
         call::call(&c, &prepared, &strict, 1 << 20),
         Err(CallError::NotAllowed { .. })
     ));
+}
+
+/// Reads one HTTP/1.1 request (head and declared body) off `stream`.
+fn read_request(stream: &TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    reader.read_exact(&mut vec![0u8; length])
+}
+
+/// Serves every connection to a fresh loopback port with `answer`, on a thread of its own.
+fn serve_loopback(answer: impl Fn(TcpStream) + Send + Sync + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || answer(stream));
+        }
+    });
+    addr
+}
+
+/// A tool that would keep its contract: it counts the connections it gets, then answers each
+/// with a valid reply of [`kb_contract`].
+fn counting_tool() -> (SocketAddr, Arc<AtomicUsize>) {
+    let contacted = Arc::new(AtomicUsize::new(0));
+    let count = contacted.clone();
+    let addr = serve_loopback(move |mut stream| {
+        count.fetch_add(1, Ordering::SeqCst);
+        let body = json!({"contract_version": "2.1", "results": test_support::items(1, "q")});
+        let body = body.to_string();
+        if read_request(&stream).is_ok() {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, contacted)
+}
+
+/// A tool that answers every request with `status` and `Location: {target}`.
+fn redirecting_tool(status: u16, target: &str) -> SocketAddr {
+    let target = target.to_owned();
+    serve_loopback(move |mut stream| {
+        if read_request(&stream).is_ok() {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} Moved\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    })
+}
+
+#[test]
+fn a_tool_that_redirects_fails_and_no_redirect_is_followed_whether_or_not_its_target_is_allowed() {
+    let (target, contacted) = counting_tool();
+    let target_url = format!("http://{target}/search");
+    let prepared = |c: &Contract| {
+        call::prepare_arguments(
+            c,
+            &args(json!({"query": "q"})),
+            None,
+            &TagDictionary::default(),
+        )
+        .unwrap()
+    };
+    // The target keeps the contract: called directly, it answers, and is counted.
+    let direct = contract(&kb_contract(&target_url, 3000));
+    let reply = call::call(
+        &direct,
+        &prepared(&direct),
+        &EndpointAllowList::default(),
+        1 << 20,
+    );
+    assert!(reply.is_ok(), "{reply:?}");
+    assert_eq!(contacted.load(Ordering::SeqCst), 1);
+
+    // 307 and 308 keep the method and the body: a client that followed them would send the
+    // same call on to the target.
+    for status in [301, 302, 303, 307, 308] {
+        let tool = redirecting_tool(status, &target_url);
+        let c = contract(&kb_contract(&format!("http://{tool}/search"), 3000));
+        let target_allowed = EndpointAllowList::default();
+        let tool_alone = EndpointAllowList::new(vec![format!("http://{tool}")]);
+        assert!(target_allowed.allows(&target_url) && !tool_alone.allows(&target_url));
+        for allow in [target_allowed, tool_alone] {
+            let outcome = call::call(&c, &prepared(&c), &allow, 1 << 20);
+            assert!(
+                matches!(&outcome, Err(CallError::Failed { message, .. }) if message.contains(&status.to_string())),
+                "{status}: {outcome:?}"
+            );
+            assert_eq!(
+                contacted.load(Ordering::SeqCst),
+                1,
+                "{status} was followed to {target_url}"
+            );
+        }
+    }
 }
 
 #[test]

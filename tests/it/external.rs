@@ -419,3 +419,36 @@ fn a_shutdown_held_past_its_bound_by_a_call_in_flight_exits_with_status_3_and_sa
     assert!(stderr.contains("did not finish within 1 s"), "{stderr}");
     let _ = in_flight.join();
 }
+
+#[test]
+fn a_search_of_registered_sources_alone_is_recorded() {
+    let api = LegacyApi::start();
+    let data = tempfile::tempdir().unwrap();
+    let dir = contracts(data.path());
+    std::fs::write(
+        dir.join("kb.yaml"),
+        kb_contract("kb_search", &api.url("/search"), 3000),
+    )
+    .unwrap();
+    super::server::place_contracts(data.path(), &dir);
+    let server = Server::start(data.path(), &[]);
+    let (_, opened) = call(
+        &server,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?"}),
+    );
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let (status, out) = call(
+        &server,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "sources": ["kb_search"], "limit": 2}),
+    );
+    assert_eq!(status, 200, "{out}");
+    let candidates = out["result"]["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2, "{out}");
+    assert!(
+        candidates.iter().all(|c| c["origin"] == "kb_search"),
+        "{out}"
+    );
+    server.stop();
+}

@@ -310,7 +310,9 @@ fn record(
     })?;
     let query = search_query(state, a)?;
     let mut results = external.candidates.clone();
-    let mut index_state = String::new();
+    // The corpus's state is recorded whether or not the search asked it: a search of registered
+    // sources alone is recorded with the corpus as it stood.
+    let mut index_state = service.corpus().index_state().id;
     if asked.corpus {
         let (mut hits, state_id) = corpus_hits(service, task, &query, asked.limit, a, attached)?;
         if let Some(id) = &a.from_search {

@@ -1,0 +1,217 @@
+//! People asked in the 2026-07-28 era: the `requestState` of an `input_required` answer binds
+//! the answers a client sends back to the task and the conflicts this server process asked
+//! about; nothing else is recorded.
+
+use mcp_bridge::{Bridge, BridgeOptions};
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
+    InputRequiredResult, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use serde_json::{Value, json};
+use service::Service;
+
+use super::{arguments, call, service};
+
+/// A 2026-07-28 client that declared form elicitation, connected to `bridge`. The server's
+/// side of the session opens with the first request after `server/discover`, so it is left to
+/// run on its own.
+struct Asking {
+    client: RunningService<RoleClient, ClientConfig>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl std::ops::Deref for Asking {
+    type Target = RunningService<RoleClient, ClientConfig>;
+    fn deref(&self) -> &Self::Target {
+        &self.client
+    }
+}
+
+async fn asking_client(bridge: &Bridge) -> Asking {
+    let (client_end, server_end) = tokio::io::duplex(1 << 20);
+    let bridge = bridge.for_new_session();
+    let server = tokio::spawn(async move {
+        let running = bridge.serve(server_end).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let config = ClientConfig::new(
+        ClientCapabilities::builder().enable_elicitation().build(),
+        Implementation::new("asking-client", "1.0"),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = config
+        .serve_with_lifecycle(client_end, lifecycle)
+        .await
+        .unwrap();
+    Asking {
+        client,
+        _server: server,
+    }
+}
+
+/// Adds to `task_id` two government items of one date on opposite sides of `sub_question`
+/// (the main question when `None`), adopted: a conflict the rules leave to a person.
+async fn add_even_sides(client: &Asking, task_id: &str, sub_question: Value) {
+    let mut ids = Vec::new();
+    for (source, stance) in [
+        ("tide-office.example.org", "supports"),
+        ("coast-review.example.org", "opposes"),
+    ] {
+        let mut item = json!({
+            "task_id": task_id, "source": source, "source_type": "government",
+            "publish_date": "2025-06-30", "stance": stance,
+            "content": format!("The sea level record of {source} on {sub_question}."),
+        });
+        if !sub_question.is_null() {
+            item["sub_question"] = sub_question.clone();
+        }
+        let added = call(client, "retrieval_add_evidence", item).await;
+        ids.push(added["evidence_id"].clone());
+    }
+    let decisions: Vec<Value> = ids
+        .iter()
+        .zip(["supports", "opposes"])
+        .map(|(id, stance)| {
+            json!({"evidence_id": id, "adopt": true, "stance": stance, "sub_question": sub_question})
+        })
+        .collect();
+    call(
+        client,
+        "synthesis_screen_evidence",
+        json!({"task_id": task_id, "decisions": decisions}),
+    )
+    .await;
+}
+
+/// A task whose main question has one conflict waiting for a person.
+async fn task_with_a_pending_conflict(client: &Asking) -> String {
+    let opened = call(
+        client,
+        "research_open_task",
+        json!({"question": "Is the global sea level rising?", "research_date": "2026-03-01"}),
+    )
+    .await;
+    let task_id = opened["task_id"].as_str().unwrap().to_owned();
+    add_even_sides(client, &task_id, Value::Null).await;
+    task_id
+}
+
+/// Calls `evaluation_conflict_resolution` on `task_id`, expecting to be asked.
+async fn asked(client: &Asking, task_id: &str) -> InputRequiredResult {
+    let response = client
+        .call_tool_once(
+            CallToolRequestParams::new("evaluation_conflict_resolution")
+                .with_arguments(arguments(json!({"task_id": task_id}))),
+        )
+        .await
+        .unwrap();
+    match response {
+        CallToolResponse::InputRequired(result) => result,
+        other => panic!("a conflict waits for a person, who is asked: {other:?}"),
+    }
+}
+
+/// The person's answer to one form: accepted, the supporting side wins.
+fn accepted() -> Value {
+    json!({"action": "accept", "content": {"outcome": "supports", "reason": "The gauges are longer."}})
+}
+
+/// Sends back `answers` (conflict id → answer) for `task_id` with `state`.
+async fn answer(
+    client: &Asking,
+    task_id: &str,
+    state: &str,
+    answers: &[&str],
+) -> Result<CallToolResponse, rmcp::ServiceError> {
+    let mut request = CallToolRequestParams::new("evaluation_conflict_resolution")
+        .with_arguments(arguments(json!({"task_id": task_id})));
+    request.input_responses = Some(
+        answers
+            .iter()
+            .map(|id| ((*id).to_owned(), accepted()))
+            .collect(),
+    );
+    request.request_state = Some(state.to_owned());
+    client.call_tool_once(request).await
+}
+
+/// The conflicts of `task_id` in force, by id: whether each has a resolution.
+fn resolutions(service: &Service, task_id: &str) -> Vec<(String, Value)> {
+    let state = service.state(task_id).unwrap();
+    let (conflicts, _) = service::conflicts_in_force(&state);
+    conflicts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["conflict_id"].as_str().unwrap().to_owned(),
+                c["resolution"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_a_conflict_the_server_did_not_ask_about_records_nothing_even_beside_an_answer_it_asked_for()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let bridge = Bridge::new(service.clone(), BridgeOptions::default());
+    let client = asking_client(&bridge).await;
+    let task_id = task_with_a_pending_conflict(&client).await;
+    let first = asked(&client, &task_id).await;
+    let asked_first: Vec<String> = first.input_requests.unwrap().keys().cloned().collect();
+    assert_eq!(asked_first.len(), 1, "{asked_first:?}");
+
+    // A second conflict, on a sub-question, asked about only by a later call.
+    let expanded = call(
+        &client,
+        "research_expand_subquestions",
+        json!({"task_id": task_id, "sub_questions": ["Is it rising faster?"]}),
+    )
+    .await;
+    let sub_question = expanded["sub_questions"][0]["id"].clone();
+    add_even_sides(&client, &task_id, sub_question).await;
+    let second = asked(&client, &task_id).await;
+    let asked_second: Vec<String> = second.input_requests.unwrap().keys().cloned().collect();
+    assert_eq!(asked_second.len(), 2, "{asked_second:?}");
+    let other = asked_second
+        .iter()
+        .find(|id| !asked_first.contains(id))
+        .unwrap();
+
+    // Both answered, with the state of the first question only.
+    let state = first.request_state.unwrap();
+    let response = answer(&client, &task_id, &state, &[&asked_first[0], other])
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = response else {
+        panic!("the answers are recorded at once: {response:?}");
+    };
+    let out = result.structured_content.unwrap();
+    let decided: Vec<(String, Value)> = resolutions(&service, &task_id);
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    for (id, resolution) in &decided {
+        if *id == asked_first[0] {
+            assert!(
+                !resolution.is_null(),
+                "the asked conflict is decided: {decided:?}"
+            );
+        } else {
+            assert!(
+                resolution.is_null(),
+                "{id} was not asked and stays pending: {decided:?}"
+            );
+        }
+    }
+    let entries = out["elicitation"].as_array().unwrap();
+    let entry_of = |id: &str| entries.iter().find(|e| e["conflict_id"] == id).unwrap();
+    assert_eq!(entry_of(&asked_first[0])["recorded"], true, "{out}");
+    assert_eq!(entry_of(other)["recorded"], false, "{out}");
+    assert_eq!(entry_of(other)["action"], "no_answer", "{out}");
+}

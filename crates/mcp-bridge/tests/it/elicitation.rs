@@ -215,3 +215,59 @@ async fn an_answer_to_a_conflict_the_server_did_not_ask_about_records_nothing_ev
     assert_eq!(entry_of(other)["recorded"], false, "{out}");
     assert_eq!(entry_of(other)["action"], "no_answer", "{out}");
 }
+
+/// Sends one accepted answer to `conflict_id` of `task_id` with `state`, expecting `-32602`;
+/// `label` names the case.
+async fn refused(client: &Asking, task_id: &str, state: &str, conflict_id: &str, label: &str) {
+    match answer(client, task_id, state, &[conflict_id]).await {
+        Err(rmcp::ServiceError::McpError(e)) => {
+            assert_eq!(e.code.0, -32602, "{label}: {e:?}");
+        }
+        other => panic!("{label}: a state this server did not issue is refused: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_forged_replayed_for_another_task_or_issued_before_a_restart_is_refused_with_invalid_params_and_records_nothing()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let bridge = Bridge::new(service.clone(), BridgeOptions::default());
+    let client = asking_client(&bridge).await;
+    let task_id = task_with_a_pending_conflict(&client).await;
+    let other_task = task_with_a_pending_conflict(&client).await;
+    let first = asked(&client, &task_id).await;
+    asked(&client, &other_task).await;
+    let conflict_id = first.input_requests.unwrap().keys().next().unwrap().clone();
+    let state = first.request_state.unwrap();
+    let versions =
+        |service: &Service| [&task_id, &other_task].map(|id| service.state(id).unwrap().version());
+    let before = versions(&service);
+
+    // One byte of the MAC flipped.
+    let mut flipped = state.clone().into_bytes();
+    let last = flipped.last_mut().unwrap();
+    *last = if *last == b'0' { b'1' } else { b'0' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    refused(&client, &task_id, &flipped, &conflict_id, "a flipped byte").await;
+    // The state of one task replayed with another's task_id.
+    refused(&client, &other_task, &state, &conflict_id, "another task").await;
+    // The state issued by the server before a restart: the same ledger, a new process key.
+    let restarted = Bridge::new(service.clone(), BridgeOptions::default());
+    let after_restart = asking_client(&restarted).await;
+    refused(&after_restart, &task_id, &state, &conflict_id, "a restart").await;
+
+    assert_eq!(versions(&service), before, "nothing was recorded");
+    for (id, resolution) in resolutions(&service, &task_id) {
+        assert!(resolution.is_null(), "{id} stays pending");
+    }
+    // The state as issued is still good for this process: the refusals were the state's.
+    answer(&client, &task_id, &state, &[&conflict_id])
+        .await
+        .unwrap();
+    assert_ne!(
+        versions(&service)[0],
+        before[0],
+        "the true answer is recorded"
+    );
+}

@@ -271,3 +271,59 @@ async fn a_request_state_forged_replayed_for_another_task_or_issued_before_a_res
         "the true answer is recorded"
     );
 }
+
+/// A 2025-11-25 client that declared form elicitation and whose person answers only long
+/// after the server stopped waiting.
+struct LatePerson;
+
+impl rmcp::ClientHandler for LatePerson {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("late-client", "1.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        Ok(serde_json::from_value(accepted()).unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_not_answered_within_the_elicitation_timeout_records_nothing_and_the_conflict_stays_pending()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let options = BridgeOptions {
+        elicitation_timeout_ms: 200,
+        ..BridgeOptions::default()
+    };
+    let bridge = Bridge::new(service.clone(), options);
+    let setup = asking_client(&bridge).await;
+    let task_id = task_with_a_pending_conflict(&setup).await;
+    let (client_end, server_end) = tokio::io::duplex(1 << 20);
+    let server = tokio::spawn(bridge.for_new_session().serve(server_end));
+    let late = LatePerson.serve(client_end).await.unwrap();
+    let _server = server.await.unwrap().unwrap();
+
+    let out = call(
+        &late,
+        "evaluation_conflict_resolution",
+        json!({"task_id": task_id}),
+    )
+    .await;
+    let version = service.state(&task_id).unwrap().version();
+    assert_eq!(out["elicitation"][0]["action"], "no_answer", "{out}");
+    assert_eq!(out["elicitation"][0]["recorded"], false, "{out}");
+    // The answer that comes after the time ran out is not recorded either.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(service.state(&task_id).unwrap().version(), version);
+    for (id, resolution) in resolutions(&service, &task_id) {
+        assert!(resolution.is_null(), "{id} stays pending");
+    }
+}

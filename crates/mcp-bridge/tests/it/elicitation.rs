@@ -327,3 +327,39 @@ async fn a_question_not_answered_within_the_elicitation_timeout_records_nothing_
         assert!(resolution.is_null(), "{id} stays pending");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_sent_back_after_the_elicitation_timeout_record_nothing_in_the_2026_era() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let options = BridgeOptions {
+        elicitation_timeout_ms: 200,
+        ..BridgeOptions::default()
+    };
+    let bridge = Bridge::new(service.clone(), options);
+    let client = asking_client(&bridge).await;
+    let task_id = task_with_a_pending_conflict(&client).await;
+    let first = asked(&client, &task_id).await;
+    let conflict_id = first.input_requests.unwrap().keys().next().unwrap().clone();
+    let version = service.state(&task_id).unwrap().version();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+
+    let response = answer(
+        &client,
+        &task_id,
+        &first.request_state.unwrap(),
+        &[&conflict_id],
+    )
+    .await
+    .unwrap();
+    let CallToolResponse::Complete(result) = response else {
+        panic!("a late answer is answered at once: {response:?}");
+    };
+    let out = result.structured_content.unwrap();
+    assert_eq!(out["elicitation"][0]["action"], "no_answer", "{out}");
+    assert_eq!(out["elicitation"][0]["recorded"], false, "{out}");
+    assert_eq!(service.state(&task_id).unwrap().version(), version);
+    for (id, resolution) in resolutions(&service, &task_id) {
+        assert!(resolution.is_null(), "{id} stays pending");
+    }
+}

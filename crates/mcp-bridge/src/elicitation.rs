@@ -9,8 +9,8 @@
 //! 2026-07-28 era has no server-to-client requests: the call answers `input_required` with the
 //! forms, and the client calls again with the person's answers (`inputResponses`) and the
 //! `requestState` it was given; that second call records the answers and runs nothing else.
-//! The state is bound to the conflicts asked by a MAC under a key random to the process, so only
-//! answers to questions this server asked are recorded.
+//! The state is bound to the conflicts asked, and to when, by a MAC under a key random to the
+//! process, so only answers to questions this server asked, sent back in time, are recorded.
 //!
 //! The answers are the client's word that a person gave them, as a reviewer's token is the
 //! word of whoever holds it; recording them takes the reviewer's role, like every decision.
@@ -36,8 +36,8 @@ pub(crate) const ASKING_TOOL: &str = Tool::EvaluationConflictResolution.name();
 const RECORDING_TOOL: &str = Tool::EvaluationResolveConflict.name();
 
 /// What the `requestState` of an `input_required` answer starts with; the task id, the
-/// conflicts asked about and a MAC of both follow ([`request_state`]).
-const REQUEST_STATE_PREFIX: &str = "research-ledger/conflict-answers/v2:";
+/// conflicts asked about, when they were asked and a MAC of all three follow ([`request_state`]).
+const REQUEST_STATE_PREFIX: &str = "research-ledger/conflict-answers/v3:";
 
 /// Characters of a reason the form accepts (the service's own limit may be lower and says so).
 const REASON_CHARS_MAX: u32 = 2000;
@@ -216,37 +216,60 @@ fn ask_later(key: &[u8; 32], out: &ToolOutput) -> Result<Option<InputRequiredRes
     let asked: Vec<String> = requests.keys().cloned().collect();
     Ok(Some(InputRequiredResult::new(
         Some(requests),
-        Some(request_state(key, task_id, &asked)),
+        Some(request_state(key, task_id, now_ms(), &asked)),
     )))
 }
 
-/// The `requestState` of forms about `conflicts` of `task_id`: both, and a MAC of both under
-/// this process's key, so that answers are recorded only for questions this server asked.
-fn request_state(key: &[u8; 32], task_id: &str, conflicts: &[String]) -> String {
+/// Milliseconds since the Unix epoch (0 for a clock before it).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What a `requestState` names: the task, the conflicts asked, and when they were asked.
+#[derive(Debug, PartialEq)]
+struct Asked {
+    task_id: String,
+    conflicts: Vec<String>,
+    asked_at_ms: u64,
+}
+
+/// The `requestState` of forms about `conflicts` of `task_id` asked at `asked_at_ms`: all three,
+/// and a MAC of them under this process's key, so that answers are recorded only for questions
+/// this server asked, and only within the time a person is given.
+fn request_state(key: &[u8; 32], task_id: &str, asked_at_ms: u64, conflicts: &[String]) -> String {
     let ids = conflicts.join(",");
-    let mac = blake3::keyed_hash(key, format!("{task_id}\n{ids}").as_bytes());
-    format!("{REQUEST_STATE_PREFIX}{task_id}:{ids}:{}", mac.to_hex())
+    let mac = blake3::keyed_hash(key, format!("{task_id}\n{asked_at_ms}\n{ids}").as_bytes());
+    format!(
+        "{REQUEST_STATE_PREFIX}{task_id}:{asked_at_ms}:{ids}:{}",
+        mac.to_hex()
+    )
 }
 
 /// The task and the conflicts a `requestState` of [`request_state`] names, when its MAC holds
 /// under `key`; `None` for any other text.
-fn questions_asked(key: &[u8; 32], state: &str) -> Option<(String, Vec<String>)> {
+fn questions_asked(key: &[u8; 32], state: &str) -> Option<Asked> {
     let rest = state.strip_prefix(REQUEST_STATE_PREFIX)?;
-    let mut parts = rest.rsplitn(3, ':');
-    let (mac, ids, task_id) = (parts.next()?, parts.next()?, parts.next()?);
+    let mut parts = rest.rsplitn(4, ':');
+    let (mac, ids, at, task_id) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if task_id.is_empty() {
         return None;
     }
     let given = blake3::Hash::from_hex(mac).ok()?;
     // `blake3::Hash`'s equality is constant-time.
-    if given != blake3::keyed_hash(key, format!("{task_id}\n{ids}").as_bytes()) {
+    if given != blake3::keyed_hash(key, format!("{task_id}\n{at}\n{ids}").as_bytes()) {
         return None;
     }
     let conflicts = ids
         .split(',')
         .filter(|id| !id.is_empty())
         .map(str::to_owned);
-    Some((task_id.to_owned(), conflicts.collect()))
+    Some(Asked {
+        task_id: task_id.to_owned(),
+        conflicts: conflicts.collect(),
+        asked_at_ms: at.parse().ok()?,
+    })
 }
 
 /// Whether a call carries a person's answers to the forms of [`ask_later`].
@@ -263,7 +286,11 @@ pub(crate) async fn answered(
     context: &RequestContext<RoleServer>,
     request: &CallToolRequestParams,
 ) -> Result<ToolOutput, McpError> {
-    let (task_id, asked) = request
+    let Asked {
+        task_id,
+        conflicts: asked,
+        asked_at_ms,
+    } = request
         .request_state
         .as_deref()
         .and_then(|state| questions_asked(bridge.answer_key(), state))
@@ -285,10 +312,16 @@ pub(crate) async fn answered(
             None,
         ));
     }
+    let timeout_ms = bridge.options().elicitation_timeout_ms;
+    let late = now_ms().saturating_sub(asked_at_ms) > timeout_ms;
     let mut answers = Vec::new();
     for (id, response) in request.input_responses.iter().flatten() {
         let answer = if !asked.contains(id) {
             Answer::Unanswered("the server did not ask about this conflict".into())
+        } else if late {
+            Answer::Unanswered(format!(
+                "not answered within {timeout_ms} ms of the question"
+            ))
         } else {
             match serde_json::from_value::<ElicitResult>(response.clone()) {
                 Ok(result) => Answer::of(result),
@@ -450,25 +483,33 @@ mod request_states {
     #[test]
     fn a_request_state_names_the_task_and_the_conflicts_asked() {
         let asked = vec!["cf-1".to_owned(), "cf-3".to_owned()];
-        let state = request_state(&KEY, "task:with:colons", &asked);
+        let state = request_state(&KEY, "task:with:colons", 42, &asked);
         assert_eq!(
             questions_asked(&KEY, &state),
-            Some(("task:with:colons".to_owned(), asked))
+            Some(Asked {
+                task_id: "task:with:colons".to_owned(),
+                conflicts: asked,
+                asked_at_ms: 42,
+            })
         );
     }
 
     #[test]
     fn a_request_state_widened_forged_or_from_another_process_is_refused() {
-        let state = request_state(&KEY, "t1", &["cf-1".to_owned()]);
+        let state = request_state(&KEY, "t1", 42, &["cf-1".to_owned()]);
         let mac = state.rsplit(':').next().unwrap_or_default().to_owned();
         for forged in [
             // Another conflict added to the list, the MAC kept.
-            format!("{REQUEST_STATE_PREFIX}t1:cf-1,cf-2:{mac}"),
+            format!("{REQUEST_STATE_PREFIX}t1:42:cf-1,cf-2:{mac}"),
             // Another task, the MAC kept.
-            format!("{REQUEST_STATE_PREFIX}t2:cf-1:{mac}"),
+            format!("{REQUEST_STATE_PREFIX}t2:42:cf-1:{mac}"),
+            // Asked later than it was, the MAC kept.
+            format!("{REQUEST_STATE_PREFIX}t1:99999:cf-1:{mac}"),
             // No MAC, or not hex.
-            format!("{REQUEST_STATE_PREFIX}t1:cf-1"),
-            format!("{REQUEST_STATE_PREFIX}t1:cf-1:zz"),
+            format!("{REQUEST_STATE_PREFIX}t1:42:cf-1"),
+            format!("{REQUEST_STATE_PREFIX}t1:42:cf-1:zz"),
+            // The form of the second version, which had no time.
+            format!("research-ledger/conflict-answers/v2:t1:cf-1:{mac}"),
             // The form of the first version, which named only the task.
             "research-ledger/conflict-answers/v1:t1".to_owned(),
         ] {

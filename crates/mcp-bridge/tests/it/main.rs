@@ -16,6 +16,8 @@ use rmcp::{ClientHandler, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 use service::{Service, ServiceOptions};
 
+mod elicitation;
+
 fn service(dir: &std::path::Path) -> Service {
     let mut options = ServiceOptions::new(dir);
     options.ledger.checkpoint_interval = None;

@@ -3,7 +3,10 @@
 use ledger::storage::StorageError;
 use ledger::{AppendError, Causation, Digest, ExpectedVersion, Ledger, LedgerOptions, Limits};
 
-use super::{caused_by, event, keyed, open, options, request};
+use super::{
+    caused_by, event, keyed, open, options, options_at, request, segment_files, small_segments,
+    start_time,
+};
 
 #[test]
 fn appends_are_read_back_every_way() {
@@ -314,11 +317,8 @@ fn events_survive_reopening_across_many_segments() {
 #[test]
 fn recorded_at_never_decreases_along_the_log_when_the_clock_is_set_back_between_opens() {
     let dir = tempfile::tempdir().unwrap();
-    let start = chrono::DateTime::<chrono::Utc>::from_timestamp(1_750_000_000, 0).unwrap();
-    let at = |time: chrono::DateTime<chrono::Utc>| LedgerOptions {
-        clock: std::sync::Arc::new(ledger::SteppingClock::new(time, 1_000)),
-        ..options(1)
-    };
+    let start = start_time();
+    let at = |time| options_at(time, 1);
     {
         let ledger = Ledger::open(dir.path(), at(start)).unwrap();
         for i in 0..5u8 {
@@ -346,32 +346,11 @@ fn recorded_at_never_decreases_along_the_log_when_the_clock_is_set_back_between_
     }
 }
 
-/// Options whose segments roll over every few appends.
-fn small_segments() -> LedgerOptions {
-    LedgerOptions {
-        limits: Limits {
-            segment_bytes_max: 4096,
-            ..Limits::default()
-        },
-        ..options(3)
-    }
-}
-
-/// The log's segment files, by name.
-fn segment_names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("log"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_segment_whose_header_never_completed_is_moved_aside_when_nothing_was_lost() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+        let ledger = Ledger::open(dir.path(), small_segments(options(3))).unwrap();
         for i in 0..10u8 {
             ledger
                 .append(request("s", ExpectedVersion::Any, &[&[i]]))
@@ -384,14 +363,14 @@ fn a_segment_whose_header_never_completed_is_moved_aside_when_nothing_was_lost()
 
     let read_only = LedgerOptions {
         read_only: true,
-        ..small_segments()
+        ..small_segments(options(3))
     };
     let ledger = Ledger::open(dir.path(), read_only).unwrap();
     assert_eq!(ledger.read_range(0, 100).unwrap().len(), 10);
     drop(ledger);
     assert!(headless.exists(), "a read-only open changed the log");
 
-    let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+    let ledger = Ledger::open(dir.path(), small_segments(options(3))).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert!(!headless.exists());
     let kept = dir
@@ -409,7 +388,7 @@ fn a_segment_whose_header_never_completed_is_moved_aside_when_nothing_was_lost()
 fn a_segment_of_acknowledged_frames_cut_below_its_header_is_a_loss_and_stays() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+        let ledger = Ledger::open(dir.path(), small_segments(options(3))).unwrap();
         let payload = [7u8; 400];
         for _ in 0..40 {
             ledger
@@ -417,13 +396,13 @@ fn a_segment_of_acknowledged_frames_cut_below_its_header_is_a_loss_and_stays() {
                 .unwrap();
         }
     }
-    let names = segment_names(dir.path());
+    let names = segment_files(dir.path());
     assert!(names.len() > 2, "{names:?}");
-    let last = dir.path().join("log").join(names.last().unwrap());
+    let last = names.last().unwrap().clone();
     let bytes = std::fs::read(&last).unwrap();
     std::fs::write(&last, &bytes[..20]).unwrap();
 
-    let ledger = Ledger::open(dir.path(), small_segments()).unwrap();
+    let ledger = Ledger::open(dir.path(), small_segments(options(3))).unwrap();
     let problems = ledger.problems();
     assert!(
         problems.iter().any(|p| p.contains("were lost")),
@@ -436,5 +415,5 @@ fn a_segment_of_acknowledged_frames_cut_below_its_header_is_a_loss_and_stays() {
         &bytes[..20],
         "the evidence of the loss was changed or removed"
     );
-    assert_eq!(segment_names(dir.path()), names);
+    assert_eq!(segment_files(dir.path()), names);
 }

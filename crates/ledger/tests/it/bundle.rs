@@ -375,11 +375,7 @@ fn a_restore_refused_for_its_scope_or_its_key_writes_nothing_where_the_ledger_wo
 fn ledger_past_an_accepted_loss(
     dir: &std::path::Path,
 ) -> (Ledger, ledger::ledger_proof::Checkpoint) {
-    let quiet = || LedgerOptions {
-        checkpoint_interval: None,
-        checkpoint_every_events: None,
-        ..options(5)
-    };
+    let quiet = || super::quiet(5);
     let given_up = {
         let ledger = Ledger::open(dir, quiet()).unwrap();
         for i in 0..6u8 {

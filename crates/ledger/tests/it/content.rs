@@ -18,17 +18,7 @@ use ledger::{
 };
 use serde_json::Value;
 
-use super::{options, request};
-
-/// Options without periodic checkpoints: no signed tree covers the last frame unless a test
-/// signs one, as after a power loss within a checkpoint interval.
-fn quiet() -> LedgerOptions {
-    LedgerOptions {
-        checkpoint_interval: None,
-        checkpoint_every_events: None,
-        ..options(3)
-    }
-}
+use super::{options, quiet, request, segment_files, small_segments};
 
 /// A text of `n` bytes that appears nowhere else in the log.
 fn text(label: &str, n: usize) -> Vec<u8> {
@@ -52,19 +42,10 @@ fn citing(stream: &str, content: &[&[u8]]) -> AppendRequest {
     req
 }
 
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = fs::read_dir(dir.join("log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    found.sort();
-    found
-}
-
 /// Where `needle` starts in the log's last segment, each time it occurs.
 fn occurrences(dir: &Path, needle: &[u8]) -> Vec<(PathBuf, usize)> {
     let mut out = Vec::new();
-    for path in segments(dir) {
+    for path in segment_files(dir) {
         let bytes = fs::read(&path).unwrap();
         out.extend(
             bytes
@@ -86,7 +67,7 @@ fn overwrite(path: &Path, at: usize, bytes: &[u8]) {
 #[test]
 fn one_sync_makes_an_appends_events_and_its_content_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     ledger
         .append(request("t", ExpectedVersion::Any, &[b"first"]))
         .unwrap();
@@ -126,7 +107,7 @@ fn one_sync_makes_an_appends_events_and_its_content_durable() {
     ledger.shutdown();
     drop(ledger);
     fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert_eq!(ledger.blob(&content_hash(&a)).unwrap(), Some(a));
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
@@ -163,7 +144,7 @@ fn content_is_durable_exactly_when_the_group_that_carries_it_is() {
 #[test]
 fn content_is_stored_once_and_a_damaged_copy_is_replaced_by_a_later_append() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     let x = text("the same text", 3000);
     ledger.append(citing("a", &[&x, &x])).unwrap();
     ledger.append(citing("b", &[&x])).unwrap();
@@ -191,7 +172,7 @@ fn content_is_stored_once_and_a_damaged_copy_is_replaced_by_a_later_append() {
     drop(ledger);
     // The index rebuilt from the log points at the later, good copy.
     fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert_eq!(ledger.blob(&hash).unwrap(), Some(x));
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
 }
@@ -199,7 +180,7 @@ fn content_is_stored_once_and_a_damaged_copy_is_replaced_by_a_later_append() {
 #[test]
 fn a_blob_over_the_limit_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = quiet();
+    let mut opts = quiet(3);
     opts.limits.blob_bytes_max = 100;
     let ledger = Ledger::open(dir.path(), opts).unwrap();
     let refused = ledger.append(citing("t", &[&text("long", 101)]));
@@ -219,7 +200,7 @@ fn a_blob_over_the_limit_is_refused_and_nothing_is_written() {
 /// A ledger whose last frame carries `last`, and the head record as it was before that frame:
 /// what a power loss before the frame's sync leaves (the record is written after the sync).
 fn torn_setup(dir: &Path, last: &[u8]) -> Vec<u8> {
-    let ledger = Ledger::open(dir, quiet()).unwrap();
+    let ledger = Ledger::open(dir, quiet(3)).unwrap();
     for i in 0..5u8 {
         ledger
             .append(citing("t", &[&text(&format!("early {i}"), 500)]))
@@ -254,7 +235,7 @@ fn content_torn_in_a_last_frame_never_acknowledged_is_cut_with_its_frame() {
             dir.path(),
             LedgerOptions {
                 read_only: true,
-                ..quiet()
+                ..quiet(3)
             },
         )
         .unwrap();
@@ -267,7 +248,7 @@ fn content_torn_in_a_last_frame_never_acknowledged_is_cut_with_its_frame() {
         );
         drop(read_only);
 
-        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
         assert!(
             ledger.poisoned().is_none(),
             "zero {zero}: {:?}",
@@ -292,7 +273,7 @@ fn content_torn_in_a_last_frame_never_acknowledged_is_cut_with_its_frame() {
 fn content_damaged_in_a_middle_frame_is_not_damage_to_the_chain() {
     for lose_index in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
         let middle = text("middle", 2000);
         ledger.append(citing("t", &[&text("first", 100)])).unwrap();
         ledger.append(citing("t", &[&middle])).unwrap();
@@ -305,7 +286,7 @@ fn content_damaged_in_a_middle_frame_is_not_damage_to_the_chain() {
         if lose_index {
             fs::remove_dir_all(dir.path().join("index")).unwrap();
         }
-        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
         assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
         let report = ledger.verify_from_scratch(&mut |_, _| {});
         assert!(report.is_intact(), "{report:?}");
@@ -332,7 +313,7 @@ fn content_redacted_in_an_acknowledged_last_frame_keeps_the_frame() {
     let (path, at) = occurrences(dir.path(), &last)[0].clone();
     overwrite(&path, at, &vec![0u8; last.len()]);
     fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert_eq!(ledger.head().size, 6, "the head record covers it: kept");
     assert!(matches!(
@@ -350,7 +331,7 @@ fn content_redacted_in_an_acknowledged_last_frame_keeps_the_frame() {
     ledger.append(citing("t", &[&after])).unwrap();
     ledger.shutdown();
     drop(ledger);
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert_eq!(ledger.head().size, 7);
     assert_eq!(ledger.blob(&content_hash(&after)).unwrap(), Some(after));
@@ -367,7 +348,7 @@ fn content_of_an_acknowledged_last_frame_cut_off_the_file_is_a_reported_loss() {
     file.set_len((at + 100) as u64).unwrap();
     drop(file);
     for _ in 0..2 {
-        let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+        let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
         let refused = ledger.poisoned().expect("appends are refused");
         assert!(refused.contains("cut short"), "{refused}");
         assert_eq!(ledger.head().size, 5);
@@ -398,7 +379,7 @@ fn cited(event: &RecordedEvent) -> Vec<Digest> {
 #[test]
 fn a_restore_writes_the_content_before_the_events_and_reads_it_back() {
     let source = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(source.path(), quiet()).unwrap();
+    let ledger = Ledger::open(source.path(), quiet(3)).unwrap();
     let texts: Vec<Vec<u8>> = (0..6).map(|i| text(&format!("text {i}"), 700)).collect();
     for t in &texts {
         ledger.append(citing("t", &[t])).unwrap();
@@ -422,7 +403,7 @@ fn a_restore_writes_the_content_before_the_events_and_reads_it_back() {
     assert_eq!(bundle.content.len(), 6);
 
     let target = tempfile::tempdir().unwrap();
-    let mut opts = quiet();
+    let mut opts = quiet(3);
     // Small groups: the content goes in several frames of content alone.
     opts.limits.group_bytes_max = 1500;
     let (restored, report) = Ledger::restore(target.path(), &bundle, None, opts).unwrap();
@@ -440,7 +421,7 @@ fn a_restore_writes_the_content_before_the_events_and_reads_it_back() {
         );
     }
     fs::remove_dir_all(target.path().join("index")).unwrap();
-    let reopened = Ledger::open(target.path(), quiet()).unwrap();
+    let reopened = Ledger::open(target.path(), quiet(3)).unwrap();
     assert!(reopened.poisoned().is_none(), "{:?}", reopened.poisoned());
     assert!(reopened.verify_from_scratch(&mut |_, _| {}).is_intact());
     assert_eq!(
@@ -461,7 +442,7 @@ fn make_first_format(path: &Path) {
 #[test]
 fn a_log_of_the_first_segment_format_goes_on_in_a_segment_that_may_hold_content() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     for i in 0..4u8 {
         ledger
             .append(request("t", ExpectedVersion::Any, &[&[i]]))
@@ -469,22 +450,22 @@ fn a_log_of_the_first_segment_format_goes_on_in_a_segment_that_may_hold_content(
     }
     ledger.shutdown();
     drop(ledger);
-    let first = segments(dir.path())[0].clone();
+    let first = segment_files(dir.path())[0].clone();
     make_first_format(&first);
 
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     ledger
         .append(request("t", ExpectedVersion::Any, &[b"plain"]))
         .unwrap();
     assert_eq!(
-        segments(dir.path()).len(),
+        segment_files(dir.path()).len(),
         1,
         "a frame without content goes on in it"
     );
     let c = text("content", 300);
     ledger.append(citing("t", &[&c])).unwrap();
-    let all = segments(dir.path());
+    let all = segment_files(dir.path());
     assert_eq!(all.len(), 2, "content starts a segment of the new format");
     let header = frame::decode_segment_header(&fs::read(&all[1]).unwrap()).unwrap();
     assert_eq!(
@@ -500,7 +481,7 @@ fn a_log_of_the_first_segment_format_goes_on_in_a_segment_that_may_hold_content(
     ledger.shutdown();
     drop(ledger);
     fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
     assert_eq!(ledger.blob(&content_hash(&c)).unwrap(), Some(c));
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
@@ -509,16 +490,16 @@ fn a_log_of_the_first_segment_format_goes_on_in_a_segment_that_may_hold_content(
 #[test]
 fn a_content_frame_inside_a_segment_of_the_first_format_is_damage() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     ledger.append(citing("t", &[&text("c", 100)])).unwrap();
     ledger
         .append(request("t", ExpectedVersion::Any, &[b"after"]))
         .unwrap();
     ledger.shutdown();
     drop(ledger);
-    make_first_format(&segments(dir.path())[0]);
+    make_first_format(&segment_files(dir.path())[0]);
     fs::remove_dir_all(dir.path().join("index")).unwrap();
-    let ledger = Ledger::open(dir.path(), quiet()).unwrap();
+    let ledger = Ledger::open(dir.path(), quiet(3)).unwrap();
     let refused = ledger.poisoned().expect("refuses appends");
     assert!(
         refused.contains("content frame in a segment of format 1"),
@@ -528,7 +509,7 @@ fn a_content_frame_inside_a_segment_of_the_first_format_is_damage() {
 
 /// Every file of the log directory with its bytes.
 fn log_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    segments(dir)
+    segment_files(dir)
         .into_iter()
         .map(|path| {
             let bytes = fs::read(&path).unwrap();
@@ -553,13 +534,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn damage_across_segments_opens_read_only_names_it_and_changes_no_file() {
     let template = tempfile::tempdir().unwrap();
-    let small = || LedgerOptions {
-        limits: ledger::Limits {
-            segment_bytes_max: 4096,
-            ..ledger::Limits::default()
-        },
-        ..quiet()
-    };
+    let small = || small_segments(quiet(3));
     {
         let ledger = Ledger::open(template.path(), small()).unwrap();
         for i in 0..30 {
@@ -567,7 +542,7 @@ fn damage_across_segments_opens_read_only_names_it_and_changes_no_file() {
             ledger.append(citing("s", &[&body])).unwrap();
         }
     }
-    let names = segments(template.path());
+    let names = segment_files(template.path());
     assert!(names.len() >= 4, "{names:?}");
     let name = |path: &PathBuf| path.file_name().unwrap().to_owned();
     type Damage<'a> = Box<dyn Fn(&Path) + 'a>;

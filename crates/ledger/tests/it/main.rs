@@ -22,16 +22,54 @@ use ledger::{
     NewEvent, SteppingClock,
 };
 
+/// When the test clock starts.
+pub fn start_time() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(1_750_000_000, 0).unwrap()
+}
+
 /// Options with a deterministic clock and ids.
 pub fn options(seed: u64) -> LedgerOptions {
+    options_at(start_time(), seed)
+}
+
+/// [`options`] with a clock that starts at `start` and steps a millisecond a reading.
+pub fn options_at(start: DateTime<Utc>, seed: u64) -> LedgerOptions {
     LedgerOptions {
-        clock: Arc::new(SteppingClock::new(
-            DateTime::<Utc>::from_timestamp(1_750_000_000, 0).unwrap(),
-            1_000,
-        )),
+        clock: Arc::new(SteppingClock::new(start, 1_000)),
         id_seed: Some(seed),
         ..LedgerOptions::default()
     }
+}
+
+/// [`options`] without periodic checkpoints: no signed tree covers the last frames unless a
+/// test signs one, as after a power loss within a checkpoint interval.
+pub fn quiet(seed: u64) -> LedgerOptions {
+    LedgerOptions {
+        checkpoint_interval: None,
+        checkpoint_every_events: None,
+        ..options(seed)
+    }
+}
+
+/// `options` whose segments roll over every few appends.
+pub fn small_segments(options: LedgerOptions) -> LedgerOptions {
+    LedgerOptions {
+        limits: ledger::Limits {
+            segment_bytes_max: 4096,
+            ..ledger::Limits::default()
+        },
+        ..options
+    }
+}
+
+/// The log's segment files in `dir`, in seq order.
+pub fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    found.sort();
+    found
 }
 
 /// A ledger over `dir` with the test options.

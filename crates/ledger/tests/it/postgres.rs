@@ -19,7 +19,7 @@ use ledger::storage::{Blob, Commit, SealedEvent, Storage, StorageError, TreeGrow
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip, database_or_skip};
 
-use super::{keyed, options, request};
+use super::{keyed, options, options_at, request, start_time};
 
 fn open(url: &str, keys: &Path, seed: u64) -> Ledger {
     Ledger::open_postgres(url, keys, options(seed)).expect("ledger opens on PostgreSQL")
@@ -2261,11 +2261,8 @@ fn recorded_at_never_decreases_along_a_log_two_nodes_with_different_clocks_write
         return;
     };
     let keys = tempfile::tempdir().unwrap();
-    let start = chrono::DateTime::<chrono::Utc>::from_timestamp(1_750_000_000, 0).unwrap();
-    let at = |time: chrono::DateTime<chrono::Utc>, seed: u64| LedgerOptions {
-        clock: std::sync::Arc::new(ledger::SteppingClock::new(time, 1_000)),
-        ..options(seed)
-    };
+    let start = start_time();
+    let at = options_at;
     let ahead = Ledger::open_postgres(&url, keys.path(), at(start, 1)).unwrap();
     // Open before the other node writes: it learns of those events only when its append meets
     // the moved head.

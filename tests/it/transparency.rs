@@ -340,6 +340,19 @@ impl Witness {
         self.log.lock().unwrap().clone()
     }
 
+    /// What the witness said on stderr, once it holds `needle` (it logs a refusal as it
+    /// answers, and the copy is read from a pipe), or after 20 s.
+    fn stderr_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = self.stderr();
+            if text.contains(needle) || Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the witness with SIGKILL, as a crash would, and waits until it is gone.
     fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
@@ -490,15 +503,11 @@ fn a_witness_cosigns_a_growing_log_and_refuses_a_fork_and_a_rollback() {
     assert!(forked > size);
     let server = Server::start(copy.path(), &["--witness", &target]);
     let note_of_fork = checkpoint_covering(server.addr, forked);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !witness.stderr().contains("forked") {
-        assert!(
-            Instant::now() < deadline,
-            "the witness did not refuse the fork: {}",
-            witness.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let said = witness.stderr_with("forked");
+    assert!(
+        said.contains("forked"),
+        "the witness did not refuse the fork: {said}"
+    );
     assert!(!note_of_fork.contains("witness.example/w1"));
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
@@ -599,7 +608,8 @@ fn a_witness_killed_right_after_cosigning_holds_that_checkpoint_and_refuses_othe
     }
     let forked = push(&witness, size, &fork);
     assert_eq!(forked.status, 422, "{}", forked.text());
-    assert!(witness.stderr().contains("forked"), "{}", witness.stderr());
+    let said = witness.stderr_with("forked");
+    assert!(said.contains("forked"), "{said}");
     // The checkpoint it holds is the one it cosigned: offered again, it is cosigned again.
     assert_eq!(push(&witness, size, &note).status, 200);
 }

@@ -47,6 +47,16 @@ fn call(server: &Server, name: &str, arguments: Value) -> (u16, Value) {
     call_tool(server.addr, name, arguments)
 }
 
+/// Opens a task on lithium supply and demand, and gives its id.
+fn open_task(server: &Server) -> String {
+    let (_, opened) = call(
+        server,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?"}),
+    );
+    opened["result"]["task_id"].as_str().unwrap().to_owned()
+}
+
 fn contracts(data: &Path) -> std::path::PathBuf {
     let dir = data.join("contracts");
     std::fs::create_dir_all(&dir).unwrap();
@@ -148,12 +158,7 @@ fn a_registered_tool_is_listed_called_checked_and_recorded() {
     assert_eq!(ledger_size(server.addr), before + 1);
 
     // With a task: {{task_question}} is filled from it and the call lands in its stream.
-    let (_, opened) = call(
-        &server,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?"}),
-    );
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let task = open_task(&server);
     let (status, out) = call(
         &server,
         "kb_search",
@@ -225,12 +230,7 @@ fn a_search_uses_a_registered_evidence_source_beside_the_corpus() {
     .unwrap();
     super::server::place_contracts(data.path(), &dir);
     let server = Server::start(data.path(), &[]);
-    let (_, opened) = call(
-        &server,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?"}),
-    );
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let task = open_task(&server);
     let (status, out) = call(
         &server,
         "retrieval_search_evidence",
@@ -394,12 +394,7 @@ fn a_shutdown_held_past_its_bound_by_a_call_in_flight_exits_with_status_3_and_sa
     .unwrap();
     super::server::place_contracts(data.path(), &dir);
     let server = Server::start(data.path(), &["--shutdown-secs-max", "1"]);
-    let (_, opened) = call(
-        &server,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?"}),
-    );
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let task = open_task(&server);
     let addr = server.addr;
     let in_flight = std::thread::spawn(move || {
         call_tool(
@@ -432,12 +427,7 @@ fn a_search_of_registered_sources_alone_is_recorded() {
     .unwrap();
     super::server::place_contracts(data.path(), &dir);
     let server = Server::start(data.path(), &[]);
-    let (_, opened) = call(
-        &server,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?"}),
-    );
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let task = open_task(&server);
     let (status, out) = call(
         &server,
         "retrieval_search_evidence",

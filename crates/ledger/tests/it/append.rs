@@ -4,8 +4,8 @@ use ledger::storage::StorageError;
 use ledger::{AppendError, Causation, Digest, ExpectedVersion, Ledger, LedgerOptions, Limits};
 
 use super::{
-    caused_by, event, keyed, open, options, options_at, request, segment_files, small_segments,
-    start_time,
+    assert_times_never_decrease, caused_by, event, keyed, open, options, options_at, request,
+    segment_files, small_segments, start_time,
 };
 
 #[test]
@@ -334,16 +334,7 @@ fn recorded_at_never_decreases_along_the_log_when_the_clock_is_set_back_between_
         .unwrap();
     let events = ledger.read_range(0, 100).unwrap();
     assert_eq!(events.len(), 6);
-    for pair in events.windows(2) {
-        assert!(
-            pair[1].recorded_at >= pair[0].recorded_at,
-            "seq {} was recorded at {}, before seq {} at {}",
-            pair[1].seq,
-            pair[1].recorded_at,
-            pair[0].seq,
-            pair[0].recorded_at
-        );
-    }
+    assert_times_never_decrease(&events);
 }
 
 #[test]

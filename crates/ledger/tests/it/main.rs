@@ -62,6 +62,20 @@ pub fn small_segments(options: LedgerOptions) -> LedgerOptions {
     }
 }
 
+/// Fails unless every event was recorded no earlier than the one before it.
+pub fn assert_times_never_decrease(events: &[ledger::RecordedEvent]) {
+    for pair in events.windows(2) {
+        assert!(
+            pair[1].recorded_at >= pair[0].recorded_at,
+            "seq {} was recorded at {}, before seq {} at {}",
+            pair[1].seq,
+            pair[1].recorded_at,
+            pair[0].seq,
+            pair[0].recorded_at
+        );
+    }
+}
+
 /// The log's segment files in `dir`, in seq order.
 pub fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("log"))

@@ -19,7 +19,7 @@ use ledger::storage::{Blob, Commit, SealedEvent, Storage, StorageError, TreeGrow
 use ledger::{AppendError, Digest, ExpectedVersion, Ledger, LedgerOptions};
 use test_support::postgres::{PgCluster, cluster_or_skip, database_or_skip};
 
-use super::{keyed, options, options_at, request, start_time};
+use super::{assert_times_never_decrease, keyed, options, options_at, request, start_time};
 
 fn open(url: &str, keys: &Path, seed: u64) -> Ledger {
     Ledger::open_postgres(url, keys, options(seed)).expect("ledger opens on PostgreSQL")
@@ -2281,14 +2281,5 @@ fn recorded_at_never_decreases_along_a_log_two_nodes_with_different_clocks_write
     append_any(&late, "c", b"late").unwrap();
     let events = late.read_range(0, 100).unwrap();
     assert_eq!(events.len(), 5);
-    for pair in events.windows(2) {
-        assert!(
-            pair[1].recorded_at >= pair[0].recorded_at,
-            "seq {} was recorded at {}, before seq {} at {}",
-            pair[1].seq,
-            pair[1].recorded_at,
-            pair[0].seq,
-            pair[0].recorded_at
-        );
-    }
+    assert_times_never_decrease(&events);
 }

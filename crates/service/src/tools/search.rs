@@ -310,15 +310,13 @@ fn record(
     })?;
     let query = search_query(state, a)?;
     let mut results = external.candidates.clone();
-    // The corpus's state is recorded whether or not the search asked it: a search of registered
-    // sources alone is recorded with the corpus as it stood.
-    let mut index_state = service.corpus().index_state().id;
+    let mut index_state = None;
     if asked.corpus {
         let (mut hits, state_id) = corpus_hits(service, task, &query, asked.limit, a, attached)?;
         if let Some(id) = &a.from_search {
             hits = chosen(state, id, &state_id, hits, a.result_ids.as_deref())?;
         }
-        index_state = state_id;
+        index_state = Some(state_id);
         results.extend(hits);
     }
     // Candidates from every source by reliability pre-score; among equals, the order each
@@ -335,7 +333,9 @@ fn record(
     Ok(RecordSearch {
         query,
         sources: asked.sources.clone(),
-        index_state,
+        // The corpus's state is recorded whether or not the search asked it: a search of
+        // registered sources alone is recorded with the corpus as it stood.
+        index_state: index_state.unwrap_or_else(|| service.corpus().index_state().id),
         results,
     })
 }

@@ -1330,3 +1330,147 @@ fn a_request_past_request_secs_max_is_a_504_and_its_retry_with_the_same_key_writ
         "the source was asked again"
     );
 }
+
+#[test]
+fn a_retry_sent_while_the_timed_out_search_is_still_asking_waits_for_it_and_asks_no_source() {
+    let (endpoint, asked) = slow_source(Duration::from_secs(3));
+    let data = tempfile::tempdir().unwrap();
+    let contracts = data.path().join("contracts");
+    std::fs::create_dir_all(&contracts).unwrap();
+    let contract = kb_contract("kb_slow", &endpoint, 8000);
+    std::fs::write(contracts.join("kb-slow.yaml"), contract).unwrap();
+    super::server::place_contracts(data.path(), &contracts);
+    let server = Server::start(data.path(), &["--request-secs-max", "2"]);
+    let addr = server.addr;
+    let (status, opened) = super::server::call_tool(
+        addr,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let search = json!({"task_id": task, "sources": ["corpus", "kb_slow"], "limit": 2,
+                        "idempotency_key": "lithium search"});
+
+    let (status, out) = super::server::call_tool(addr, "retrieval_search_evidence", search.clone());
+    assert_eq!(
+        (status, out["error"].as_str()),
+        (504, Some("timeout")),
+        "{out}"
+    );
+    // The first search has about a second left with the source. Retried at once, the search
+    // waits for it rather than asking the source again (which would take three seconds more,
+    // past this retry's own limit), and answers with what the first recorded.
+    let (status, out) = super::server::call_tool(addr, "retrieval_search_evidence", search.clone());
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["result"]["replayed"], true, "{out}");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the source was asked again"
+    );
+    let (version, candidates) = version_and_candidates(addr, &task);
+    assert_eq!(out["result"]["session_version"], version, "{out}");
+    assert_eq!(
+        out["result"]["candidates"].as_array().map(Vec::len),
+        Some(candidates as usize),
+        "{out}"
+    );
+
+    // Two retries at once, with the search recorded: both answered from the record.
+    let retries: Vec<_> = (0..2)
+        .map(|_| {
+            let search = search.clone();
+            std::thread::spawn(move || {
+                super::server::call_tool(addr, "retrieval_search_evidence", search)
+            })
+        })
+        .collect();
+    for retry in retries {
+        let (status, out) = retry.join().unwrap();
+        assert_eq!(
+            (status, &out["result"]["replayed"]),
+            (200, &json!(true)),
+            "{out}"
+        );
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(version_and_candidates(addr, &task), (version, candidates));
+}
+
+#[test]
+fn a_search_that_failed_lets_the_retry_waiting_on_its_key_ask_again() {
+    // The first search is refused by its source after a while (a closed connection); a
+    // retry with its key, sent meanwhile, waits, then asks the source itself.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/search", listener.local_addr().unwrap());
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+                let reply = match n {
+                    0 => "{\"error\": \"busy\"}".to_owned(),
+                    _ => json!({"contract_version": "2.1", "results": test_support::items(2, "lithium")})
+                        .to_string(),
+                };
+                let status = if n == 0 {
+                    "503 Service Unavailable"
+                } else {
+                    "200 OK"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            });
+        }
+    });
+    let data = tempfile::tempdir().unwrap();
+    let contracts = data.path().join("contracts");
+    std::fs::create_dir_all(&contracts).unwrap();
+    std::fs::write(
+        contracts.join("kb.yaml"),
+        kb_contract("kb", &endpoint, 8000),
+    )
+    .unwrap();
+    super::server::place_contracts(data.path(), &contracts);
+    let server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let (status, opened) = super::server::call_tool(
+        addr,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let search = json!({"task_id": task, "sources": ["kb"], "limit": 2,
+                        "idempotency_key": "lithium search"});
+    let first = {
+        let search = search.clone();
+        std::thread::spawn(move || {
+            super::server::call_tool(addr, "retrieval_search_evidence", search)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, retried) = super::server::call_tool(addr, "retrieval_search_evidence", search);
+    let (first_status, first) = first.join().unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "{first}\n{retried}");
+    assert_ne!(first_status, 200, "{first}");
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(retried["result"]["replayed"], false, "{retried}");
+}

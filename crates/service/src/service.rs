@@ -251,6 +251,55 @@ pub(crate) struct Inner {
     pub(crate) corpus_missing: Option<String>,
     /// Folds what other nodes commit into the read models, on a shared ledger.
     pub(crate) follower: std::sync::Mutex<Option<Follower>>,
+    /// The idempotency keys of calls under way that work beyond the ledger before they write
+    /// ([`Service::hold_key`]).
+    pub(crate) held_keys: std::sync::Mutex<std::collections::HashMap<String, Arc<KeyedCall>>>,
+}
+
+/// A call under way that holds an idempotency key; it ends when its [`HeldKey`] drops.
+#[derive(Default)]
+pub(crate) struct KeyedCall {
+    ended: std::sync::Mutex<bool>,
+    end: std::sync::Condvar,
+}
+
+impl KeyedCall {
+    fn wait(&self) {
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        while !*ended {
+            ended = self.end.wait(ended).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// An idempotency key held by the call that will write under it. Dropping it, however the call
+/// ends (written, refused, failed), lets the calls waiting on the key go on.
+pub(crate) struct HeldKey {
+    service: Service,
+    key: String,
+    call: Arc<KeyedCall>,
+}
+
+impl Drop for HeldKey {
+    fn drop(&mut self) {
+        let mut held = (self.service.inner.held_keys.lock()).unwrap_or_else(|p| p.into_inner());
+        if held
+            .get(&self.key)
+            .is_some_and(|c| Arc::ptr_eq(c, &self.call))
+        {
+            held.remove(&self.key);
+        }
+        *self.call.ended.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.call.end.notify_all();
+    }
+}
+
+/// What [`Service::hold_key`] found.
+pub(crate) enum KeyHold {
+    /// The key was committed for this very command: its original result.
+    Earlier(Written),
+    /// The key is this call's until the value drops (`None`: the call gave no key).
+    Held(Option<HeldKey>),
 }
 
 /// The service. Cheap to clone; every clone is the same service.
@@ -589,6 +638,7 @@ impl Service {
                 jobs,
                 corpus_missing,
                 follower: std::sync::Mutex::new(follower),
+                held_keys: Default::default(),
             }),
         })
     }
@@ -1043,23 +1093,51 @@ impl Service {
         };
         self.committed(idem)?.ok_or(error)
     }
-
-    /// The original result of a write whose idempotency key is already committed, for this
-    /// very command, looked up before the write does anything: `None` when no key was given or
-    /// the key is new (the write then checks it again, atomically with its append). For a tool
-    /// that works beyond the ledger before it writes (asking registered sources): a retry of a
-    /// write that landed must not repeat that work, which would take as long as the first time
-    /// and record calls again.
-    pub(crate) fn earlier_result(
+    /// For a tool that works beyond the ledger before it writes (asking registered sources):
+    /// the original result when the call's idempotency key was committed for this very command,
+    /// else the key, held for this call until it has written. A retry of a write that landed
+    /// must not repeat that work, which would take as long as the first time and record calls
+    /// again; nor must a retry sent while the first call is still at it (after a 504, the first
+    /// goes on): it waits for that call to end, then answers from its record, or, when the
+    /// first ended without writing, does the work itself. Keys are held in this process: on a
+    /// shared database, another node's call with the same key is not waited for (its write is
+    /// still recorded once).
+    pub(crate) fn hold_key(
         &self,
         caller: &Caller,
         tool: &str,
         arguments: &Value,
         guard: &WriteOptions,
-    ) -> Result<Option<Written>, ServiceError> {
-        match self.idempotency(caller, tool, arguments, guard)? {
-            Some(idem) => self.committed(&idem),
-            None => Ok(None),
+    ) -> Result<KeyHold, ServiceError> {
+        let Some(idem) = self.idempotency(caller, tool, arguments, guard)? else {
+            return Ok(KeyHold::Held(None));
+        };
+        let held = loop {
+            let running = {
+                let mut held = self
+                    .inner
+                    .held_keys
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                match held.get(&idem.key) {
+                    Some(call) => call.clone(),
+                    None => {
+                        let call = Arc::new(KeyedCall::default());
+                        held.insert(idem.key.clone(), call.clone());
+                        break HeldKey {
+                            service: self.clone(),
+                            key: idem.key.clone(),
+                            call,
+                        };
+                    }
+                }
+            };
+            running.wait();
+        };
+        // Looked up with the key held: a call that held it before has written or never will.
+        match self.committed(&idem)? {
+            Some(written) => Ok(KeyHold::Earlier(written)),
+            None => Ok(KeyHold::Held(Some(held))),
         }
     }
 

@@ -102,14 +102,14 @@ impl<'a> Call<'a> {
         )
     }
 
-    /// The original result of this very call, when its idempotency key was committed before
-    /// ([`Service::earlier_result`]).
-    pub(crate) fn earlier_result(
+    /// The original result of this very call when its idempotency key was committed before,
+    /// else the key held for this call ([`Service::hold_key`]).
+    pub(crate) fn hold_key(
         &self,
         guard: &WriteOptions,
-    ) -> Result<Option<Written>, ServiceError> {
+    ) -> Result<crate::service::KeyHold, ServiceError> {
         self.service
-            .earlier_result(self.caller, self.tool.name(), self.arguments, guard)
+            .hold_key(self.caller, self.tool.name(), self.arguments, guard)
     }
 
     /// [`Call::write`] of a command that cites full texts, which `make` attaches.

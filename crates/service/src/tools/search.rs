@@ -12,7 +12,7 @@ use super::{Call, ToolOutput, ToolProgress, base, done, guard, suffix, to_json};
 use crate::args::*;
 use crate::content::Attachments;
 use crate::error::ServiceError;
-use crate::service::{Service, Target};
+use crate::service::{KeyHold, Service, Target};
 
 pub(super) fn search_evidence(
     call: &mut Call<'_>,
@@ -23,13 +23,19 @@ pub(super) fn search_evidence(
     let guard = guard(a.expected_version, &a.idempotency_key);
     // A retry of a search that was recorded is answered from the record before a registered
     // source is asked again: asking would take as long as the first time (past the request's
-    // time limit again, for a slow source) and record calls the retry does not make.
-    if !asked.external.is_empty()
-        && let Some(written) = call.earlier_result(&guard)?
-    {
-        let search = recorded_by(&written)?;
-        return Ok(search_result(&written, &search, no_external()));
-    }
+    // time limit again, for a slow source) and record calls the retry does not make. A retry
+    // sent while the first search is still asking waits for it. The key stays held until this
+    // search has written.
+    let _held = match asked.external.is_empty() {
+        true => None,
+        false => match call.hold_key(&guard)? {
+            KeyHold::Earlier(written) => {
+                let search = recorded_by(&written)?;
+                return Ok(search_result(&written, &search, no_external()));
+            }
+            KeyHold::Held(held) => held,
+        },
+    };
     let total = asked.sources.len() as u64;
     // External sources are asked first, each on its own: one that fails is reported and the
     // others still count. Their calls are recorded in the task as they happen.

@@ -2,7 +2,11 @@
 //!
 //! Exit status: 0 when the command did what it was asked and every check passed; 1 when a
 //! check failed (the ledger does not verify, a proof is invalid); 2 when the command could not
-//! run (bad arguments, the data directory is locked, an I/O error).
+//! run (bad arguments, the data directory is locked, an I/O error); 141 when the reader of its
+//! output went away before it was done (`| head`), as for a process stopped by SIGPIPE.
+
+#[macro_use]
+mod output;
 
 mod commands;
 mod config;

@@ -151,7 +151,7 @@ fn show_replay(
         .with_context(|| format!("task {} has no state", args.task))?;
     let passed = check.is_none_or(|c| c.disagreement.is_none() && c.matches_live_state);
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "task_id": args.task,
@@ -164,14 +164,14 @@ fn show_replay(
             }))?
         );
     } else {
-        println!("task {} at version {}", args.task, state.version());
-        println!("{}", summary.text());
+        say!("task {} at version {}", args.task, state.version());
+        say!("{}", summary.text());
         if let Some(card) = state.conclusion_card(None) {
-            println!("\n{}", card.markdown);
+            say!("\n{}", card.markdown);
         }
         if let Some(check) = check {
             match &check.disagreement {
-                None => println!(
+                None => say!(
                     "\ncheck: {} events replayed; every derived value of {} events re-derived bit for bit{}",
                     check.events,
                     check.rederived,
@@ -181,13 +181,17 @@ fn show_replay(
                         ""
                     }
                 ),
-                Some(d) => println!(
+                Some(d) => say!(
                     "\ncheck FAILED at seq {} (version {}, {}, hash {}): {}",
-                    d.seq, d.version, d.kind, d.hash, d.detail
+                    d.seq,
+                    d.version,
+                    d.kind,
+                    d.hash,
+                    d.detail
                 ),
             }
             if check.disagreement.is_none() && !check.matches_live_state {
-                println!(
+                say!(
                     "check FAILED: the state replayed from the ledger is not the state the read model holds; rebuild the projections"
                 );
             }
@@ -226,7 +230,7 @@ fn fetch_task_events(
 
 /// Reports a bundle that does not check out, as `verify-bundle` does: a check failed.
 fn invalid_bundle(failure: &BundleFailure) -> Outcome {
-    println!("INVALID at {}: {}", failure.location, failure.problem);
+    say!("INVALID at {}: {}", failure.location, failure.problem);
     Outcome::Failed
 }
 
@@ -262,7 +266,7 @@ pub(crate) fn explain(data_dir: &Path, args: &ExplainArgs) -> anyhow::Result<Out
     let Some((markdown, recorded)) = explained else {
         bail!("task {} has no conclusion to explain yet", args.task);
     };
-    println!("{markdown}");
+    say!("{markdown}");
     if !recorded {
         eprintln!(
             "(derived now from the ledger; the task has not recorded an explanation of this verdict)"
@@ -467,9 +471,11 @@ pub(crate) fn verify_bundle(args: &VerifyBundleArgs) -> anyhow::Result<Outcome> 
     match service::audit::verify_bundle_witnessed(&text, BUNDLE_BYTES_MAX, trusted, witnesses) {
         Ok((_, report)) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print_bundle_report(&report, &mut std::io::stdout())?;
+                if let Err(e) = print_bundle_report(&report, &mut std::io::stdout().lock()) {
+                    crate::output::stop(&e)
+                }
             }
             Ok(Outcome::Passed)
         }
@@ -518,9 +524,10 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
         match service::audit::verify_bundle_text(&text, BUNDLE_BYTES_MAX, trusted) {
             Ok(ok) => ok,
             Err(failure) => {
-                println!(
+                say!(
                     "INVALID at {}: {}; nothing was imported",
-                    failure.location, failure.problem
+                    failure.location,
+                    failure.problem
                 );
                 return Ok(Outcome::Failed);
             }
@@ -556,7 +563,7 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
     drop(ledger);
     let service = super::open_service(data_dir)?;
     let verified = service.ledger().verify_from_scratch(&mut |_, _| {});
-    println!(
+    say!(
         "imported {} events, {} idempotency keys, {} checkpoint log entries and {} content blobs into {} (bundle checked against key {})",
         restored.events,
         restored.idempotency_keys,
@@ -566,11 +573,11 @@ pub(crate) fn import(data_dir: &Path, args: &ImportArgs) -> anyhow::Result<Outco
         report.trusted_key.fingerprint()
     );
     if let Some(note) = &restored.key_chain_break {
-        println!("WARNING: no signing key was given, so a new key signs from here on: {note}");
+        say!("WARNING: no signing key was given, so a new key signs from here on: {note}");
     }
     match &verified.failure {
-        None => println!("verified: {} events intact", verified.size),
-        Some(f) => println!("verification FAILED at seq {}: {}", f.seq, f.problem),
+        None => say!("verified: {} events intact", verified.size),
+        Some(f) => say!("verification FAILED at seq {}: {}", f.seq, f.problem),
     }
     service.shutdown();
     Ok(if verified.is_intact() {

@@ -27,7 +27,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             ledger.checkpoint().context("cannot write a checkpoint")?
         }
     };
-    println!("{}", serde_json::to_string_pretty(&checkpoint)?);
+    say!("{}", serde_json::to_string_pretty(&checkpoint)?);
     eprintln!(
         "checkpoint of {} events signed by key {}",
         checkpoint.tree_size, checkpoint.key_fingerprint

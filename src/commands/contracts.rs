@@ -91,13 +91,13 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                 &reserved,
             );
             for problem in registry.problems() {
-                println!("left out: {problem}");
+                say!("left out: {problem}");
             }
             let mut healthy = true;
             for contract in registry.tools().values() {
                 let arguments = call::sample_arguments(contract);
                 match call::call(contract, &arguments, registry.allow_list(), 4 * 1024 * 1024) {
-                    Ok(reply) => println!(
+                    Ok(reply) => say!(
                         "ok      {} (contract {}): a {}-byte reply that matches its contract",
                         contract.name,
                         contract.contract_version,
@@ -105,11 +105,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                     ),
                     Err(e) => {
                         healthy = false;
-                        println!("FAILED  {}: {e}", contract.name);
+                        say!("FAILED  {}: {e}", contract.name);
                     }
                 }
             }
-            println!(
+            say!(
                 "{} tool(s) checked in {}",
                 registry.tools().len(),
                 dir.display()
@@ -140,7 +140,7 @@ fn push(data_dir: &Path, dir: &Path, allow: &AllowArgs) -> anyhow::Result<Outcom
     }
     match service::push_contracts(&options, dir) {
         Ok(tools) => {
-            println!(
+            say!(
                 "stored {} for every node: {} tool(s): {}",
                 dir.display(),
                 tools.len(),
@@ -149,7 +149,7 @@ fn push(data_dir: &Path, dir: &Path, allow: &AllowArgs) -> anyhow::Result<Outcom
             Ok(Outcome::Passed)
         }
         Err(e) => {
-            println!("{e}");
+            say!("{e}");
             Ok(Outcome::Failed)
         }
     }
@@ -162,9 +162,9 @@ fn check(dir: &Path, allow: &AllowArgs, reserved: &[&str]) -> anyhow::Result<Out
     }
     let (valid, problems) = check_dir(dir, allow.allow_list(), ContractLimits::default(), reserved);
     for problem in &problems {
-        println!("{problem}");
+        say!("{problem}");
     }
-    println!(
+    say!(
         "{valid} valid contract(s), {} problem(s) in {}",
         problems.len(),
         dir.display()

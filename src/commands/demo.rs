@@ -133,7 +133,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let sample = demo::sample()?;
     let questions = select_questions(&sample, args)?;
     if !args.json {
-        println!(
+        say!(
             "research-ledger demo: {} research task(s) on the bundled sample corpus (fictional sources), in {}\n",
             questions.len(),
             data_dir.display()
@@ -169,7 +169,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         .context("cannot sign a checkpoint of the run")?;
     let report = service.ledger().verify_from_scratch(&mut |_, _| {});
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "tasks": outcomes,
@@ -225,12 +225,15 @@ fn print_verification(
     data_dir: &Path,
     tasks: &[String],
 ) {
-    println!(
+    say!(
         "Signed checkpoint: {} events, root {}, at {}, key {}.",
-        checkpoint.tree_size, checkpoint.root, checkpoint.time, checkpoint.key_fingerprint
+        checkpoint.tree_size,
+        checkpoint.root,
+        checkpoint.time,
+        checkpoint.key_fingerprint
     );
     match &report.failure {
-        None => println!(
+        None => say!(
             "Ledger: intact. {} events verified (hash chain, Merkle tree, {} signed checkpoint{}), root {}.",
             report.size,
             report.checkpoints_checked,
@@ -241,34 +244,39 @@ fn print_verification(
             },
             report.root
         ),
-        Some(f) => println!(
+        Some(f) => say!(
             "Ledger: verification FAILED at seq {}: {}",
-            f.seq, f.problem
+            f.seq,
+            f.problem
         ),
     }
     let data = data_dir.display();
-    println!("\nAudit it yourself:");
+    say!("\nAudit it yourself:");
     for task in tasks {
-        println!("  research-ledger --data-dir {data} replay {task} --check");
+        say!("  research-ledger --data-dir {data} replay {task} --check");
     }
     if let Some(task) = tasks.first() {
-        println!("  research-ledger --data-dir {data} explain {task}");
+        say!("  research-ledger --data-dir {data} explain {task}");
     }
-    println!("  research-ledger --data-dir {data} prove 0");
-    println!("  research-ledger --data-dir {data} export --all --out bundle.json");
-    println!("  research-ledger verify-bundle bundle.json");
+    say!("  research-ledger --data-dir {data} prove 0");
+    say!("  research-ledger --data-dir {data} export --all --out bundle.json");
+    say!("  research-ledger verify-bundle bundle.json");
 }
 
 fn print_outcome(n: usize, of: usize, q: &demo::Question, o: &demo::Outcome) {
-    println!("━━ {n}/{of} · {}", q.question);
-    println!(
+    say!("━━ {n}/{of} · {}", q.question);
+    say!(
         "task {} · {} searches, {} candidates: {} adopted, {} rejected",
-        o.task_id, o.searches, o.candidates, o.adopted, o.rejected
+        o.task_id,
+        o.searches,
+        o.candidates,
+        o.adopted,
+        o.rejected
     );
     if o.conflicts.is_empty() {
-        println!("conflicts: none");
+        say!("conflicts: none");
     } else {
-        println!("conflicts:");
+        say!("conflicts:");
         for c in &o.conflicts {
             let scope = c["scope"].as_str().unwrap_or("main question");
             let winner = match (c["winner"].as_str(), c["resolution"].as_str()) {
@@ -276,7 +284,7 @@ fn print_outcome(n: usize, of: usize, q: &demo::Question, o: &demo::Outcome) {
                 (None, Some("both_stand")) => "both stand".to_owned(),
                 _ => "pending".to_owned(),
             };
-            println!(
+            say!(
                 "  {} · {scope} · {} · {winner}",
                 c["conflict_id"].as_str().unwrap_or("?"),
                 c["tier"].as_str().unwrap_or("?")
@@ -284,8 +292,8 @@ fn print_outcome(n: usize, of: usize, q: &demo::Question, o: &demo::Outcome) {
         }
     }
     for id in &o.human_decisions {
-        println!("  {id} was pending: a reviewer decided that both sides stand, with a reason.");
+        say!("  {id} was pending: a reviewer decided that both sides stand, with a reason.");
     }
-    println!("\n{}", o.card["markdown"].as_str().unwrap_or_default());
-    println!("{}\n", o.explanation);
+    say!("\n{}", o.card["markdown"].as_str().unwrap_or_default());
+    say!("{}\n", o.explanation);
 }

@@ -207,9 +207,9 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         );
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        say!(
             "read {} files: {} documents ingested ({} added, {} replaced, {} unchanged), {} failed",
             report.files,
             report.documents,
@@ -218,9 +218,10 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             report.unchanged,
             report.failed
         );
-        println!(
+        say!(
             "corpus {corpus_name}: {} documents, index state {}",
-            report.index_state.documents, report.index_state.id
+            report.index_state.documents,
+            report.index_state.id
         );
     }
     Ok(if report.is_clean() {

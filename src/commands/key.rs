@@ -37,8 +37,8 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             let vkey = ledger
                 .verifier_key()
                 .map_err(|reason| anyhow::anyhow!("no verifier key: {reason}"))?;
-            println!("{key}");
-            println!("{vkey}");
+            say!("{key}");
+            say!("{vkey}");
             eprintln!("fingerprint {}", key.fingerprint());
             eprintln!("origin {}", ledger.origin());
             for (i, entry) in ledger.checkpoint_entries()?.iter().enumerate() {
@@ -75,7 +75,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         }
         Action::Rotate => {
             let statement = ledger.rotate_key().context("cannot rotate the key")?;
-            println!("{}", serde_json::to_string_pretty(&statement)?);
+            say!("{}", serde_json::to_string_pretty(&statement)?);
             eprintln!(
                 "key {} handed over to {} at tree size {}",
                 statement.old_key_fingerprint,

@@ -264,7 +264,7 @@ pub(crate) fn run(node: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let source = read_source(&from, node)?;
     write_destination(&to, node, &source)?;
     let checked = check_destination(&to, node, &source)?;
-    println!(
+    say!(
         "migrated {} to {}: {} events, {} content blobs, {} checkpoint log entries, {} idempotency keys, {} contracts, {} jobs, {} corpus documents",
         from.name(),
         to.name(),
@@ -277,7 +277,7 @@ pub(crate) fn run(node: &Path, args: &Args) -> anyhow::Result<Outcome> {
         source.documents.len()
     );
     for line in &checked {
-        println!("{line}");
+        say!("{line}");
     }
     Ok(if checked.iter().all(|l| l.starts_with("ok")) {
         Outcome::Passed

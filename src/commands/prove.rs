@@ -73,7 +73,7 @@ fn write_out(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
         Some(path) => std::fs::write(path, format!("{text}\n"))
             .with_context(|| format!("cannot write {}", path.display())),
         None => {
-            println!("{text}");
+            say!("{text}");
             Ok(())
         }
     }
@@ -209,7 +209,7 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
             // A checkpoint the auditor kept that signs more events than the ledger has is
             // the evidence of a loss, whatever else the ledger says.
             if saved.tree_size > ledger.head().size && saved.verify(&key).is_ok() {
-                println!(
+                say!(
                     "FAILED: the checkpoint you kept signs a tree of {} events, but the ledger holds {}: events from seq {} on were lost or the log was replaced",
                     saved.tree_size,
                     ledger.head().size,
@@ -253,25 +253,31 @@ fn report(
             event_hash,
             checkpoint,
         }) => {
-            println!(
+            say!(
                 "valid: event {event_hash} is seq {leaf_index} of the {} events signed at {} by key {}",
-                checkpoint.tree_size, checkpoint.time, checkpoint.key_fingerprint
+                checkpoint.tree_size,
+                checkpoint.time,
+                checkpoint.key_fingerprint
             );
             Ok(Outcome::Passed)
         }
         Ok(Verified::Consistency { first, second }) => {
-            println!(
+            say!(
                 "valid: the {} events signed at {} are the first {} of the {} signed at {}; the ledger only grew",
-                first.tree_size, first.time, first.tree_size, second.tree_size, second.time
+                first.tree_size,
+                first.time,
+                first.tree_size,
+                second.tree_size,
+                second.time
             );
             Ok(Outcome::Passed)
         }
         Ok(other) => {
-            println!("valid: {other:?}");
+            say!("valid: {other:?}");
             Ok(Outcome::Passed)
         }
         Err(e) => {
-            println!("INVALID: {e}");
+            say!("INVALID: {e}");
             Ok(Outcome::Failed)
         }
     }

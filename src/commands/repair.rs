@@ -48,17 +48,17 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         let reason = args.reason.as_deref().unwrap_or_default();
         let accepted = Ledger::accept_loss(&dir, options(), reason)
             .context("the loss could not be accepted")?;
-        println!(
+        say!(
             "accepted, in a statement signed by key {}:",
             accepted.statement.key_fingerprint
         );
         for problem in &accepted.accepted {
-            println!("  - {problem}");
+            say!("  - {problem}");
         }
         for moved in &accepted.moved {
-            println!("moved {moved}");
+            say!("moved {moved}");
         }
-        println!(
+        say!(
             "the ledger goes on from its first {} events",
             accepted.statement.tree_size
         );
@@ -66,11 +66,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let ledger = Ledger::open(&dir, options())
         .with_context(|| format!("cannot open the ledger in {}", data_dir.display()))?;
     for note in ledger.recovery_notes() {
-        println!("note: {note}");
+        say!("note: {note}");
     }
     let outcome = match ledger.poisoned() {
         None => {
-            println!(
+            say!(
                 "the ledger takes writes: {} events, head {}",
                 ledger.head().size,
                 ledger.head().last_hash
@@ -78,11 +78,11 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             Outcome::Passed
         }
         Some(reason) => {
-            println!("the ledger refuses writes: {reason}");
+            say!("the ledger refuses writes: {reason}");
             for problem in ledger.problems() {
-                println!("  - {problem}");
+                say!("  - {problem}");
             }
-            println!(
+            say!(
                 "nothing was changed; to go on from the part of the log that checks out, run\n  research-ledger --data-dir {} repair --accept-loss --reason \"…\"",
                 data_dir.display()
             );

@@ -367,7 +367,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .with_context(|| format!("cannot open the data directory {}", data_dir.display()))?;
         refuse_a_foreign_key(service.ledger())?;
         // The one line on stdout a supervisor or a test waits for.
-        println!("listening on {scheme}://{bound}");
+        say!("listening on {scheme}://{bound}");
         let access = access(tokens, auth.store().tokens_required().unwrap_or(true));
         eprintln!(
             "research-ledger serving {} on {scheme}://{bound} ({access})",

@@ -79,21 +79,21 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
 
 fn print_list(tokens: &[Value], json: bool) -> anyhow::Result<()> {
     if json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&json!({ "tokens": tokens }))?
         );
         return Ok(());
     }
     if tokens.is_empty() {
-        println!("no tokens: the server listens on loopback only");
+        say!("no tokens: the server listens on loopback only");
     }
     for t in tokens {
         let state = match t["revoked_at"].as_str() {
             Some(at) => format!("revoked {at}"),
             None => "active".to_owned(),
         };
-        println!(
+        say!(
             "{:<24} {:<9} made {}  {state}",
             t["name"].as_str().unwrap_or("?"),
             t["role"].as_str().unwrap_or("?"),
@@ -104,7 +104,7 @@ fn print_list(tokens: &[Value], json: bool) -> anyhow::Result<()> {
 }
 
 fn announce(name: &str, role: Role, token: &str) {
-    println!("{token}");
+    say!("{token}");
     eprintln!(
         "token for {name} ({}): shown once, keep it secret; send it as `Authorization: Bearer TOKEN`",
         role.name()

@@ -42,23 +42,28 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         eprintln!("WARNING: the chain of signing keys breaks: {note}");
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for note in &report.notes {
-            println!("note: {note}");
+            say!("note: {note}");
         }
         match &report.failure {
             None if report.incomplete.is_some() => {}
             None => {
-                println!(
+                say!(
                     "intact: {} events verified; {} signed checkpoints checked; head hash {}; root {}",
-                    report.size, report.checkpoints_checked, report.head_hash, report.root
+                    report.size,
+                    report.checkpoints_checked,
+                    report.head_hash,
+                    report.root
                 );
             }
             Some(failure) => {
-                println!(
+                say!(
                     "FAILED at seq {}: {}\n{} events before it verified.",
-                    failure.seq, failure.problem, failure.seq
+                    failure.seq,
+                    failure.problem,
+                    failure.seq
                 );
             }
         }

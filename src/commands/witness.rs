@@ -117,8 +117,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr()?;
-        println!("listening on http://{bound}");
-        println!("witness {vkey}");
+        say!("listening on http://{bound}");
+        say!("witness {vkey}");
         let app = Router::new()
             .route("/add-checkpoint", post(add_checkpoint))
             .route("/{origin_hash}/checkpoint", get(latest))

@@ -351,3 +351,42 @@ fn the_configuration_file_sets_limits_and_flags_and_refuses_unknown_keys() {
     let err = crate::stderr(&out);
     assert!(err.contains("requests_in_flight"), "{err}");
 }
+
+/// A reader that stops reading (`research-ledger token list | head -1`) ends the command
+/// quietly, with the status of a process stopped by SIGPIPE, not with a panic's message.
+#[test]
+fn output_to_a_reader_that_went_away_ends_the_command_quietly() {
+    let data = tempfile::tempdir().unwrap();
+    for name in ["first", "second"] {
+        let made = crate::run(data.path(), &["token", "add", name, "--role", "auditor"]);
+        assert!(made.status.success(), "{}", crate::stderr(&made));
+    }
+    let listed = |close_early: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+        crate::server::with_storage(&mut command, data.path());
+        let mut child = command
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["token", "list"])
+            .env_remove("RESEARCH_LEDGER_SERVER")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The read end closed before the command writes a byte: its first write fails.
+        if close_early {
+            drop(child.stdout.take());
+        }
+        child.wait_with_output().unwrap()
+    };
+    let whole = listed(false);
+    assert!(whole.status.success(), "{}", crate::stderr(&whole));
+    assert!(crate::stdout(&whole).contains("second"));
+    let cut = listed(true);
+    assert_eq!(cut.status.code(), Some(141), "{}", crate::stderr(&cut));
+    assert_eq!(
+        crate::stderr(&cut),
+        "",
+        "the command said something on stderr"
+    );
+}

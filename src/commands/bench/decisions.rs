@@ -297,7 +297,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     // event under a signed checkpoint, so an export of it holds every task.
     service.shutdown();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
@@ -623,7 +623,7 @@ impl Bench<'_> {
 }
 
 fn print_report(r: &Report) {
-    println!(
+    say!(
         "decisions: {} Climate-FEVER claims (sample {}, from line {}; {}), evidence dated {} by default, today {}, top {}",
         r.claims,
         r.sample,
@@ -637,11 +637,11 @@ fn print_report(r: &Report) {
         r.today,
         r.top
     );
-    println!("search: {}", r.ranking);
-    println!();
-    println!("rule set  mode       research date  agreement  ceiling");
+    say!("search: {}", r.ranking);
+    say!();
+    say!("rule set  mode       research date  agreement  ceiling");
     for run in &r.runs {
-        println!(
+        say!(
             "{:<9} {:<10} {:<14} {:>9.3}  {}",
             run.rule_set,
             format!("{:?}", run.mode).to_lowercase(),
@@ -650,9 +650,9 @@ fn print_report(r: &Report) {
             run.ceiling.map_or("-".to_owned(), |c| format!("{c:>7.3}"))
         );
     }
-    println!();
+    say!();
     for s in &r.date_sensitivity {
-        println!(
+        say!(
             "{} {}: {:.3} of verdicts change when only the research date moves",
             s["rule_set"].as_str().unwrap_or_default(),
             s["mode"].as_str().unwrap_or_default(),
@@ -660,14 +660,14 @@ fn print_report(r: &Report) {
         );
     }
     for run in &r.runs {
-        println!();
-        println!(
+        say!();
+        say!(
             "{} {} at {}: rows are labels, columns verdicts",
             run.rule_set,
             format!("{:?}", run.mode).to_lowercase(),
             run.research_date
         );
-        println!(
+        say!(
             "{:<16}{}",
             "",
             VERDICTS
@@ -676,7 +676,7 @@ fn print_report(r: &Report) {
                 .collect::<String>()
         );
         for (label, row) in LABELS.iter().zip(&run.confusion) {
-            println!(
+            say!(
                 "{label:<16}{}",
                 row.iter().map(|n| format!("{n:>22}")).collect::<String>()
             );

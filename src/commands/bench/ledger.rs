@@ -221,9 +221,9 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         notes: notes(appends.value_bytes, appends.checkpoint_syncs, replay_rounds),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text());
+        crate::output::text(&report.to_text());
     }
     Ok(Outcome::Passed)
 }

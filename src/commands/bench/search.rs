@@ -168,7 +168,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
         index_state: report.index_state.id.clone(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&figures)?);
+        say!("{}", serde_json::to_string_pretty(&figures)?);
     } else {
         print_figures(&figures);
     }
@@ -187,11 +187,14 @@ fn search(
 }
 
 fn print_figures(f: &Figures) {
-    println!(
+    say!(
         "ingest:  {} documents in {:.3} s = {:.0} documents/s (re-ingest, all unchanged: {:.3} s)",
-        f.documents, f.ingest_secs, f.ingest_docs_per_sec, f.reingest_unchanged_secs
+        f.documents,
+        f.ingest_secs,
+        f.ingest_docs_per_sec,
+        f.reingest_unchanged_secs
     );
-    println!(
+    say!(
         "search:  {} claims, top {}, in {:.3} s = {:.0} queries/s; latency p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
         f.claims,
         f.top,
@@ -201,13 +204,13 @@ fn print_figures(f: &Figures) {
         f.latency_p99_us,
         f.latency_max_us
     );
-    println!(
+    say!(
         "quality: {:.1}% of claims have one of their evidence sentences in the top {} ({:.1}% one labelled SUPPORTS or REFUTES)",
         f.claims_with_evidence_in_top * 100.0,
         f.top,
         f.claims_with_labelled_evidence_in_top * 100.0
     );
-    println!("index state {}", f.index_state);
+    say!("index state {}", f.index_state);
 }
 
 /// The nearest-rank percentile of sorted durations.

@@ -181,7 +181,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         scale,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
@@ -410,9 +410,9 @@ fn scale_run(dir: &Path, events: u64, per_client: usize) -> anyhow::Result<Scale
 }
 
 fn print_writes(writes: &[WriteRun]) {
-    println!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
-    println!("(in parentheses: processor ms per append or write of the process doing it)");
-    println!(
+    say!("writes on distinct tasks (retrieval_add_evidence), beside the ledger's own appends");
+    say!("(in parentheses: processor ms per append or write of the process doing it)");
+    say!(
         "{:>5} {:>13} {:>12} {:>10} {:>7} {:>16} {:>10} {:>7} {:>16} {:>12} {:>12} {:>12}",
         "conns",
         "engine/s",
@@ -428,7 +428,7 @@ fn print_writes(writes: &[WriteRun]) {
         "appends/sync"
     );
     for w in writes {
-        println!(
+        say!(
             "{:>5} {:>13} {:>12} {:>10.0} {:>7.3} {:>16} {:>10.0} {:>7.3} {:>16} {:>12.2} {:>12.3} {:>12.1}",
             w.connections,
             with_cpu(w.engine_appends_per_s, w.engine_cpu_ms_per_append),
@@ -453,17 +453,21 @@ fn with_cpu(rate: f64, cpu_ms: f64) -> String {
 
 fn print_report(report: &Report) {
     print_writes(&report.writes);
-    println!();
-    println!("reads: p50/p99 ms at 1 and at 16 connections");
+    say!();
+    say!("reads: p50/p99 ms at 1 and at 16 connections");
     for r in &report.reads {
-        println!(
+        say!(
             "{:<52} {:>8.3}/{:<8.3} {:>8.3}/{:<8.3}",
-            r.what, r.one.p50_ms, r.one.p99_ms, r.sixteen.p50_ms, r.sixteen.p99_ms
+            r.what,
+            r.one.p50_ms,
+            r.one.p99_ms,
+            r.sixteen.p50_ms,
+            r.sixteen.p99_ms
         );
     }
-    println!();
-    println!("generated ledgers, serve started on each");
-    println!(
+    say!();
+    say!("generated ledgers, serve started on each");
+    say!(
         "{:>9} {:>7} {:>10} {:>14} {:>13} {:>9} {:>18} {:>18}",
         "events",
         "tasks",
@@ -475,7 +479,7 @@ fn print_report(report: &Report) {
         "tasks page p50/p99"
     );
     for s in &report.scale {
-        println!(
+        say!(
             "{:>9} {:>7} {:>10.1} {:>14.0} {:>13.0} {:>9.1} {:>18} {:>18}",
             s.events,
             s.tasks,
@@ -487,8 +491,8 @@ fn print_report(report: &Report) {
             format!("{:.3}/{:.3}", s.tasks_page.p50_ms, s.tasks_page.p99_ms),
         );
     }
-    println!();
-    println!("goals: {}", report.goals);
+    say!();
+    say!("goals: {}", report.goals);
 }
 
 /// `serve` on a data directory, spawned from this very binary.

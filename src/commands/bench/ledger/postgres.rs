@@ -216,9 +216,9 @@ pub(super) fn run(url: &str, json: bool, events: u64, writers: usize) -> anyhow:
     let report = measured?;
     dropped.with_context(|| format!("the scratch database {db} was not dropped"))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", text(&report));
+        crate::output::text(&text(&report));
     }
     Ok(Outcome::Passed)
 }

@@ -280,3 +280,82 @@ fn jobs_kept_are_bounded_and_the_oldest_finished_are_forgotten() {
         .count();
     assert_eq!(files, 2);
 }
+
+/// The system clock, except that pipeline jobs' threads wait at it while the gate is shut: a
+/// job that reads the time to write stays running until the test lets it go.
+#[derive(Debug, Default)]
+struct GateClock {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl ledger::Clock for GateClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        if std::thread::current().name() == Some("pipeline-job") {
+            let mut open = self.open.lock().unwrap();
+            if !*open {
+                self.waiting
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                while !*open {
+                    open = self.opened.wait(open).unwrap();
+                }
+            }
+        }
+        chrono::Utc::now()
+    }
+}
+
+#[test]
+fn jobs_running_at_once_are_bounded_by_jobs_running_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = std::sync::Arc::new(GateClock::default());
+    let mut options = ServiceOptions::new(dir.path());
+    options.ledger.checkpoint_interval = None;
+    options.ledger.clock = clock.clone();
+    options.jobs.running_max = 2;
+    let service = Service::open(options).unwrap();
+    let tasks: Vec<String> = (0..3).map(|_| open_task(&service)).collect();
+    let start = |task: &str| call(&service, "research_run_pipeline", json!({"task_id": task}));
+
+    let first = start(&tasks[0]).unwrap();
+    let second = start(&tasks[1]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while clock.waiting.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the jobs never reached a write");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for job in [&first, &second] {
+        let status = call(
+            &service,
+            "research_job_status",
+            json!({"job_id": job["job_id"]}),
+        );
+        assert_eq!(status.unwrap()["status"], "running");
+    }
+    let refused = start(&tasks[2]).unwrap_err().to_json();
+    assert_eq!(refused["error"], "limit_exceeded", "{refused}");
+    assert_eq!(refused["limit"], "jobs_running_max", "{refused}");
+    assert_eq!(
+        (&refused["max"], &refused["actual"]),
+        (&json!(2), &json!(3)),
+        "{refused}"
+    );
+    // A second start for a task whose job runs is not another job: it returns the running one.
+    let again = start(&tasks[0]).unwrap();
+    assert_eq!(again["job_id"], first["job_id"]);
+
+    *clock.open.lock().unwrap() = true;
+    clock.opened.notify_all();
+    for job in [&first, &second] {
+        assert_ne!(
+            wait(&service, job["job_id"].as_str().unwrap())["status"],
+            "running"
+        );
+    }
+    let third = start(&tasks[2]).unwrap();
+    assert_ne!(
+        wait(&service, third["job_id"].as_str().unwrap())["status"],
+        "failed"
+    );
+}

@@ -17,7 +17,7 @@ use super::{arguments, call, service};
 /// A 2026-07-28 client that declared form elicitation, connected to `bridge`. The server's
 /// side of the session opens with the first request after `server/discover`, so it is left to
 /// run on its own.
-struct Asking {
+pub(super) struct Asking {
     client: RunningService<RoleClient, ClientConfig>,
     _server: tokio::task::JoinHandle<()>,
 }
@@ -29,7 +29,7 @@ impl std::ops::Deref for Asking {
     }
 }
 
-async fn asking_client(bridge: &Bridge) -> Asking {
+pub(super) async fn asking_client(bridge: &Bridge) -> Asking {
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let bridge = bridge.for_new_session();
     let server = tokio::spawn(async move {

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use service::{Service, ServiceOptions};
 
 mod elicitation;
+mod subscriptions;
 
 fn service(dir: &std::path::Path) -> Service {
     let mut options = ServiceOptions::new(dir);

@@ -263,3 +263,95 @@ def test_proof_files_and_the_server_s_checkpoint_and_tiles(ledger):
     finally:
         server.terminate()
         server.wait()
+
+
+def flip_last_checkpoint_signature(data: Path) -> int:
+    """Flips the first hex digit of the last checkpoint's signature in the checkpoint log; the
+    entry's number (from 1)."""
+    path = data / "ledger" / "checkpoints.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    last = max(i for i, e in enumerate(entries) if e["entry"] == "checkpoint")
+    sig = entries[last]["signature"]
+    entries[last]["signature"] = ("1" if sig[0] == "0" else "0") + sig[1:]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return last + 1
+
+
+@pytest.fixture(scope="module")
+def recovered(tmp_path_factory):
+    """Two ledgers researched on after a recovery the operator accepted, and their whole-ledger
+    bundles: `cut`, whose last segment lost its last bytes (acknowledged events lost), and
+    `void`, whose last checkpoint's signature was damaged (the entry declared void)."""
+    work = tmp_path_factory.mktemp("rl-recovered")
+    out = {"work": work}
+    for name in ("cut", "void"):
+        data = work / name
+        run("demo", "--json", "--question", "lake-varden-blooms", data=data)
+        run("checkpoint", data=data)
+        if name == "cut":
+            last = sorted((data / "ledger" / "log").iterdir())[-1]
+            os.truncate(last, last.stat().st_size - 5)
+        else:
+            out["void_entry"] = flip_last_checkpoint_signature(data)
+        assert run("verify", data=data, check=False).returncode != 0, name
+        run("repair", "--accept-loss", "--reason", f"the {name} was found by the operator", data=data)
+        run("demo", "--json", "--question", "four-day-week-eastvale", data=data)
+        run("checkpoint", data=data)
+        run("export", "--all", "--out", str(work / f"{name}.json"), data=data)
+        out[name] = (work / f"{name}.json").read_text()
+    return out
+
+
+def recovery_entries(text: str) -> list[tuple[int, dict]]:
+    return [(i + 1, e) for i, e in enumerate(json.loads(text)["checkpoint_log"]) if e["entry"] == "recovery"]
+
+
+def test_bundles_past_an_accepted_recovery_verify_for_both(recovered):
+    (_, cut), = recovery_entries(recovered["cut"])
+    assert cut["action"] == "loss_accepted" and cut["tree_size"] < cut["claimed_size"], cut
+    (_, void), = recovery_entries(recovered["void"])
+    assert recovered["void_entry"] in void["disowned_entries"], void
+    assert void["tree_size"] == void["claimed_size"], "nothing of the log was lost"
+    for name in ("cut", "void"):
+        assert rust_verdict(recovered[name], recovered["work"]) == (0, ""), name
+        assert python_verdict(recovered[name]) == (0, ""), name
+
+
+def test_a_doctored_recovery_statement_is_refused_by_both_at_the_same_entry(recovered):
+    def doctor(text, change):
+        b = json.loads(text)
+        at = next(i for i, e in enumerate(b["checkpoint_log"]) if e["entry"] == "recovery")
+        change(b["checkpoint_log"], at)
+        return json.dumps(b), at + 1
+
+    def set_field(field, value):
+        def change(log, at):
+            log[at][field] = value(log[at][field])
+        return change
+
+    changes = {
+        "a flipped signature": set_field("signature", lambda s: ("1" if s[0] == "0" else "0") + s[1:]),
+        "another reason": set_field("reason", lambda r: r + " (edited)"),
+        "a larger size kept": set_field("tree_size", lambda n: n + 1),
+        "other entries disowned": set_field("disowned_entries", lambda d: d[1:] if d else [1]),
+        "an unknown signer": set_field("key_fingerprint", lambda f: ("1" if f[0] == "0" else "0") + f[1:]),
+    }
+    disagreements = []
+    for name in ("cut", "void"):
+        for what, change in changes.items():
+            text, _ = doctor(recovered[name], change)
+            rust = rust_verdict(text, recovered["work"])
+            python = python_verdict(text)
+            if rust != python:
+                disagreements.append(f"{name}: {what}: verify-bundle {rust}, python {python}")
+            elif rust[0] != 1:
+                disagreements.append(f"{name}: {what}: both accepted it")
+    assert not disagreements, "\n".join(disagreements)
+    # Removing the statement leaves the damaged entry, or the checkpoints past the loss,
+    # standing against the log: refused by both.
+    for name in ("cut", "void"):
+        b = json.loads(recovered[name])
+        b["checkpoint_log"] = [e for e in b["checkpoint_log"] if e["entry"] != "recovery"]
+        text = json.dumps(b)
+        rust, python = rust_verdict(text, recovered["work"]), python_verdict(text)
+        assert rust == python and rust[0] == 1, f"{name}: verify-bundle {rust}, python {python}"

@@ -66,6 +66,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     made = subprocess.run([binary(), "--data-dir", str(data), "token", "add", "rita", "--role", "reviewer"],
                           check=True, capture_output=True, text=True, timeout=60)
     token = re.search(r"rl_[0-9a-f]{64}", made.stdout + made.stderr).group(0)
+    shown = subprocess.run([binary(), "--data-dir", str(data), "key", "show"],
+                           check=True, capture_output=True, text=True, timeout=60)
+    public_key = shown.stdout.splitlines()[0].strip()
     server = subprocess.Popen([binary(), "--data-dir", str(data), "serve", "--listen", "127.0.0.1:0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = None
@@ -80,7 +83,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     if url is None:
         server.kill()
         pytest.fail(f"the server did not start: {server.stderr.read()}")
-    yield {"url": url, "token": token, "tasks": tasks, "outcome": outcome}
+    yield {"url": url, "token": token, "tasks": tasks, "outcome": outcome, "public_key": public_key}
     server.terminate()
     try:
         server.wait(timeout=30)
@@ -294,6 +297,62 @@ def test_proofs_are_checked_in_the_page_and_a_doctored_one_fails(main_page: Page
         area.fill(json.dumps(doctored))
         page.get_by_role("button", name="Check the proof").click()
         expect(result).to_have_attribute("data-verdict", "failed")
+
+
+def test_the_key_an_auditor_pastes_is_the_one_every_check_starts_from(main_page: Page, demo, artifacts: Path) -> None:
+    page = main_page
+    page.goto(f"{demo['url']}/#/ledger")
+    trusted = page.locator("section[aria-labelledby=s-trusted-key] p").first
+    expect(trusted).to_contain_text("named by the server")
+    proof = page.evaluate("""async () => {
+        const token = sessionStorage.getItem('research-ledger.token');
+        const r = await fetch('/graphql', {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${token}`},
+          body: JSON.stringify({query: '{ inclusionProof(seq: 40) { file } }'})});
+        return (await r.json()).data.inclusionProof.file;
+    }""")
+
+    def use(key: str) -> None:
+        page.locator("#trusted-key").fill(key)
+        page.get_by_role("button", name="Use this key").click()
+
+    def verify_and_check_the_proof() -> None:
+        page.get_by_role("button", name="Verify now").click()
+        page.get_by_label("Inclusion proof file", exact=False).fill(json.dumps(proof))
+        page.get_by_role("button", name="Check the proof").click()
+
+    # A key that never signed here: no checkpoint, and no proof, holds from it.
+    stranger = "ab" * 32
+    use(stranger)
+    expect(trusted).to_contain_text("given by you")
+    expect(trusted.locator("code")).to_have_text(stranger[:16])
+    refused = page.locator("td.bad", has_text="not in the chain of the key trusted")
+    expect(refused.first).to_be_visible()
+    expect(refused).to_have_count(page.locator("section[aria-labelledby=s-signed-checkpoints] tbody tr").count())
+    verify_and_check_the_proof()
+    expect(page.locator("#verify-result")).to_contain_text("does not hold")
+    result = page.locator("#proof-file-result [data-testid=proof-result]")
+    expect(result).to_have_attribute("data-verdict", "failed")
+    shot(page, artifacts, "09-a-stranger-key-trusted")
+
+    # The key the auditor holds (`key show`): everything holds from it.
+    use(demo["public_key"].upper())
+    expect(trusted).to_contain_text("given by you")
+    expect(trusted.locator("code")).to_have_text(demo["public_key"][:16])
+    expect(page.locator("td.bad")).to_have_count(0)
+    expect(page.get_by_role("cell", name="the key trusted")).to_have_count(1)
+    verify_and_check_the_proof()
+    expect(page.locator("#verify-result")).to_contain_text("all hold")
+    expect(result).to_have_attribute("data-verdict", "verified")
+
+    # Not a key: refused in place, and the key trusted stays the one given.
+    use("not a key")
+    expect(page.locator("#trusted-key")).to_have_attribute("aria-invalid", "true")
+    expect(trusted.locator("code")).to_have_text(demo["public_key"][:16])
+
+    # Emptied: the server's key again.
+    use("")
+    expect(trusted).to_contain_text("named by the server")
+    assert page.evaluate("sessionStorage.getItem('research-ledger.trusted-key')") is None
 
 
 def test_the_pages_blake3_is_blake3(main_page: Page) -> None:

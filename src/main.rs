@@ -186,8 +186,12 @@ fn init_logs(format: LogFormat, serving: bool) {
         tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG").unwrap_or_else(|_| {
             tracing_subscriber::EnvFilter::new(if serving { SERVE_LOGS } else { "warn" })
         });
+    // Colour codes only for a person at a terminal: a journal or a log file gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),

@@ -390,3 +390,32 @@ fn output_to_a_reader_that_went_away_ends_the_command_quietly() {
         "the command said something on stderr"
     );
 }
+
+/// Text logs written to a file or a pipe (a service manager's journal, a log file) are plain
+/// text: no terminal colour codes, and a request's duration written to the microsecond.
+#[test]
+fn text_logs_to_a_pipe_are_plain_lines() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (status, _) = get_json(server.addr, "/health");
+    assert_eq!(status, 200);
+    let (exit, stderr) = server.stop_with_stderr();
+    assert!(exit.success());
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in the log: {stderr:?}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("request") && l.contains("path=/health"))
+        .unwrap_or_else(|| panic!("no request line: {stderr}"));
+    let duration = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("duration_ms="))
+        .unwrap_or_else(|| panic!("no duration: {line}"));
+    let decimals = duration.split('.').nth(1).map_or(0, str::len);
+    assert!(
+        duration.parse::<f64>().is_ok() && decimals <= 3,
+        "duration {duration} in {line}"
+    );
+}

@@ -796,3 +796,237 @@ fn a_task_requiring_a_person_refuses_other_deciders() {
     assert_eq!(refusal.code(), "person_decision_required");
     assert_eq!(refusal.to_json()["conflict_id"], "cf-1");
 }
+
+/// Every limit on a length or a count, met where each applies, past a tight bound: refused with
+/// the limit's name, its value, what the command carried and the field that carried it. A limit
+/// declared but not checked somewhere it applies fails here.
+#[test]
+fn every_length_and_count_limit_is_checked_where_it_applies() {
+    use research::command::{RecordSearch, ScreeningInput};
+
+    let tight = CommandContext {
+        now: now(),
+        limits: Limits {
+            task_id_chars_max: 10,
+            constraint_chars_max: 10,
+            sub_questions_count_max: 1,
+            sub_question_chars_max: 10,
+            query_chars_max: 10,
+            sources_per_search_max: 1,
+            search_results_max: 1,
+            source_chars_max: 10,
+            url_chars_max: 10,
+            name_chars_max: 10,
+            reason_chars_max: 10,
+            ..Limits::default()
+        },
+    };
+    // The counts are held to one, the lengths to ten characters.
+    let bound = |limit: &str| match limit {
+        "sub_questions_count_max" | "sources_per_search_max" | "search_results_max" => 1,
+        _ => 10,
+    };
+    let long = "x".repeat(11);
+    let opening = |task_id: &str, constraint: &str| {
+        Command::OpenTask(OpenTask {
+            task_id: task_id.into(),
+            question: "Does lithium demand grow?".into(),
+            constraints: vec![constraint.into()],
+            research_date: None,
+            mode: Mode::ToolConstrained,
+            rules: None,
+            conflict_decisions: None,
+        })
+    };
+    let searching =
+        |query: &str, sources: &[&str], results: Vec<research::command::SearchCandidate>| {
+            Command::RecordSearch(RecordSearch {
+                query: query.into(),
+                sources: sources.iter().map(|s| s.to_string()).collect(),
+                index_state: "corpus@42".into(),
+                results,
+            })
+        };
+    let calling = |tool: &str, version: &str, error: Option<&str>| {
+        Command::RecordExternalToolCall(RecordExternalToolCall {
+            tool: tool.into(),
+            contract_version: version.into(),
+            arguments_hash: hash_of("a"),
+            reply_hash: error.is_none().then(|| hash_of("b")),
+            error: error.map(str::to_owned),
+        })
+    };
+    let from = |publisher: &str, url: Option<&str>| {
+        let mut input = item(publisher, "blog", "2025-01-01", None);
+        input.url = url.map(str::to_owned);
+        input
+    };
+    let screening = |reason: &str| ScreeningInput {
+        reason: reason.into(),
+        ..reject("ev-1", "")
+    };
+    let sub_asked = vec![open(), sub_questions(&["a"])];
+    let cases: Vec<(&str, Vec<Command>, Command, &str, u64)> = vec![
+        (
+            "task_id_chars_max",
+            vec![],
+            opening(&long, "c"),
+            "task_id",
+            11,
+        ),
+        (
+            "constraint_chars_max",
+            vec![],
+            opening("t", &long),
+            "constraints[0]",
+            11,
+        ),
+        (
+            "sub_questions_count_max",
+            sub_asked,
+            sub_questions(&["b"]),
+            "sub_questions",
+            2,
+        ),
+        (
+            "sub_question_chars_max",
+            opened(),
+            sub_questions(&[&long]),
+            "sub_questions[0]",
+            11,
+        ),
+        (
+            "query_chars_max",
+            opened(),
+            searching(&long, &["corpus"], vec![]),
+            "query",
+            11,
+        ),
+        (
+            "sources_per_search_max",
+            opened(),
+            searching("lithium", &["corpus", "kb"], vec![]),
+            "sources",
+            2,
+        ),
+        (
+            "name_chars_max",
+            opened(),
+            searching("lithium", &[&long], vec![]),
+            "sources[0]",
+            11,
+        ),
+        (
+            "search_results_max",
+            opened(),
+            searching(
+                "lithium",
+                &["corpus"],
+                vec![
+                    candidate("r1", "corpus", from("a.org", None)),
+                    candidate("r2", "corpus", from("b.org", None)),
+                ],
+            ),
+            "results",
+            2,
+        ),
+        (
+            "name_chars_max",
+            opened(),
+            searching(
+                "lithium",
+                &["corpus"],
+                vec![candidate(&long, "corpus", from("a.org", None))],
+            ),
+            "result_id",
+            11,
+        ),
+        (
+            "source_chars_max",
+            opened(),
+            add(vec![from(&long, None)]),
+            "source",
+            11,
+        ),
+        (
+            "url_chars_max",
+            opened(),
+            add(vec![from("a.org", Some("https://a.org/x"))]),
+            "url",
+            15,
+        ),
+        (
+            "reason_chars_max",
+            one_item(),
+            retract("ev-1", &long),
+            "reason",
+            11,
+        ),
+        (
+            "reason_chars_max",
+            one_item(),
+            screen(vec![screening(&long)]),
+            "decisions[0].reason",
+            11,
+        ),
+        (
+            "reason_chars_max",
+            opened(),
+            resolve("c-1", HumanOutcome::Supports, &long),
+            "reason",
+            11,
+        ),
+        (
+            "reason_chars_max",
+            opened(),
+            Command::CloseTask(research::command::CloseTask {
+                reason: Some(long.clone()),
+            }),
+            "reason",
+            11,
+        ),
+        (
+            "name_chars_max",
+            opened(),
+            calling(&long, "1", None),
+            "tool",
+            11,
+        ),
+        (
+            "name_chars_max",
+            opened(),
+            calling("t", &long, None),
+            "contract_version",
+            11,
+        ),
+        (
+            "reason_chars_max",
+            opened(),
+            calling("t", "1", Some(&long)),
+            "error",
+            11,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (expected, before, command, field_part, carried) in cases {
+        let what = format!("{command:?}");
+        let refusal = given(history(before))
+            .when_at(command, tight.clone())
+            .then_refusal();
+        match &refusal {
+            Refusal::LimitExceeded {
+                limit,
+                max,
+                actual,
+                field,
+            } if *limit == expected
+                && *max == bound(expected)
+                && *actual == carried
+                && field.contains(field_part) => {}
+            _ => wrong.push(format!(
+                "{expected} on {field_part}: {refusal:?}\n  for {what}"
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -408,3 +408,92 @@ fn a_segment_of_acknowledged_frames_cut_below_its_header_is_a_loss_and_stays() {
     );
     assert_eq!(segment_files(dir.path()), names);
 }
+
+/// Every limit on what one append carries refuses past its bound with its name, its value and
+/// what was asked, and writes nothing.
+#[test]
+fn every_limit_on_an_append_refuses_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(
+        dir.path(),
+        LedgerOptions {
+            limits: Limits {
+                actor_bytes_max: 8,
+                kind_bytes_max: 8,
+                causation_links_max: 2,
+                idempotency_key_bytes_max: 8,
+                event_bytes_max: 4096,
+                batch_bytes_max: 1000,
+                blob_bytes_max: 100,
+                batch_content_bytes_max: 150,
+                ..Limits::default()
+            },
+            ..options(3)
+        },
+    )
+    .unwrap();
+    ledger
+        .append(request("t", ExpectedVersion::Any, &[b"first"]))
+        .unwrap();
+    let one = |edit: &dyn Fn(&mut ledger::AppendRequest)| {
+        let mut r = request("t", ExpectedVersion::Any, &[b"x"]);
+        edit(&mut r);
+        r
+    };
+    let cases: Vec<(&str, u64, u64, ledger::AppendRequest)> = vec![
+        ("actor_bytes_max", 8, 9, one(&|r| r.actor = "a".repeat(9))),
+        (
+            "kind_bytes_max",
+            8,
+            9,
+            one(&|r| r.events[0].kind = "k".repeat(9)),
+        ),
+        (
+            "causation_links_max",
+            2,
+            3,
+            one(&|r| r.events[0].causation = vec![Causation::Event(Digest([1; 32])); 3]),
+        ),
+        (
+            "idempotency_key_bytes_max",
+            8,
+            9,
+            keyed(request("t", ExpectedVersion::Any, &[b"x"]), "key-of-9b"),
+        ),
+        (
+            "blob_bytes_max",
+            100,
+            101,
+            one(&|r| r.content = vec![vec![1; 101]]),
+        ),
+        (
+            "batch_content_bytes_max",
+            150,
+            160,
+            one(&|r| r.content = vec![vec![1; 80], vec![2; 80]]),
+        ),
+    ];
+    for (limit, max, actual, request) in cases {
+        let err = ledger.append(request).unwrap_err();
+        assert!(
+            matches!(err, AppendError::LimitExceeded { limit: l, max: m, actual: a } if l == limit && m == max && a == actual),
+            "{limit}: {err:?}"
+        );
+    }
+    // The bytes of a whole append, each event within its own bound: three events of 400
+    // payload bytes make more than 1,000 stored bytes.
+    let payload = vec![9u8; 400];
+    let err = ledger
+        .append(request(
+            "t",
+            ExpectedVersion::Any,
+            &[&payload, &payload, &payload],
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AppendError::LimitExceeded { limit: "batch_bytes_max", max: 1000, actual } if actual > 1000),
+        "{err:?}"
+    );
+    assert_eq!(ledger.head().size, 1, "a refused append wrote something");
+    assert_eq!(ledger.read_stream("t", 1, 10).unwrap().len(), 1);
+}

@@ -684,3 +684,154 @@ fn documents_that_do_not_check_out_are_rejected_by_position() {
     assert!(report.rejected[4].problem.contains("#0"));
     assert_eq!((report.added, corpus.len()), (1, 1));
 }
+
+/// Each bound on what an ingest reads refuses the document (or the file, or the line) that
+/// goes past it, naming the bound, and lets the rest in; past `ingest_problems_listed_max` the
+/// report stops listing errors but still counts every failed document.
+#[test]
+fn every_bound_on_what_an_ingest_reads_is_named_and_the_rest_goes_in() {
+    let docs = tempfile::tempdir().unwrap();
+    let d = docs.path();
+    let front = |id: &str, title: &str, source: &str, url: &str| {
+        format!(
+            "---\nid: {id}\ntitle: {title}\nsource: {source}\nurl: {url}\npublish_date: 2024-03-01\nsource_type: news_original\n---\nBody of {id}.\n"
+        )
+    };
+    write(
+        d,
+        "fine.md",
+        &front("fine", "Short", "Daily", "https://a.b"),
+    );
+    write(
+        d,
+        "long-id.md",
+        &front("an-id-of-twenty-chars", "Short", "Daily", "https://a.b"),
+    );
+    write(
+        d,
+        "long-title.md",
+        &front(
+            "t",
+            "A title of thirty characters..",
+            "Daily",
+            "https://a.b",
+        ),
+    );
+    write(
+        d,
+        "long-source.md",
+        &front("s", "Short", "The Example Daily Times", "https://a.b"),
+    );
+    write(
+        d,
+        "long-url.md",
+        &front(
+            "u",
+            "Short",
+            "Daily",
+            "https://daily.example.org/a/long/path",
+        ),
+    );
+    write(
+        d,
+        "big.md",
+        &front("big", "Short", "Daily", "https://a.b").repeat(20),
+    );
+    write(
+        d,
+        "lines.jsonl",
+        &[
+            json_doc("line-1", "Fine."),
+            json_doc("line-2", &"long ".repeat(100)),
+            json_doc("line-3", "Fine."),
+        ]
+        .join("\n"),
+    );
+    let limits = CorpusLimits {
+        file_bytes_max: 1_000,
+        jsonl_line_bytes_max: 300,
+        id_chars_max: 12,
+        title_chars_max: 20,
+        source_chars_max: 16,
+        url_chars_max: 30,
+        ..CorpusLimits::default()
+    };
+    let corpus_dir = tempfile::tempdir().unwrap();
+    let corpus = Corpus::open(corpus_dir.path(), limits.clone()).unwrap();
+    let report = corpus
+        .ingest(&[d.to_path_buf()], &Defaults::default(), &mut |_| {})
+        .unwrap();
+    assert_error(
+        &report,
+        "long-id.md",
+        None,
+        Some(Field::Id),
+        "id_chars_max (12)",
+    );
+    assert_error(
+        &report,
+        "long-title.md",
+        None,
+        Some(Field::Title),
+        "title_chars_max (20)",
+    );
+    assert_error(
+        &report,
+        "long-source.md",
+        None,
+        Some(Field::Source),
+        "source_chars_max (16)",
+    );
+    assert_error(
+        &report,
+        "long-url.md",
+        None,
+        Some(Field::Url),
+        "url_chars_max (30)",
+    );
+    assert_error(
+        &report,
+        "big.md",
+        None,
+        None,
+        "file_bytes_max (1000 bytes)",
+    );
+    assert_error(
+        &report,
+        "lines.jsonl",
+        Some(2),
+        None,
+        "jsonl_line_bytes_max (300 bytes)",
+    );
+    assert_eq!(
+        (report.failed, report.errors.len()),
+        (6, 6),
+        "{:#?}",
+        report.errors
+    );
+    assert_eq!(report.added, 3);
+    for id in ["fine", "line-1", "line-3"] {
+        assert!(corpus.document(id).unwrap().is_some(), "{id}");
+    }
+
+    // The same ingest listing at most two problems: all six still fail, two are listed.
+    let listed = tempfile::tempdir().unwrap();
+    let corpus = Corpus::open(
+        listed.path(),
+        CorpusLimits {
+            ingest_problems_listed_max: 2,
+            ..limits
+        },
+    )
+    .unwrap();
+    let report = corpus
+        .ingest(&[d.to_path_buf()], &Defaults::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        (report.failed, report.errors.len()),
+        (6, 2),
+        "{:#?}",
+        report.errors
+    );
+    assert_eq!(report.added, 3);
+}

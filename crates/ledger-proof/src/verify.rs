@@ -281,11 +281,37 @@ pub fn verify_consistency<H: MerkleHasher>(
         }
         return Ok(());
     }
-
-    // Step 1: an empty proof cannot connect two different sizes.
-    let Some((head, tail)) = path.split_first() else {
+    let Some((fr, sr)) = consistency_roots(hasher, first_size, second_size, first_root, path)
+    else {
         return Err(path_length);
     };
+    if fr != *first_root {
+        return Err(ConsistencyError::FirstRootMismatch {
+            computed: fr,
+            expected: *first_root,
+        });
+    }
+    if sr != *second_root {
+        return Err(ConsistencyError::SecondRootMismatch {
+            computed: sr,
+            expected: *second_root,
+        });
+    }
+    Ok(())
+}
+
+/// The roots of the first and the second tree that `path` rebuilds from the first tree's
+/// right edge (RFC 9162 §2.1.4.2, steps 1 to 7, for `0 < first_size < second_size`), or `None`
+/// when the path has too few or too many nodes for the two sizes.
+fn consistency_roots<H: MerkleHasher>(
+    hasher: &H,
+    first_size: u64,
+    second_size: u64,
+    first_root: &Digest,
+    path: &[Digest],
+) -> Option<(Digest, Digest)> {
+    // Step 1: an empty proof cannot connect two different sizes.
+    let (head, tail) = path.split_first()?;
     // Step 2: when the first tree is a perfect subtree of the second, the proof omits its root,
     // which the verifier holds: put it back in front.
     let (start, rest) = if first_size.is_power_of_two() {
@@ -305,7 +331,7 @@ pub fn verify_consistency<H: MerkleHasher>(
     // Step 6.
     for c in rest {
         if sn == 0 {
-            return Err(path_length);
+            return None;
         }
         if fn_ & 1 == 1 || fn_ == sn {
             // A left sibling: part of both trees.
@@ -325,20 +351,5 @@ pub fn verify_consistency<H: MerkleHasher>(
         sn >>= 1;
     }
     // Step 7.
-    if sn != 0 {
-        return Err(path_length);
-    }
-    if fr != *first_root {
-        return Err(ConsistencyError::FirstRootMismatch {
-            computed: fr,
-            expected: *first_root,
-        });
-    }
-    if sr != *second_root {
-        return Err(ConsistencyError::SecondRootMismatch {
-            computed: sr,
-            expected: *second_root,
-        });
-    }
-    Ok(())
+    (sn == 0).then_some((fr, sr))
 }

@@ -789,13 +789,7 @@ fn every_bound_on_what_an_ingest_reads_is_named_and_the_rest_goes_in() {
         Some(Field::Url),
         "url_chars_max (30)",
     );
-    assert_error(
-        &report,
-        "big.md",
-        None,
-        None,
-        "file_bytes_max (1000 bytes)",
-    );
+    assert_error(&report, "big.md", None, None, "file_bytes_max (1000 bytes)");
     assert_error(
         &report,
         "lines.jsonl",

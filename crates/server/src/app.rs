@@ -335,43 +335,9 @@ async fn mcp_refusals(State(guard): State<McpGuard>, request: Request, next: Nex
             },
         );
     }
-    let mut initializing = false;
-    let request = if request.method() == Method::POST
-        && crate::rest::require_json(request.headers()).is_ok()
-    {
-        let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, guard.bytes_max).await {
-            Ok(bytes) => bytes,
-            Err(e) => return e.into_response(),
-        };
-        let version = parts
-            .headers
-            .get("mcp-protocol-version")
-            .and_then(|v| v.to_str().ok());
-        if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
-            return (refusal.status, Json(refusal.body)).into_response();
-        }
-        initializing = session.is_none()
-            && serde_json::from_slice::<Value>(&bytes)
-                .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
-        let sessions_max = guard.endpoint.options().sessions_max;
-        if initializing && guard.endpoint.session_count().await >= sessions_max {
-            let mut refused = mcp_refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &ServiceError::LimitExceeded {
-                    limit: "mcp_sessions_max".into(),
-                    max: sessions_max as u64,
-                    actual: sessions_max as u64 + 1,
-                },
-            );
-            refused
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return refused;
-        }
-        Request::from_parts(parts, Body::from(bytes))
-    } else {
-        request
+    let (request, initializing) = match checked_post(&guard, session.is_none(), request).await {
+        Ok(checked) => checked,
+        Err(refused) => return refused,
     };
     let response = next.run(request).await;
     if initializing
@@ -385,6 +351,56 @@ async fn mcp_refusals(State(guard): State<McpGuard>, request: Request, next: Nex
             .opened(id, token.as_deref(), &guard.endpoint)
             .await;
     }
+    as_json_rpc(&guard, token, response).await
+}
+
+/// A JSON `POST`, its body read and checked as the SDK will read it, refused when the SDK
+/// could not read it or when it opens a session past `mcp_sessions_max`; with whether it opens
+/// a session (an `initialize` without one). Any other request goes on as it came.
+async fn checked_post(
+    guard: &McpGuard,
+    sessionless: bool,
+    request: Request,
+) -> Result<(Request, bool), Response> {
+    if request.method() != Method::POST || crate::rest::require_json(request.headers()).is_err() {
+        return Ok((request, false));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(body, guard.bytes_max)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    let version = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
+        return Err((refusal.status, Json(refusal.body)).into_response());
+    }
+    let initializing = sessionless
+        && serde_json::from_slice::<Value>(&bytes)
+            .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
+    let sessions_max = guard.endpoint.options().sessions_max;
+    if initializing && guard.endpoint.session_count().await >= sessions_max {
+        let mut refused = mcp_refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &ServiceError::LimitExceeded {
+                limit: "mcp_sessions_max".into(),
+                max: sessions_max as u64,
+                actual: sessions_max as u64 + 1,
+            },
+        );
+        refused
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return Err(refused);
+    }
+    Ok((Request::from_parts(parts, Body::from(bytes)), initializing))
+}
+
+/// The SDK's response as the caller gets it: an event stream that ends once the caller's token
+/// no longer holds; a refusal the SDK answered in plain text rewritten as a JSON-RPC error with
+/// the same status; anything else as it is.
+async fn as_json_rpc(guard: &McpGuard, token: Option<String>, response: Response) -> Response {
     let status = response.status();
     let content_type = response
         .headers()

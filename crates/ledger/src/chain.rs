@@ -53,35 +53,7 @@ impl ChainChecker {
             problem: format!("the stored event does not check out ({e}): it was altered"),
         })?;
         if event.seq != pos {
-            if event.hash == self.last_hash {
-                return Err(ChainBreak {
-                    seq: pos,
-                    problem: format!("the event here is a copy of seq {}", event.seq),
-                });
-            }
-            if event.seq.checked_add(1) == Some(pos) && Some(event.prev_hash) == self.before_last {
-                return Err(ChainBreak {
-                    seq: event.seq,
-                    problem: format!(
-                        "an event was inserted at seq {}: the event after it also says it is seq {} and links to seq {}",
-                        event.seq,
-                        event.seq,
-                        event.seq.wrapping_sub(1)
-                    ),
-                });
-            }
-            let problem = if event.seq > pos {
-                format!(
-                    "the event here says it is seq {}: seq {pos} is missing (removed or moved)",
-                    event.seq
-                )
-            } else {
-                format!(
-                    "the event here says it is seq {}: events were inserted or moved",
-                    event.seq
-                )
-            };
-            return Err(ChainBreak { seq: pos, problem });
+            return Err(self.misplaced(&event));
         }
         if event.prev_hash != self.last_hash {
             return Err(ChainBreak {
@@ -94,6 +66,55 @@ impl ChainChecker {
                 ),
             });
         }
+        self.follow_stream(&event, base_version)?;
+        self.before_last = Some(self.last_hash);
+        self.last_hash = event.hash;
+        self.next_seq += 1;
+        Ok(event)
+    }
+
+    /// Why the event found at `next_seq` says it is at another position: a copy of the event
+    /// before it, an insertion just before it, or events removed, inserted or moved.
+    fn misplaced(&self, event: &EventRef<'_>) -> ChainBreak {
+        let pos = self.next_seq;
+        if event.hash == self.last_hash {
+            return ChainBreak {
+                seq: pos,
+                problem: format!("the event here is a copy of seq {}", event.seq),
+            };
+        }
+        if event.seq.checked_add(1) == Some(pos) && Some(event.prev_hash) == self.before_last {
+            return ChainBreak {
+                seq: event.seq,
+                problem: format!(
+                    "an event was inserted at seq {}: the event after it also says it is seq {} and links to seq {}",
+                    event.seq,
+                    event.seq,
+                    event.seq.wrapping_sub(1)
+                ),
+            };
+        }
+        let problem = if event.seq > pos {
+            format!(
+                "the event here says it is seq {}: seq {pos} is missing (removed or moved)",
+                event.seq
+            )
+        } else {
+            format!(
+                "the event here says it is seq {}: events were inserted or moved",
+                event.seq
+            )
+        };
+        ChainBreak { seq: pos, problem }
+    }
+
+    /// Checks that the event's stream version follows the stream's last one, and moves it on.
+    fn follow_stream(
+        &mut self,
+        event: &EventRef<'_>,
+        base_version: &mut dyn FnMut(&str) -> Result<u64, String>,
+    ) -> Result<(), ChainBreak> {
+        let pos = self.next_seq;
         // A stream seen before is looked up by the borrowed name; only a new stream's name is
         // copied into the map.
         let follows = |current: u64| {
@@ -124,9 +145,6 @@ impl ChainChecker {
                     .insert(event.stream.to_owned(), event.stream_version);
             }
         }
-        self.before_last = Some(self.last_hash);
-        self.last_hash = event.hash;
-        self.next_seq += 1;
-        Ok(event)
+        Ok(())
     }
 }

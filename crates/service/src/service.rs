@@ -282,12 +282,19 @@ pub(crate) struct HeldKey {
 
 impl Drop for HeldKey {
     fn drop(&mut self) {
-        let mut held = (self.service.inner.held_keys.lock()).unwrap_or_else(|p| p.into_inner());
-        if held
-            .get(&self.key)
-            .is_some_and(|c| Arc::ptr_eq(c, &self.call))
         {
-            held.remove(&self.key);
+            let mut held = self
+                .service
+                .inner
+                .held_keys
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if held
+                .get(&self.key)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.call))
+            {
+                held.remove(&self.key);
+            }
         }
         *self.call.ended.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.call.end.notify_all();
@@ -1093,6 +1100,7 @@ impl Service {
         };
         self.committed(idem)?.ok_or(error)
     }
+
     /// For a tool that works beyond the ledger before it writes (asking registered sources):
     /// the original result when the call's idempotency key was committed for this very command,
     /// else the key, held for this call until it has written. A retry of a write that landed

@@ -497,3 +497,43 @@ fn every_limit_on_an_append_refuses_and_writes_nothing() {
     assert_eq!(ledger.head().size, 1, "a refused append wrote something");
     assert_eq!(ledger.read_stream("t", 1, 10).unwrap().len(), 1);
 }
+
+/// A read asking for more events than `read_events_max` gets that many, from where it asked,
+/// by every way of reading; the next page goes on from where the last ended.
+#[test]
+fn reads_are_bounded_by_read_events_max_and_page_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(
+        dir.path(),
+        LedgerOptions {
+            limits: Limits {
+                read_events_max: 4,
+                ..Limits::default()
+            },
+            ..options(4)
+        },
+    )
+    .unwrap();
+    let payloads: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i]).collect();
+    let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    ledger
+        .append(request("t", ExpectedVersion::Exact(0), &refs))
+        .unwrap();
+    let seqs = |events: &[ledger::RecordedEvent]| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&ledger.read_range(0, 100).unwrap()), [0, 1, 2, 3]);
+    assert_eq!(seqs(&ledger.read_range(4, 100).unwrap()), [4, 5, 6, 7]);
+    assert_eq!(seqs(&ledger.read_range(8, 100).unwrap()), [8, 9]);
+    assert_eq!(ledger.read_raw_range(3, 100).unwrap().len(), 4);
+    let versions: Vec<u64> = ledger
+        .read_stream("t", 5, 100)
+        .unwrap()
+        .iter()
+        .map(|e| e.stream_version)
+        .collect();
+    assert_eq!(versions, [5, 6, 7, 8]);
+    assert_eq!(
+        seqs(&ledger.read_range(0, 2).unwrap()),
+        [0, 1],
+        "a smaller ask is kept"
+    );
+}

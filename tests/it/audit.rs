@@ -537,6 +537,25 @@ fn a_key_and_checkpoint_forged_onto_a_genuine_bundle_are_refused_at_the_forged_k
     );
 }
 
+/// Runs `args` on `restored`, which must be refused (status 2) saying `says`, leaving nothing
+/// at `restored`.
+fn import_refused(restored: &Path, args: &[&str], says: &str) {
+    let out = run(restored, args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    assert!(
+        !restored.exists(),
+        "a refused import wrote {}",
+        restored.display()
+    );
+}
+
 #[test]
 fn import_takes_only_a_whole_ledger_bundle_and_refuses_a_task_bundle_before_writing_anything() {
     let data = tempfile::tempdir().unwrap();
@@ -556,23 +575,10 @@ fn import_takes_only_a_whole_ledger_bundle_and_refuses_a_task_bundle_before_writ
         if with_key {
             args.extend(["--key", key.to_str().unwrap()]);
         }
-        let out = run(&restored, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        assert!(
-            stderr(&out).contains("only a whole-ledger bundle (export --all) can be restored"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(
-            !restored.exists(),
-            "a refused import wrote {}",
-            restored.display()
+        import_refused(
+            &restored,
+            &args,
+            "only a whole-ledger bundle (export --all) can be restored",
         );
     }
 }
@@ -607,7 +613,7 @@ fn import_refuses_a_key_that_is_not_the_one_the_checkpoint_log_names_as_current_
         (unrelated, fingerprint(other.path())),
         (before_rotation, rotated_away),
     ] {
-        let out = run(
+        import_refused(
             &restored,
             &[
                 "import",
@@ -615,25 +621,7 @@ fn import_refuses_a_key_that_is_not_the_one_the_checkpoint_log_names_as_current_
                 "--key",
                 key.to_str().unwrap(),
             ],
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        assert!(
-            stderr(&out).contains(&format!(
-                "the key given ({named}) is not the ledger's current signing key ({current})"
-            )),
-            "{}",
-            stderr(&out)
-        );
-        assert!(
-            !restored.exists(),
-            "a refused import wrote {}",
-            restored.display()
+            &format!("the key given ({named}) is not the ledger's current signing key ({current})"),
         );
     }
     // Nothing stands in the way of the import with the right key.

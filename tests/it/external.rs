@@ -63,6 +63,16 @@ fn contracts(data: &Path) -> std::path::PathBuf {
     dir
 }
 
+/// A server on `data` with the contracts `files` (file name, contract) in its contracts folder.
+fn serve_with(data: &Path, files: &[(&str, String)]) -> Server {
+    let dir = contracts(data);
+    for (file, contract) in files {
+        std::fs::write(dir.join(file), contract).unwrap();
+    }
+    super::server::place_contracts(data, &dir);
+    Server::start(data, &[])
+}
+
 #[test]
 fn contracts_check_names_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -217,19 +227,19 @@ fn a_registered_tool_is_listed_called_checked_and_recorded() {
 fn a_search_uses_a_registered_evidence_source_beside_the_corpus() {
     let api = LegacyApi::start();
     let data = tempfile::tempdir().unwrap();
-    let dir = contracts(data.path());
-    std::fs::write(
-        dir.join("kb.yaml"),
-        kb_contract("kb_search", &api.url("/search"), 3000),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("kb-slow.yaml"),
-        kb_contract("kb_slow", &api.url("/slow"), 300),
-    )
-    .unwrap();
-    super::server::place_contracts(data.path(), &dir);
-    let server = Server::start(data.path(), &[]);
+    let server = serve_with(
+        data.path(),
+        &[
+            (
+                "kb.yaml",
+                kb_contract("kb_search", &api.url("/search"), 3000),
+            ),
+            (
+                "kb-slow.yaml",
+                kb_contract("kb_slow", &api.url("/slow"), 300),
+            ),
+        ],
+    );
     let task = open_task(&server);
     let (status, out) = call(
         &server,
@@ -419,14 +429,13 @@ fn a_shutdown_held_past_its_bound_by_a_call_in_flight_exits_with_status_3_and_sa
 fn a_search_of_registered_sources_alone_is_recorded() {
     let api = LegacyApi::start();
     let data = tempfile::tempdir().unwrap();
-    let dir = contracts(data.path());
-    std::fs::write(
-        dir.join("kb.yaml"),
-        kb_contract("kb_search", &api.url("/search"), 3000),
-    )
-    .unwrap();
-    super::server::place_contracts(data.path(), &dir);
-    let server = Server::start(data.path(), &[]);
+    let server = serve_with(
+        data.path(),
+        &[(
+            "kb.yaml",
+            kb_contract("kb_search", &api.url("/search"), 3000),
+        )],
+    );
     let task = open_task(&server);
     let (status, out) = call(
         &server,

@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -1222,13 +1223,29 @@ fn websockets_must_say_who_they_are_in_time_and_count_as_connections() {
 /// An evidence source of [`kb_contract`] that takes `delay` to answer each request; its URL,
 /// and the number of requests it got.
 fn slow_source(delay: Duration) -> (String, std::sync::Arc<AtomicUsize>) {
+    scripted_source(delay, |_, asked| {
+        let query = asked["query"].as_str().unwrap_or_default();
+        let n = asked["top_k"].as_u64().unwrap_or(3);
+        let reply = json!({"contract_version": "2.1", "results": test_support::items(n, query)});
+        ("200 OK", reply.to_string())
+    })
+}
+
+/// An evidence source that reads each request, waits `delay`, and answers what `answer` makes
+/// of the request's number (from 0) and body: a status line and a JSON body. Its URL, and the
+/// number of requests it got.
+fn scripted_source(
+    delay: Duration,
+    answer: impl Fn(usize, &Value) -> (&'static str, String) + Send + Sync + 'static,
+) -> (String, std::sync::Arc<AtomicUsize>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/search", listener.local_addr().unwrap());
     let asked = std::sync::Arc::new(AtomicUsize::new(0));
     let count = asked.clone();
+    let answer = std::sync::Arc::new(answer);
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
-            let count = count.clone();
+            let (count, answer) = (count.clone(), answer.clone());
             std::thread::spawn(move || {
                 let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
                 let mut length = 0;
@@ -1241,23 +1258,38 @@ fn slow_source(delay: Duration) -> (String, std::sync::Arc<AtomicUsize>) {
                 }
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();
-                count.fetch_add(1, Ordering::SeqCst);
+                let n = count.fetch_add(1, Ordering::SeqCst);
                 let asked: Value = serde_json::from_slice(&body).unwrap();
-                let query = asked["query"].as_str().unwrap_or_default();
-                let n = asked["top_k"].as_u64().unwrap_or(3);
                 std::thread::sleep(delay);
-                let reply =
-                    json!({"contract_version": "2.1", "results": test_support::items(n, query)});
-                let reply = reply.to_string();
+                let (status, reply) = answer(n, &asked);
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
                     reply.len()
                 );
             });
         }
     });
     (url, asked)
+}
+
+/// A server on `data` with the evidence source `name` at `endpoint` registered, started with
+/// `args`; and a task opened on it.
+fn serve_with_source(data: &Path, name: &str, endpoint: &str, args: &[&str]) -> (Server, String) {
+    let contracts = data.join("contracts");
+    std::fs::create_dir_all(&contracts).unwrap();
+    let contract = kb_contract(name, endpoint, 8000);
+    std::fs::write(contracts.join(format!("{name}.yaml")), contract).unwrap();
+    super::server::place_contracts(data, &contracts);
+    let server = Server::start(data, args);
+    let (status, opened) = super::server::call_tool(
+        server.addr,
+        "research_open_task",
+        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    );
+    assert_eq!(status, 200, "{opened}");
+    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    (server, task)
 }
 
 /// The task's version and its candidates, as `GET /v1/sessions/{task}` gives them.
@@ -1273,20 +1305,13 @@ fn version_and_candidates(addr: SocketAddr, task: &str) -> (u64, u64) {
 fn a_request_past_request_secs_max_is_a_504_and_its_retry_with_the_same_key_writes_nothing_again() {
     let (endpoint, asked) = slow_source(Duration::from_secs(3));
     let data = tempfile::tempdir().unwrap();
-    let contracts = data.path().join("contracts");
-    std::fs::create_dir_all(&contracts).unwrap();
-    let contract = kb_contract("kb_slow", &endpoint, 8000);
-    std::fs::write(contracts.join("kb-slow.yaml"), contract).unwrap();
-    super::server::place_contracts(data.path(), &contracts);
-    let server = Server::start(data.path(), &["--request-secs-max", "1"]);
-    let addr = server.addr;
-    let (status, opened) = super::server::call_tool(
-        addr,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    let (server, task) = serve_with_source(
+        data.path(),
+        "kb_slow",
+        &endpoint,
+        &["--request-secs-max", "1"],
     );
-    assert_eq!(status, 200, "{opened}");
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let addr = server.addr;
     let (opened_at, _) = version_and_candidates(addr, &task);
     let search = json!({"task_id": task, "sources": ["corpus", "kb_slow"], "limit": 2,
                         "idempotency_key": "lithium search"});
@@ -1335,20 +1360,13 @@ fn a_request_past_request_secs_max_is_a_504_and_its_retry_with_the_same_key_writ
 fn a_retry_sent_while_the_timed_out_search_is_still_asking_waits_for_it_and_asks_no_source() {
     let (endpoint, asked) = slow_source(Duration::from_secs(3));
     let data = tempfile::tempdir().unwrap();
-    let contracts = data.path().join("contracts");
-    std::fs::create_dir_all(&contracts).unwrap();
-    let contract = kb_contract("kb_slow", &endpoint, 8000);
-    std::fs::write(contracts.join("kb-slow.yaml"), contract).unwrap();
-    super::server::place_contracts(data.path(), &contracts);
-    let server = Server::start(data.path(), &["--request-secs-max", "2"]);
-    let addr = server.addr;
-    let (status, opened) = super::server::call_tool(
-        addr,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
+    let (server, task) = serve_with_source(
+        data.path(),
+        "kb_slow",
+        &endpoint,
+        &["--request-secs-max", "2"],
     );
-    assert_eq!(status, 200, "{opened}");
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
+    let addr = server.addr;
     let search = json!({"task_id": task, "sources": ["corpus", "kb_slow"], "limit": 2,
                         "idempotency_key": "lithium search"});
 
@@ -1402,62 +1420,20 @@ fn a_retry_sent_while_the_timed_out_search_is_still_asking_waits_for_it_and_asks
 fn a_search_that_failed_lets_the_retry_waiting_on_its_key_ask_again() {
     // The first search is refused by its source after a while (a closed connection); a
     // retry with its key, sent meanwhile, waits, then asks the source itself.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}/search", listener.local_addr().unwrap());
-    let asked = std::sync::Arc::new(AtomicUsize::new(0));
-    let count = asked.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let n = count.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-                let mut length = 0;
-                let mut line = String::new();
-                while reader.read_line(&mut line).unwrap_or(0) > 2 {
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap();
-                    }
-                    line.clear();
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                std::thread::sleep(Duration::from_millis(1500));
-                let reply = match n {
-                    0 => "{\"error\": \"busy\"}".to_owned(),
-                    _ => json!({"contract_version": "2.1", "results": test_support::items(2, "lithium")})
-                        .to_string(),
-                };
-                let status = if n == 0 {
-                    "503 Service Unavailable"
-                } else {
-                    "200 OK"
-                };
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
-                    reply.len()
-                );
-            });
+    let (endpoint, asked) = scripted_source(Duration::from_millis(1500), |n, _| match n {
+        0 => (
+            "503 Service Unavailable",
+            "{\"error\": \"busy\"}".to_owned(),
+        ),
+        _ => {
+            let results = test_support::items(2, "lithium");
+            let reply = json!({"contract_version": "2.1", "results": results});
+            ("200 OK", reply.to_string())
         }
     });
     let data = tempfile::tempdir().unwrap();
-    let contracts = data.path().join("contracts");
-    std::fs::create_dir_all(&contracts).unwrap();
-    std::fs::write(
-        contracts.join("kb.yaml"),
-        kb_contract("kb", &endpoint, 8000),
-    )
-    .unwrap();
-    super::server::place_contracts(data.path(), &contracts);
-    let server = Server::start(data.path(), &[]);
+    let (server, task) = serve_with_source(data.path(), "kb", &endpoint, &[]);
     let addr = server.addr;
-    let (status, opened) = super::server::call_tool(
-        addr,
-        "research_open_task",
-        json!({"question": "Does lithium supply outgrow demand?", "research_date": "2025-06-30"}),
-    );
-    assert_eq!(status, 200, "{opened}");
-    let task = opened["result"]["task_id"].as_str().unwrap().to_owned();
     let search = json!({"task_id": task, "sources": ["kb"], "limit": 2,
                         "idempotency_key": "lithium search"});
     let first = {

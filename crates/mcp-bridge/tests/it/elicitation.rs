@@ -53,6 +53,15 @@ pub(super) async fn asking_client(bridge: &Bridge) -> Asking {
     }
 }
 
+/// A bridge that waits 200 ms for a person's answer.
+fn impatient_bridge(service: &Service) -> Bridge {
+    let options = BridgeOptions {
+        elicitation_timeout_ms: 200,
+        ..BridgeOptions::default()
+    };
+    Bridge::new(service.clone(), options)
+}
+
 /// Adds to `task_id` two government items of one date on opposite sides of `sub_question`
 /// (the main question when `None`), adopted: a conflict the rules leave to a person.
 async fn add_even_sides(client: &Asking, task_id: &str, sub_question: Value) {
@@ -299,11 +308,7 @@ async fn a_question_not_answered_within_the_elicitation_timeout_records_nothing_
  {
     let dir = tempfile::tempdir().unwrap();
     let service = service(dir.path());
-    let options = BridgeOptions {
-        elicitation_timeout_ms: 200,
-        ..BridgeOptions::default()
-    };
-    let bridge = Bridge::new(service.clone(), options);
+    let bridge = impatient_bridge(&service);
     let setup = asking_client(&bridge).await;
     let task_id = task_with_a_pending_conflict(&setup).await;
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
@@ -332,11 +337,7 @@ async fn a_question_not_answered_within_the_elicitation_timeout_records_nothing_
 async fn answers_sent_back_after_the_elicitation_timeout_record_nothing_in_the_2026_era() {
     let dir = tempfile::tempdir().unwrap();
     let service = service(dir.path());
-    let options = BridgeOptions {
-        elicitation_timeout_ms: 200,
-        ..BridgeOptions::default()
-    };
-    let bridge = Bridge::new(service.clone(), options);
+    let bridge = impatient_bridge(&service);
     let client = asking_client(&bridge).await;
     let task_id = task_with_a_pending_conflict(&client).await;
     let first = asked(&client, &task_id).await;

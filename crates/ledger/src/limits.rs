@@ -5,6 +5,21 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::storage::frame::SEGMENT_HEADER_LEN;
+
+/// The smallest `segment_bytes_max` a log works with: a segment's header and room for its
+/// frames. A smaller value is raised to it.
+pub const SEGMENT_BYTES_MIN: u64 = SEGMENT_HEADER_LEN + 1024;
+
+/// The most events `subscription_buffer_events` may buffer: the buffer is allocated whole when
+/// the ledger opens, so a larger value would be memory taken at once. A larger value is lowered
+/// to it.
+pub const SUBSCRIPTION_BUFFER_EVENTS_MAX: usize = 1 << 20;
+
+/// The most appends `append_queue_max` may let wait: the queue counts its room in a semaphore
+/// that counts no further. A larger value is lowered to it.
+pub const APPEND_QUEUE_MAX: usize = usize::MAX >> 3;
+
 /// The limits the ledger enforces. `Limits::default()` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -34,14 +49,15 @@ pub struct Limits {
     pub group_events_max: usize,
     /// Most bytes written by one group commit (one sync), content blobs included.
     pub group_bytes_max: usize,
-    /// Most appends waiting for the writer; beyond it `append` waits for room.
+    /// Most appends waiting for the writer; beyond it `append` waits for room. At most
+    /// [`APPEND_QUEUE_MAX`].
     pub append_queue_max: usize,
     /// Events buffered for live subscribers; a subscriber that falls further behind catches
-    /// up from storage.
+    /// up from storage. At most [`SUBSCRIPTION_BUFFER_EVENTS_MAX`].
     pub subscription_buffer_events: usize,
     /// Most events returned by one read.
     pub read_events_max: usize,
-    /// Size at which the log starts a new segment file.
+    /// Size at which the log starts a new segment file; at least [`SEGMENT_BYTES_MIN`].
     pub segment_bytes_max: u64,
 }
 

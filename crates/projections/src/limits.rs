@@ -6,6 +6,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The smallest `snapshot_cache_bytes_max` the snapshot database (sled) works with. A smaller
+/// value is raised to it.
+pub const SNAPSHOT_CACHE_BYTES_MIN: u64 = 256;
+
+/// The most events `feed_buffer_events` may buffer: the buffer is allocated whole when the
+/// projector starts, so a larger value would be memory taken at once. A larger value is lowered
+/// to it.
+pub const FEED_BUFFER_EVENTS_MAX: usize = 1 << 20;
+
 /// The projector's limits. `Limits::default()` holds the product's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -32,14 +41,15 @@ pub struct Limits {
     /// versions cheaper, at the cost of disk.
     pub snapshots_per_task_max: usize,
     /// Memory the snapshot database may use to cache pages. Snapshots are written far more
-    /// often than read, so a small cache costs little; sled's own default is 1 GiB.
+    /// often than read, so a small cache costs little; sled's own default is 1 GiB. At least
+    /// [`SNAPSHOT_CACHE_BYTES_MIN`].
     pub snapshot_cache_bytes_max: u64,
     /// Task states held in memory, the least recently used going first; every task keeps
     /// only its index entry besides. A state not held is loaded from its newest snapshot and
     /// the ledger when it is next read or written, so this bounds memory, not what is served.
     pub task_states_cached_max: usize,
     /// Folded events buffered for subscribers of the feed; one that falls further behind
-    /// reads what it missed from the ledger.
+    /// reads what it missed from the ledger. At most [`FEED_BUFFER_EVENTS_MAX`].
     pub feed_buffer_events: usize,
 }
 

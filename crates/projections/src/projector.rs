@@ -230,7 +230,11 @@ impl Projector {
             next_seq: model.next_seq,
             stall: None,
         });
-        let (folded, _) = broadcast::channel(limits.feed_buffer_events.max(1));
+        let (folded, _) = broadcast::channel(
+            limits
+                .feed_buffer_events
+                .clamp(1, crate::limits::FEED_BUFFER_EVENTS_MAX),
+        );
         let mut projector = Projector {
             inner: Arc::new(Inner {
                 ledger,

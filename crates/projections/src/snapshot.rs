@@ -239,6 +239,7 @@ impl Drop for SnapshotStore {
 /// held here belongs to a store of this process that is closing (sled lets go of its file lock
 /// from a background thread): wait for it, briefly.
 fn open_db(dir: &Path, cache_bytes: u64) -> sled::Result<sled::Db> {
+    let cache_bytes = cache_bytes.max(crate::limits::SNAPSHOT_CACHE_BYTES_MIN);
     let config = sled::Config::new().path(dir).cache_capacity(cache_bytes);
     let mut attempts = 0;
     loop {

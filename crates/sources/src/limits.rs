@@ -5,6 +5,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The least `writer_memory_bytes_max` the index writer (tantivy) works with: the memory its
+/// arena needs before the first document. A smaller value is raised to it.
+pub const WRITER_MEMORY_BYTES_MIN: u64 = 15_000_000;
+
+/// The most `writer_memory_bytes_max` the index writer works with: its arena is addressed with
+/// 32 bits, less a margin. A larger value is lowered to it.
+pub const WRITER_MEMORY_BYTES_MAX: u64 = u32::MAX as u64 - 1_000_000 - 1;
+
 /// The bounds the corpus enforces. `CorpusLimits::default()` holds the product's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -32,7 +40,8 @@ pub struct CorpusLimits {
     pub question_terms_max: u64,
     /// Length of a hit's summary (characters; SPEC §4: 800).
     pub summary_chars_max: u64,
-    /// Memory the index writer may buffer before it writes a segment (bytes).
+    /// Memory the index writer may buffer before it writes a segment (bytes), from
+    /// [`WRITER_MEMORY_BYTES_MIN`] to [`WRITER_MEMORY_BYTES_MAX`].
     pub writer_memory_bytes_max: u64,
     /// Errors, and separately warnings, an ingest report lists; past this only the count of
     /// failed documents grows.
@@ -61,5 +70,33 @@ impl Default for CorpusLimits {
             ingest_problems_listed_max: 10_000,
             add_documents_max: 1_000,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tantivy::schema::{Schema, TEXT};
+    use tantivy::{Index, IndexWriter, TantivyDocument};
+
+    /// Whether tantivy opens a writer with `bytes` of memory.
+    fn opens_with(bytes: u64) -> bool {
+        let mut schema = Schema::builder();
+        schema.add_text_field("text", TEXT);
+        let index = Index::create_in_ram(schema.build());
+        let budget = usize::try_from(bytes).expect("fits");
+        let writer: tantivy::Result<IndexWriter<TantivyDocument>> =
+            index.writer_with_num_threads(1, budget);
+        writer.is_ok()
+    }
+
+    #[test]
+    fn the_writer_memory_bounds_are_the_index_writers_own() {
+        assert!(opens_with(WRITER_MEMORY_BYTES_MIN));
+        assert!(!opens_with(WRITER_MEMORY_BYTES_MIN - 1));
+        assert!(opens_with(WRITER_MEMORY_BYTES_MAX));
+        assert!(!opens_with(WRITER_MEMORY_BYTES_MAX + 1));
+        let default = CorpusLimits::default().writer_memory_bytes_max;
+        assert!((WRITER_MEMORY_BYTES_MIN..=WRITER_MEMORY_BYTES_MAX).contains(&default));
     }
 }

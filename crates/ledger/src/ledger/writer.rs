@@ -34,7 +34,11 @@ impl Core {
     /// when it opened (or refuses writes because it was asked to).
     fn open(storage: &Arc<dyn Storage>, options: &LedgerOptions) -> Arc<Core> {
         let limits = options.limits.clone();
-        let (events, _) = broadcast::channel(limits.subscription_buffer_events.max(1));
+        let (events, _) = broadcast::channel(
+            limits
+                .subscription_buffer_events
+                .clamp(1, crate::limits::SUBSCRIPTION_BUFFER_EVENTS_MAX),
+        );
         let core = Arc::new(Core {
             storage: Arc::clone(storage),
             limits,
@@ -165,7 +169,11 @@ impl Ledger {
     ) -> (Ledger, Option<Result<AcceptedLoss, String>>) {
         let limits = options.limits.clone();
         let core = Core::open(&storage, &options);
-        let (tx, rx) = mpsc::channel(limits.append_queue_max.max(1));
+        let (tx, rx) = mpsc::channel(
+            limits
+                .append_queue_max
+                .clamp(1, crate::limits::APPEND_QUEUE_MAX),
+        );
         let mut writer = Writer::new(&core, &storage, &options, files);
         writer.open_log = Some(Arc::default());
         if let Err(e) = writer.catch_up_tree() {

@@ -189,3 +189,82 @@ fn an_acknowledged_append_is_found_at_once_by_every_reader() {
     assert_eq!(ledger.head().size as usize, threads * per_thread);
     assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
 }
+
+/// Past `append_queue_max` an append waits for room: with room for one, many writers at once
+/// each get every append acknowledged, none refused.
+#[test]
+fn a_full_append_queue_makes_appends_wait_and_refuses_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = ledger::Ledger::open(
+        dir.path(),
+        ledger::LedgerOptions {
+            limits: ledger::Limits {
+                append_queue_max: 1,
+                ..ledger::Limits::default()
+            },
+            ..super::options(7)
+        },
+    )
+    .unwrap();
+    let (threads, per_thread) = (16, 30);
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (ledger, barrier) = (ledger.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for i in 0..per_thread {
+                    let payload = format!("{t}/{i}");
+                    ledger
+                        .append(request(
+                            &format!("s-{t}"),
+                            ExpectedVersion::Any,
+                            &[payload.as_bytes()],
+                        ))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(ledger.head().size as usize, threads * per_thread);
+    assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}
+
+/// Limits a ledger cannot work with as given — a queue larger than its semaphore counts, a
+/// subscription buffer too large to allocate, segments smaller than a header — are brought to
+/// the nearest it can: the ledger opens, appends, feeds a subscriber and reopens.
+#[test]
+fn limits_past_what_the_ledger_can_use_are_brought_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || ledger::LedgerOptions {
+        limits: ledger::Limits {
+            append_queue_max: usize::MAX,
+            subscription_buffer_events: usize::MAX,
+            segment_bytes_max: 0,
+            ..ledger::Limits::default()
+        },
+        ..super::options(8)
+    };
+    let ledger = ledger::Ledger::open(dir.path(), options()).unwrap();
+    let mut subscription = ledger.subscribe(0);
+    for i in 0..20u8 {
+        ledger
+            .append(request("t", ExpectedVersion::Any, &[&[i; 300]]))
+            .unwrap();
+    }
+    for seq in 0..20 {
+        assert_eq!(subscription.next_blocking().unwrap().seq, seq);
+    }
+    drop(subscription);
+    ledger.shutdown();
+    drop(ledger);
+    // Each segment holds at least a frame or two: not one file per byte.
+    let segments = super::segment_files(dir.path()).len();
+    assert!((2..=20).contains(&segments), "{segments} segments");
+    let ledger = ledger::Ledger::open(dir.path(), options()).unwrap();
+    assert_eq!(ledger.read_range(0, 100).unwrap().len(), 20);
+    assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+}

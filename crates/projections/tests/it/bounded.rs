@@ -139,3 +139,30 @@ fn with_snapshots_a_reopen_lists_every_task_without_loading_a_state() {
         reopened.discarded()
     );
 }
+
+/// Limits the read models cannot work with as given — a snapshot cache below the least its
+/// database takes, a feed buffer too large to allocate — are brought to the nearest they can:
+/// the projector opens, folds, snapshots and reopens from its snapshot.
+#[test]
+fn limits_past_what_the_read_models_can_use_are_brought_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = memory_ledger(63);
+    let mut world = World::new(&ledger);
+    let open = || {
+        let mut options = ProjectorOptions {
+            snapshot_dir: Some(dir.path().to_path_buf()),
+            ..ProjectorOptions::default()
+        };
+        options.limits.snapshot_cache_bytes_max = 0;
+        options.limits.feed_buffer_events = usize::MAX;
+        Projector::open(ledger.clone(), options).unwrap()
+    };
+    {
+        let p = open();
+        interleaved(&mut world, &p);
+        p.snapshot().unwrap();
+    }
+    let reopened = open();
+    assert_eq!(reopened.status().tasks, 8);
+    assert_same_as_scratch(&reopened, &ledger, 2048);
+}

@@ -218,7 +218,11 @@ impl Corpus {
     }
 
     pub(super) fn writer(&self) -> Result<IndexWriter<TantivyDocument>, CorpusError> {
-        let budget = usize::try_from(self.limits.writer_memory_bytes_max).unwrap_or(usize::MAX);
+        let budget = self.limits.writer_memory_bytes_max.clamp(
+            crate::limits::WRITER_MEMORY_BYTES_MIN,
+            crate::limits::WRITER_MEMORY_BYTES_MAX,
+        );
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         // One indexing thread: documents land in one segment in the order given, which is what
         // makes two runs over the same input produce the same index.
         let writer = self

@@ -829,3 +829,27 @@ fn every_bound_on_what_an_ingest_reads_is_named_and_the_rest_goes_in() {
     );
     assert_eq!(report.added, 3);
 }
+
+/// Index writer memory outside what the index writer takes is brought within it: below its
+/// least and past its most, an ingest goes in as with the default.
+#[test]
+fn writer_memory_outside_what_the_index_writer_takes_is_brought_within_it() {
+    let docs = tempfile::tempdir().unwrap();
+    write(docs.path(), "a.jsonl", &json_doc("doc-1", "Some text."));
+    for bytes in [0, sources::limits::WRITER_MEMORY_BYTES_MAX + 1, u64::MAX] {
+        let limits = CorpusLimits {
+            writer_memory_bytes_max: bytes,
+            ..CorpusLimits::default()
+        };
+        let corpus_dir = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(corpus_dir.path(), limits).unwrap();
+        let report = corpus
+            .ingest(
+                &[docs.path().to_path_buf()],
+                &Defaults::default(),
+                &mut |_| {},
+            )
+            .unwrap();
+        assert_eq!((report.added, report.failed), (1, 0), "{bytes}: {report:?}");
+    }
+}

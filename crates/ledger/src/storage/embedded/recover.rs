@@ -95,7 +95,9 @@ impl EmbeddedStorage {
             head: RwLock::new(crate::storage::ChainHead::default()),
             problems: Vec::new(),
             recoveries: Vec::new(),
-            segment_bytes_max: options.segment_bytes_max.max(SEGMENT_HEADER_LEN + 1024),
+            segment_bytes_max: options
+                .segment_bytes_max
+                .max(crate::limits::SEGMENT_BYTES_MIN),
             checkpoints: Mutex::new(CheckpointLog::new(dir.join(CHECKPOINT_LOG))),
             progress: Arc::new(IndexProgress::default()),
             merkle_cache: Mutex::new(MerkleCache::default()),

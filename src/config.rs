@@ -284,7 +284,120 @@ fn read_limits(table: Option<&toml::Value>) -> anyhow::Result<LimitsConfig> {
     if let Some(unknown) = asked.difference(&have).next() {
         bail!("{unknown}: not a limit; docs/configuration.md lists every one");
     }
+    check_ranges(&known)?;
     Ok(limits)
+}
+
+/// Limits for which 0 means something rather than nothing at all: no publish date past the
+/// research date, no snapshot on its own, no problem listed (only counted). Every other limit
+/// is at least 1.
+const ZERO_MEANS_SOMETHING: &[&str] = &[
+    "research.future_date_days_max",
+    "projections.snapshot_every_events",
+    "corpus.ingest_problems_listed_max",
+];
+
+/// Limits read and ignored, kept so that older files still load.
+const IGNORED: &[&str] = &["blobs.journal_bytes_max"];
+
+/// Limits a part works with only within a range of its own: the key, the least and the most
+/// it takes, and why. The parts bring a value outside to the nearest they can; a file that asks
+/// for one is refused instead, so that what runs is what the file says.
+const RANGES: &[(&str, u64, u64, &str)] = &[
+    (
+        "ledger.segment_bytes_max",
+        ledger::limits::SEGMENT_BYTES_MIN,
+        u64::MAX,
+        "a segment holds its header and room for frames",
+    ),
+    (
+        "ledger.subscription_buffer_events",
+        1,
+        ledger::limits::SUBSCRIPTION_BUFFER_EVENTS_MAX as u64,
+        "the buffer is allocated whole when the ledger opens",
+    ),
+    (
+        "ledger.append_queue_max",
+        1,
+        ledger::limits::APPEND_QUEUE_MAX as u64,
+        "the queue counts no further",
+    ),
+    (
+        "projections.feed_buffer_events",
+        1,
+        service::projections::limits::FEED_BUFFER_EVENTS_MAX as u64,
+        "the buffer is allocated whole when the read models start",
+    ),
+    (
+        "projections.snapshot_cache_bytes_max",
+        service::projections::limits::SNAPSHOT_CACHE_BYTES_MIN,
+        u64::MAX,
+        "the least cache the snapshot database takes",
+    ),
+    (
+        "corpus.writer_memory_bytes_max",
+        sources::limits::WRITER_MEMORY_BYTES_MIN,
+        sources::limits::WRITER_MEMORY_BYTES_MAX,
+        "what the index writer takes",
+    ),
+];
+
+/// A default that may not exceed the most of its kind: each default, and its most.
+const DEFAULT_AT_MOST: &[(&str, &str)] = &[
+    (
+        "projections.page_tasks_default",
+        "projections.page_tasks_max",
+    ),
+    (
+        "projections.page_events_default",
+        "projections.page_events_max",
+    ),
+];
+
+/// Refuses a limit its part cannot work with as given, naming it: 0 where 0 would allow
+/// nothing at all, a value outside its part's range, a default above its most. `known` is every
+/// limit, by part.
+fn check_ranges(known: &toml::Table) -> anyhow::Result<()> {
+    let value = |key: &str| -> Option<u64> {
+        let (part, name) = key.split_once('.')?;
+        let number = known.get(part)?.as_table()?.get(name)?.as_integer()?;
+        u64::try_from(number).ok()
+    };
+    for (part, table) in known {
+        let Some(table) = table.as_table() else {
+            continue;
+        };
+        for name in table.keys() {
+            let key = format!("{part}.{name}");
+            let Some(actual) = value(&key) else {
+                continue;
+            };
+            if IGNORED.contains(&key.as_str()) {
+                continue;
+            }
+            let (least, most, why) = match RANGES.iter().find(|(k, ..)| *k == key) {
+                Some(&(_, least, most, why)) => (least, most, why),
+                None if ZERO_MEANS_SOMETHING.contains(&key.as_str()) => continue,
+                None => (1, u64::MAX, "0 would allow nothing at all"),
+            };
+            if actual < least {
+                bail!("limits.{key} = {actual}: at least {least} ({why})");
+            }
+            if actual > most {
+                bail!("limits.{key} = {actual}: at most {most} ({why})");
+            }
+        }
+    }
+    for (default, max) in DEFAULT_AT_MOST {
+        if let (Some(d), Some(m)) = (value(default), value(max))
+            && d > m
+        {
+            bail!(
+                "limits.{default} = {d}: at most limits.{max} ({m}), which bounds what it defaults"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Reads the file, if any, into `command`'s defaults and the limits.
@@ -434,6 +547,96 @@ mod tests {
         let table: toml::Table = "[limits.blobs]\njournal_bytes_max = 8388608\n"
             .parse()
             .unwrap();
+        assert!(read_limits(table.get("limits")).is_ok());
+    }
+
+    /// Every limit, by its key under `[limits]` (`research.question_chars_max`), with its
+    /// default.
+    fn every_limit() -> Vec<(String, u64)> {
+        let defaults = toml::Table::try_from(LimitsConfig::default()).unwrap();
+        let mut limits = Vec::new();
+        for (part, table) in &defaults {
+            for (name, value) in table.as_table().unwrap() {
+                if let Some(n) = value.as_integer() {
+                    limits.push((format!("{part}.{name}"), u64::try_from(n).unwrap()));
+                }
+            }
+        }
+        limits
+    }
+
+    /// `[limits]` of a file that sets `key` (`part.name`) to `value`, read.
+    fn read_one(key: &str, value: u64) -> anyhow::Result<LimitsConfig> {
+        let (part, name) = key.split_once('.').unwrap();
+        let table: toml::Table = format!("[limits.{part}]\n{name} = {value}\n")
+            .parse()
+            .unwrap();
+        read_limits(table.get("limits"))
+    }
+
+    /// A limit its part cannot work with as given is refused when the file is read, naming it,
+    /// rather than left to a part that would panic, run out of memory, fail later or quietly
+    /// use another value: 0 wherever 0 allows nothing, a value outside a part's own range, a
+    /// default above its most.
+    #[test]
+    fn limits_a_part_cannot_work_with_are_refused_naming_the_key() {
+        let limits = every_limit();
+        assert!(limits.len() > 60, "{limits:?}");
+        for (key, default) in &limits {
+            read_one(key, *default).unwrap_or_else(|e| panic!("{key} = {default}: {e:#}"));
+            let zero = read_one(key, 0);
+            if ZERO_MEANS_SOMETHING.contains(&key.as_str()) {
+                assert!(zero.is_ok(), "{key} = 0: {:#}", zero.unwrap_err());
+            } else {
+                let error = format!("{:#}", zero.unwrap_err());
+                assert!(
+                    error.contains(&format!("limits.{key} = 0: at least ")),
+                    "{key}: {error}"
+                );
+            }
+        }
+        let page = include_str!("../docs/configuration.md");
+        for &(key, least, most, why) in RANGES {
+            assert!(limits.iter().any(|(k, _)| k == key), "{key} is not a limit");
+            let name = key.rsplit('.').next().unwrap();
+            let most_shown = if most == u64::MAX {
+                "—".to_owned()
+            } else {
+                most.to_string()
+            };
+            let row = format!("| {least} | {most_shown} |");
+            assert!(
+                page.lines()
+                    .any(|l| l.contains(&format!("`{name}`")) && l.contains(&row)),
+                "docs/configuration.md has no row for {name} with {row}"
+            );
+            read_one(key, least).unwrap();
+            let error = format!("{:#}", read_one(key, least - 1).unwrap_err());
+            assert!(
+                error.contains(&format!("at least {least} ({why})")),
+                "{error}"
+            );
+            if most < i64::MAX as u64 {
+                read_one(key, most).unwrap();
+                let error = format!("{:#}", read_one(key, most + 1).unwrap_err());
+                assert!(
+                    error.contains(&format!("at most {most} ({why})")),
+                    "{error}"
+                );
+            }
+        }
+        let error = format!(
+            "{:#}",
+            read_one("projections.page_tasks_default", 101).unwrap_err()
+        );
+        assert!(
+            error.contains("limits.projections.page_tasks_default = 101: at most limits.projections.page_tasks_max (100)"),
+            "{error}"
+        );
+        let table: toml::Table =
+            "[limits.projections]\npage_events_default = 600\npage_events_max = 600\n"
+                .parse()
+                .unwrap();
         assert!(read_limits(table.get("limits")).is_ok());
     }
 

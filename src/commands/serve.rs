@@ -283,6 +283,22 @@ impl Args {
             ("idle_secs_max", self.idle_secs_max),
             ("export_concurrent_max", self.export_concurrent_max as u64),
             ("mcp_sessions_max", self.mcp_sessions_max as u64),
+            (
+                "graphql_depth_levels_max",
+                self.graphql.graphql_depth_levels_max as u64,
+            ),
+            (
+                "graphql_complexity_points_max",
+                self.graphql.graphql_complexity_points_max as u64,
+            ),
+            (
+                "graphql_page_items_max",
+                self.graphql.graphql_page_items_max as u64,
+            ),
+            (
+                "graphql_request_bytes_max",
+                self.graphql.graphql_request_bytes_max as u64,
+            ),
             ("graphql_errors_max", self.graphql.graphql_errors_max as u64),
             (
                 "graphql_websockets_max",

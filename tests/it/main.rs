@@ -38,6 +38,35 @@ pub fn run(data: &Path, args: &[&str]) -> Output {
 /// Runs the binary with `args` on the data directory `data`, with the environment variables
 /// `env` set (and none of the caller's that would point it at another directory or server).
 pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(data, args, env).output().expect("the binary runs")
+}
+
+/// Runs the binary as [`run`] does, for a command that should end by itself (`serve` refusing
+/// its settings): killed, failing the test, if it still runs after `secs`.
+pub fn run_ending_within(data: &Path, args: &[&str], secs: u64) -> Output {
+    let mut child = command(data, args, &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{args:?} still ran after {secs} s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The binary with `args` on the data directory `data` and `env` set, as [`run_with_env`]
+/// runs it.
+fn command(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_research-ledger"));
     // A benchmark works on folders of its own, never the data directory's ledger.
     if args.first() == Some(&"bench") {
@@ -52,9 +81,8 @@ pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
         .env_remove("RESEARCH_LEDGER_DATA_DIR")
         .env_remove("RESEARCH_LEDGER_SERVER")
         .env_remove("RESEARCH_LEDGER_TOKEN")
-        .envs(env.iter().copied())
-        .output()
-        .expect("the binary runs")
+        .envs(env.iter().copied());
+    command
 }
 
 /// What a finished command wrote to stdout, as text.

@@ -419,3 +419,60 @@ fn text_logs_to_a_pipe_are_plain_lines() {
         "duration {duration} in {line}"
     );
 }
+
+/// A setting the server cannot work with is refused before anything is opened, naming it:
+/// every limit flag of `serve` at 0, and limits in the file its parts cannot take (a snapshot
+/// cache below the least its database takes panicked the server; a subscription buffer past
+/// what can be allocated at once ran it out of memory).
+#[test]
+fn settings_the_server_cannot_work_with_are_refused_before_it_opens_anything() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let help = crate::run(&dir, &["serve", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let flags: Vec<&str> = help
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && (w.ends_with("-max") || w.ends_with("-max,")))
+        .map(|w| w.trim_end_matches(','))
+        .collect();
+    assert!(flags.len() >= 19, "{flags:?}");
+    for flag in flags {
+        let out =
+            crate::run_ending_within(&dir, &["serve", "--listen", "127.0.0.1:0", flag, "0"], 30);
+        let err = crate::stderr(&out);
+        let name = flag.trim_start_matches("--").replace('-', "_");
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("{name} must be at least 1")),
+            "{flag}: {err}"
+        );
+        assert!(!dir.exists(), "{flag} opened the data directory");
+    }
+    let config = data.path().join("research-ledger.toml");
+    let config_arg = config.to_str().unwrap();
+    for (file, says) in [
+        (
+            "[limits.projections]\nsnapshot_cache_bytes_max = 0\n",
+            "limits.projections.snapshot_cache_bytes_max = 0: at least 256",
+        ),
+        (
+            "[limits.ledger]\nsubscription_buffer_events = 1000000000000\n",
+            "limits.ledger.subscription_buffer_events = 1000000000000: at most 1048576",
+        ),
+        (
+            "[limits.corpus]\nwriter_memory_bytes_max = 1000\n",
+            "limits.corpus.writer_memory_bytes_max = 1000: at least 15000000",
+        ),
+    ] {
+        std::fs::write(&config, file).unwrap();
+        let out = crate::run_ending_within(
+            &dir,
+            &["--config", config_arg, "serve", "--listen", "127.0.0.1:0"],
+            30,
+        );
+        let err = crate::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(err.contains(says), "{file}: {err}");
+        assert!(!dir.exists(), "{file} opened the data directory");
+    }
+}

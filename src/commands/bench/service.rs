@@ -40,16 +40,19 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Connection counts the writes are measured at.
-    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
-    connections: Vec<usize>,
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [1, 8, 32, 128],
+          value_parser = clap::value_parser!(u16).range(1..=2048))]
+    connections: Vec<u16>,
     /// How long each write run lasts, in seconds: the engine's, in process, over REST and over MCP.
-    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 3.0, value_parser = write_secs)]
     write_secs: f64,
     /// Read calls per connection in each read run.
-    #[arg(long, value_name = "N", default_value_t = 400)]
-    reads: usize,
+    #[arg(long, value_name = "N", default_value_t = 400,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    reads: u32,
     /// Sizes of the generated ledgers, in events.
-    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [10_000, 100_000, 1_000_000])]
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_values_t = [10_000, 100_000, 1_000_000],
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     sizes: Vec<u64>,
     /// Keep everything in this new or empty directory instead of a temporary one.
     #[arg(long, value_name = "DIR")]
@@ -133,29 +136,35 @@ struct Report {
     scale: Vec<ScaleRun>,
 }
 
+/// Reads `--write-secs`: a finite number of seconds above 0 and at most an hour.
+fn write_secs(text: &str) -> Result<f64, String> {
+    let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 3600.0) {
+        return Err(format!(
+            "{secs} is not a number of seconds above 0 and at most 3600"
+        ));
+    }
+    Ok(secs)
+}
+
 pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
     let scratch = Scratch::new(args.scratch.as_deref())?;
     let root = scratch.path().to_owned();
+    let connections: Vec<usize> = args.connections.iter().copied().map(usize::from).collect();
+    let per_client = args.reads as usize;
 
     phase("the ledger's own concurrent appends");
-    let engine = engine_rates(&root, &args.connections, args.write_secs)?;
+    let engine = engine_rates(&root, &connections, args.write_secs)?;
 
     phase("the same writes in process");
-    let in_process =
-        in_process_rates(&root.join("in-process"), &args.connections, args.write_secs)?;
+    let in_process = in_process_rates(&root.join("in-process"), &connections, args.write_secs)?;
 
     phase("writes through the server");
     let server = Served::start(&root.join("writes"))?;
-    let writes = write_runs(
-        &server,
-        &args.connections,
-        &engine,
-        &in_process,
-        args.write_secs,
-    )?;
+    let writes = write_runs(&server, &connections, &engine, &in_process, args.write_secs)?;
 
     phase("reads through the server");
-    let reads = read_runs(&server.base, args.reads)?;
+    let reads = read_runs(&server.base, per_client)?;
     server.stop()?;
 
     let mut scale = Vec::new();
@@ -164,7 +173,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         scale.push(scale_run(
             &root.join(format!("ledger-{events}")),
             events,
-            args.reads,
+            per_client,
         )?);
     }
 
@@ -870,6 +879,43 @@ fn first_tasks(base: &str) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Arguments that panicked the benchmark (a duration of NaN or infinity), ran it out of
+    /// threads (100000 connections) or measured nothing (no reads, a ledger of no events) are
+    /// refused when parsed, naming the flag.
+    #[test]
+    fn arguments_that_would_panic_or_measure_nothing_are_refused() {
+        use clap::CommandFactory as _;
+        let parse = |args: &[&str]| {
+            let mut all = vec!["research-ledger", "bench", "service"];
+            all.extend_from_slice(args);
+            crate::Cli::command().try_get_matches_from(all)
+        };
+        for (flag, value) in [
+            ("--write-secs", "NaN"),
+            ("--write-secs", "inf"),
+            ("--write-secs", "0"),
+            ("--write-secs", "3601"),
+            ("--reads", "0"),
+            ("--connections", "0"),
+            ("--connections", "8,100000"),
+            ("--sizes", "0"),
+        ] {
+            let error = parse(&[flag, value]).unwrap_err().to_string();
+            assert!(error.contains(flag), "{flag} {value}: {error}");
+        }
+        assert!(
+            parse(&[
+                "--write-secs",
+                "0.5",
+                "--connections",
+                "1,2048",
+                "--reads",
+                "1"
+            ])
+            .is_ok()
+        );
+    }
 
     /// The load generator's processor time is read finely enough for a short run: the clock's
     /// first step while this thread computes is well under the 10 ms of a clock tick.

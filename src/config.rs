@@ -132,11 +132,32 @@ pub(crate) fn service_options(data_dir: &Path) -> service::ServiceOptions {
 }
 
 /// The log origin an operator configured (`RESEARCH_LEDGER_ORIGIN`, or `serve --origin`), used
-/// when a ledger introduces its first key.
+/// when a ledger introduces its first key. Empty is unset.
 pub(crate) fn origin() -> Option<String> {
     std::env::var("RESEARCH_LEDGER_ORIGIN")
         .ok()
         .filter(|o| !o.is_empty())
+}
+
+/// Refuses a `RESEARCH_LEDGER_ORIGIN` that cannot name a key, before any command runs: a
+/// ledger given one would open, and serve, without being able to sign a checkpoint.
+pub(crate) fn check_origin() -> Result<(), String> {
+    match std::env::var("RESEARCH_LEDGER_ORIGIN") {
+        Ok(origin) => parse_origin(&origin)
+            .map(drop)
+            .map_err(|e| format!("RESEARCH_LEDGER_ORIGIN: {e}")),
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Err(std::env::VarError::NotUnicode(_)) => Err("RESEARCH_LEDGER_ORIGIN is not UTF-8".into()),
+    }
+}
+
+/// Reads a log origin: empty (unset), or a name a key can take — no space, no `+`, no control
+/// character.
+pub(crate) fn parse_origin(text: &str) -> Result<String, String> {
+    if !text.is_empty() {
+        ledger_proof::note::check_key_name(text).map_err(|e| e.to_string())?;
+    }
+    Ok(text.to_owned())
 }
 
 /// Where the file is: the `--config` flag, the environment, or the working directory.

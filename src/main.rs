@@ -181,17 +181,29 @@ const SERVE_LOGS: &str = "info,rmcp=warn";
 
 /// Logs go to stderr: stdout carries what commands print. `serve` logs each request (info);
 /// other commands only warnings, unless `RESEARCH_LEDGER_LOG` says otherwise.
-fn init_logs(format: LogFormat, serving: bool) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("RESEARCH_LEDGER_LOG").unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(if serving { SERVE_LOGS } else { "warn" })
-        });
+/// A filter `RESEARCH_LEDGER_LOG` sets that cannot be read is refused, not replaced by the
+/// default: an operator who asked for debug logs would otherwise get none and not know why.
+fn init_logs(format: LogFormat, serving: bool) -> Result<(), String> {
+    let filter = match std::env::var("RESEARCH_LEDGER_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::try_new(&directives).map_err(|e| {
+                format!("RESEARCH_LEDGER_LOG={directives:?} is not a log filter: {e}")
+            })?
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err("RESEARCH_LEDGER_LOG is not UTF-8".into());
+        }
+        _ => tracing_subscriber::EnvFilter::new(if serving { SERVE_LOGS } else { "warn" }),
+    };
     // Colour codes only for a person at a terminal: a journal or a log file gets plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
+        // A log line that cannot be written is lost, not reported with `eprintln!` to the
+        // same closed stderr: that panicked whichever thread logged, midway through its work.
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),
@@ -201,6 +213,7 @@ fn init_logs(format: LogFormat, serving: bool) {
             .with_current_span(false)
             .init(),
     }
+    Ok(())
 }
 
 /// The command line, with the configuration file's values beneath it.
@@ -240,13 +253,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    init_logs(cli.log_format, matches!(cli.command, Command::Serve(_)));
+    if let Err(e) = init_logs(cli.log_format, matches!(cli.command, Command::Serve(_)))
+        .and_then(|()| config::check_origin())
+    {
+        tell!("error: {e}");
+        return ExitCode::from(2);
+    }
     if cli.storage_url.is_some()
         && let Some(name) = embedded_only(&cli.command)
     {
-        eprintln!(
-            "error: `{name}` works on the data directory's own ledger only, not --storage-url"
-        );
+        tell!("error: `{name}` works on the data directory's own ledger only, not --storage-url");
         return ExitCode::from(2);
     }
     config::set_storage_url(cli.storage_url.clone());
@@ -277,7 +293,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tell!("error: {e:#}");
             ExitCode::from(2)
         }
     }

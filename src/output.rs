@@ -4,7 +4,8 @@
 //! Rust ignores SIGPIPE, so a write then fails with `BrokenPipe`, and `println!` would panic on
 //! it. Output goes through [`line`] instead: a closed pipe ends the command quietly with status
 //! 141, the status a shell reports for a process stopped by SIGPIPE, as other command-line
-//! tools stop. Any other failure to write is an error, status 2.
+//! tools stop. Any other failure to write is an error, status 2. What a command tells its user
+//! on standard error goes through [`to_stderr`], which a closed standard error cannot make panic.
 
 use std::io::Write;
 
@@ -16,6 +17,21 @@ macro_rules! say {
     ($($arg:tt)*) => {
         $crate::output::line(format_args!($($arg)*))
     };
+}
+
+/// `eprintln!` for what a command tells the person running it, through [`to_stderr`].
+macro_rules! tell {
+    ($($arg:tt)*) => {
+        $crate::output::to_stderr(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to standard error. A closed standard error loses the line: there is nowhere
+/// left to say anything, and `eprintln!` would panic instead, turning an exit status that
+/// means something into 101.
+pub(crate) fn to_stderr(args: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
 }
 
 /// Writes one line to standard output; ends the process when it cannot ([`stop`]).
@@ -40,6 +56,6 @@ pub(crate) fn stop(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         std::process::exit(141)
     }
-    eprintln!("error: cannot write to standard output: {e}");
+    tell!("error: cannot write to standard output: {e}");
     std::process::exit(2)
 }

@@ -123,7 +123,7 @@ fn watchdog(deadline: Duration, stage: Arc<std::sync::Mutex<&'static str>>) {
         .spawn(move || {
             std::thread::sleep(deadline);
             let stage = *stage.lock().unwrap_or_else(|p| p.into_inner());
-            eprintln!(
+            tell!(
                 "research-ledger: the shutdown did not finish within {} s; it was {stage}. Every acknowledged event is durable in the log; what could not be flushed (read-model snapshots, the index, the last checkpoint) is rebuilt or written on the next open.",
                 deadline.as_secs_f64()
             );

@@ -221,7 +221,7 @@ fn fetch_task_events(
             Ok(checked) => checked,
             Err(failure) => return Ok(Err(failure)),
         };
-    eprintln!("the export bundle from {} checks out:", remote.server());
+    tell!("the export bundle from {} checks out:", remote.server());
     print_bundle_report(&report, &mut std::io::stderr())?;
     let events =
         service::audit::bundle_task_events(&bundle, task).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -268,7 +268,7 @@ pub(crate) fn explain(data_dir: &Path, args: &ExplainArgs) -> anyhow::Result<Out
     };
     say!("{markdown}");
     if !recorded {
-        eprintln!(
+        tell!(
             "(derived now from the ledger; the task has not recorded an explanation of this verdict)"
         );
     }
@@ -312,7 +312,7 @@ pub(crate) fn export(data_dir: &Path, args: &ExportArgs) -> anyhow::Result<Outco
     // rather than let a bundle of "all" look like the whole ledger.
     let head = service.ledger().head().size;
     if head > bundle.checkpoint.tree_size {
-        eprintln!(
+        tell!(
             "note: the ledger holds {} events after that checkpoint, which no checkpoint covers yet and the bundle leaves out; `research-ledger checkpoint` signs one",
             head - bundle.checkpoint.tree_size
         );
@@ -324,7 +324,7 @@ pub(crate) fn export(data_dir: &Path, args: &ExportArgs) -> anyhow::Result<Outco
 /// Writes a bundle to `out` (whole or not at all) and says what it holds.
 fn write_bundle(out: &Path, bundle: &Bundle) -> anyhow::Result<()> {
     super::write_atomically(out, &serde_json::to_vec_pretty(bundle)?)?;
-    eprintln!(
+    tell!(
         "wrote {}: {} events, {} content blobs, standing on the checkpoint of {} events signed by key {}",
         out.display(),
         bundle.events.len(),
@@ -369,7 +369,7 @@ fn export_remote(
             Ok(Outcome::Passed)
         }
         Err(failure) => {
-            eprintln!(
+            tell!(
                 "INVALID at {}: {} ({} is kept as evidence)",
                 failure.location,
                 failure.problem,

@@ -68,7 +68,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
 /// Says what the run is doing, on a terminal only: the report on stdout stays clean.
 fn phase(what: &str) {
     if std::io::stderr().is_terminal() {
-        eprintln!("{what}…");
+        tell!("{what}…");
     }
 }
 

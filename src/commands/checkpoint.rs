@@ -28,9 +28,10 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         }
     };
     say!("{}", serde_json::to_string_pretty(&checkpoint)?);
-    eprintln!(
+    tell!(
         "checkpoint of {} events signed by key {}",
-        checkpoint.tree_size, checkpoint.key_fingerprint
+        checkpoint.tree_size,
+        checkpoint.key_fingerprint
     );
     Ok(Outcome::Passed)
 }

@@ -181,10 +181,10 @@ fn ingest_where(data_dir: &Path, args: &Args) -> anyhow::Result<(IngestReport, S
 pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
     let (report, corpus_name, listed_max) = ingest_where(data_dir, args)?;
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        tell!("warning: {warning}");
     }
     for error in &report.errors {
-        eprintln!("error: {error}");
+        tell!("error: {error}");
     }
     let missing = |field: sources::Field| {
         report
@@ -193,15 +193,13 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
             .any(|e| e.field == Some(field) && e.problem.starts_with("missing"))
     };
     if missing(sources::Field::PublishDate) && args.default_publish_date.is_none() {
-        eprintln!(
-            "hint: --default-publish-date YYYY-MM-DD records a default for undated documents"
-        );
+        tell!("hint: --default-publish-date YYYY-MM-DD records a default for undated documents");
     }
     if missing(sources::Field::SourceType) && args.default_source_type.is_none() {
-        eprintln!("hint: --default-source-type TYPE records a default for untyped documents");
+        tell!("hint: --default-source-type TYPE records a default for untyped documents");
     }
     if report.errors.len() as u64 >= listed_max {
-        eprintln!(
+        tell!(
             "error: only the first {listed_max} problems are listed; {} documents failed in all",
             report.failed
         );

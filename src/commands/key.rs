@@ -39,8 +39,8 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                 .map_err(|reason| anyhow::anyhow!("no verifier key: {reason}"))?;
             say!("{key}");
             say!("{vkey}");
-            eprintln!("fingerprint {}", key.fingerprint());
-            eprintln!("origin {}", ledger.origin());
+            tell!("fingerprint {}", key.fingerprint());
+            tell!("origin {}", ledger.origin());
             for (i, entry) in ledger.checkpoint_entries()?.iter().enumerate() {
                 match entry {
                     CheckpointEntry::KeyIntroduced {
@@ -48,12 +48,12 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                         tree_size,
                         reason,
                         ..
-                    } => eprintln!(
+                    } => tell!(
                         "entry {}: key {} introduced at tree size {tree_size} ({reason})",
                         i + 1,
                         public_key.fingerprint()
                     ),
-                    CheckpointEntry::Rotation(r) => eprintln!(
+                    CheckpointEntry::Rotation(r) => tell!(
                         "entry {}: key {} handed over to {} at tree size {}",
                         i + 1,
                         r.old_key_fingerprint,
@@ -61,9 +61,9 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
                         r.tree_size
                     ),
                     CheckpointEntry::Recovery(r) => {
-                        eprintln!("entry {}: {}", i + 1, r.summary());
+                        tell!("entry {}: {}", i + 1, r.summary());
                     }
-                    CheckpointEntry::Cosignature(c) => eprintln!(
+                    CheckpointEntry::Cosignature(c) => tell!(
                         "entry {}: witness {} cosigned tree size {}",
                         i + 1,
                         c.witness.name(),
@@ -76,7 +76,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         Action::Rotate => {
             let statement = ledger.rotate_key().context("cannot rotate the key")?;
             say!("{}", serde_json::to_string_pretty(&statement)?);
-            eprintln!(
+            tell!(
                 "key {} handed over to {} at tree size {}",
                 statement.old_key_fingerprint,
                 statement.new_public_key.fingerprint(),

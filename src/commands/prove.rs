@@ -174,7 +174,7 @@ fn saved_checkpoint(
             })?;
         Cosignature::from_line(line, witness, &checkpoint)
             .with_context(|| format!("the cosignature by {}", witness.name()))?;
-        eprintln!("cosigned by witness {}", witness.name());
+        tell!("cosigned by witness {}", witness.name());
     }
     Ok(checkpoint)
 }
@@ -201,7 +201,7 @@ pub(crate) fn verify(data_dir: &Path, args: &VerifyArgs) -> anyhow::Result<Outco
             let ledger = super::open_ledger_read_only(data_dir)?;
             let latest = ledger.latest_checkpoint()?.map_or(0, |c| c.tree_size);
             if latest < ledger.head().size {
-                eprintln!(
+                tell!(
                     "the latest checkpoint covers {latest} of {} events; the proof stands on it",
                     ledger.head().size
                 );

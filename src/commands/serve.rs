@@ -147,7 +147,7 @@ pub(crate) struct Args {
     /// The log's origin (the first line of its checkpoints, the name of its key), taken when
     /// the ledger introduces its first key; by default `research-ledger/` and that key's
     /// fingerprint.
-    #[arg(long, env = "RESEARCH_LEDGER_ORIGIN")]
+    #[arg(long, env = "RESEARCH_LEDGER_ORIGIN", value_parser = crate::config::parse_origin)]
     origin: Option<String>,
     #[command(flatten)]
     allow: super::contracts::AllowArgs,
@@ -256,8 +256,8 @@ impl Args {
     fn service_options(&self, data_dir: &Path) -> service::ServiceOptions {
         let mut options = crate::config::service_options(data_dir);
         options.tool_endpoint_allow = self.allow.allow_list();
-        if self.origin.is_some() {
-            options.ledger.origin.clone_from(&self.origin);
+        if let Some(origin) = self.origin.as_ref().filter(|o| !o.is_empty()) {
+            options.ledger.origin = Some(origin.clone());
         }
         options
     }
@@ -385,7 +385,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         // The one line on stdout a supervisor or a test waits for.
         say!("listening on {scheme}://{bound}");
         let access = access(tokens, auth.store().tokens_required().unwrap_or(true));
-        eprintln!(
+        tell!(
             "research-ledger serving {} on {scheme}://{bound} ({access})",
             data_dir.display()
         );

@@ -105,7 +105,7 @@ fn print_list(tokens: &[Value], json: bool) -> anyhow::Result<()> {
 
 fn announce(name: &str, role: Role, token: &str) {
     say!("{token}");
-    eprintln!(
+    tell!(
         "token for {name} ({}): shown once, keep it secret; send it as `Authorization: Bearer TOKEN`",
         role.name()
     );
@@ -129,16 +129,16 @@ fn local(data_dir: &Path, action: &Action) -> anyhow::Result<Outcome> {
         }
         Action::Revoke { name } => {
             store.revoke(name)?;
-            eprintln!("revoked the token of {name}");
+            tell!("revoked the token of {name}");
             if !store.any_active()? {
-                eprintln!(
+                tell!(
                     "no token is in force: the server serves no one until `token add` (or `token open-mode`)"
                 );
             }
         }
         Action::OpenMode => {
             store.open_mode()?;
-            eprintln!("open mode: a server on loopback now serves callers without a token");
+            tell!("open mode: a server on loopback now serves callers without a token");
         }
     }
     Ok(Outcome::Passed)
@@ -162,7 +162,7 @@ fn remote(server: &str, args: &Args) -> anyhow::Result<Outcome> {
         }
         Action::Revoke { name } => {
             let _: Value = remote.delete(&format!("/v1/tokens/{}", path_segment(name)))?;
-            eprintln!("revoked the token of {name}");
+            tell!("revoked the token of {name}");
         }
         Action::OpenMode => anyhow::bail!(
             "open mode drops every access check, so it is not offered through a server: run `research-ledger token open-mode` on its data directory"

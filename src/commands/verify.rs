@@ -39,7 +39,7 @@ pub(crate) fn run(data_dir: &Path, args: &Args) -> anyhow::Result<Outcome> {
         }
     };
     for note in &report.key_chain_breaks {
-        eprintln!("WARNING: the chain of signing keys breaks: {note}");
+        tell!("WARNING: the chain of signing keys breaks: {note}");
     }
     if args.json {
         say!("{}", serde_json::to_string_pretty(&report)?);

@@ -236,7 +236,7 @@ async fn cosign_request(witness: &Witness, body: &str) -> Result<String, Refusal
                 e,
                 WitnessError::Unprocessable(_) | WitnessError::BadRequest(_)
             ) {
-                eprintln!("witness: REFUSED a checkpoint: {e}");
+                tell!("witness: REFUSED a checkpoint: {e}");
             }
             return Err(Refusal::Witness(e));
         }
@@ -263,7 +263,7 @@ async fn cosign_request(witness: &Witness, body: &str) -> Result<String, Refusal
     // be made to sign a fork.
     persist(&witness.state_path, &next).map_err(|e| Refusal::Internal(e.to_string()))?;
     *held = next;
-    eprintln!("witness: cosigned {origin} at tree size {size}");
+    tell!("witness: cosigned {origin} at tree size {size}");
     Ok(line.line())
 }
 

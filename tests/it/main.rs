@@ -41,10 +41,10 @@ pub fn run_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
     command(data, args, env).output().expect("the binary runs")
 }
 
-/// Runs the binary as [`run`] does, for a command that should end by itself (`serve` refusing
-/// its settings): killed, failing the test, if it still runs after `secs`.
-pub fn run_ending_within(data: &Path, args: &[&str], secs: u64) -> Output {
-    let mut child = command(data, args, &[])
+/// Runs the binary as [`run_with_env`] does, for a command that should end by itself (`serve`
+/// refusing its settings): killed, failing the test, if it still runs after `secs`.
+pub fn run_ending_within(data: &Path, args: &[&str], env: &[(&str, &str)], secs: u64) -> Output {
+    let mut child = command(data, args, env)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -437,8 +437,12 @@ fn settings_the_server_cannot_work_with_are_refused_before_it_opens_anything() {
         .collect();
     assert!(flags.len() >= 19, "{flags:?}");
     for flag in flags {
-        let out =
-            crate::run_ending_within(&dir, &["serve", "--listen", "127.0.0.1:0", flag, "0"], 30);
+        let out = crate::run_ending_within(
+            &dir,
+            &["serve", "--listen", "127.0.0.1:0", flag, "0"],
+            &[],
+            30,
+        );
         let err = crate::stderr(&out);
         let name = flag.trim_start_matches("--").replace('-', "_");
         assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
@@ -468,6 +472,7 @@ fn settings_the_server_cannot_work_with_are_refused_before_it_opens_anything() {
         let out = crate::run_ending_within(
             &dir,
             &["--config", config_arg, "serve", "--listen", "127.0.0.1:0"],
+            &[],
             30,
         );
         let err = crate::stderr(&out);
@@ -475,4 +480,118 @@ fn settings_the_server_cannot_work_with_are_refused_before_it_opens_anything() {
         assert!(err.contains(says), "{file}: {err}");
         assert!(!dir.exists(), "{file} opened the data directory");
     }
+}
+
+/// A closed standard error — a supervisor that stopped reading the logs — loses the log lines
+/// and nothing else. With every debug line logged to it, the server opens, answers and stops
+/// when asked; before, the first line that could not be written panicked the thread that
+/// logged it, midway through opening the ledger, and the server hung. A command's own error
+/// still ends it with status 2, not a panic's 101.
+#[test]
+fn a_closed_standard_error_loses_the_log_lines_and_nothing_else() {
+    use std::io::BufRead as _;
+    let data = tempfile::tempdir().unwrap();
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+    crate::server::with_storage(&mut command, data.path());
+    let mut child = command
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("RESEARCH_LEDGER_LOG", "debug")
+        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(closed())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = line_tx.send(line);
+    });
+    let line = match line_rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(line) => line,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the server never said where it listens");
+        }
+    };
+    let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+        let status = child.wait().unwrap();
+        panic!("the server stopped ({status}) instead of listening: {line:?}");
+    };
+    let (status, health) = get_json(addr.parse().unwrap(), "/health");
+    assert_eq!(status, 200, "{health}");
+    crate::server::terminate(&child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server did not stop when asked");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
+    crate::server::with_storage(&mut command, data.path());
+    let status = command
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["replay", "no-such-task"])
+        .stderr(closed())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}
+
+/// Settings that would make a command quietly do something else are refused before it runs,
+/// naming them: a log filter that cannot be read (the default filter was used instead, so
+/// asking for debug logs with a typo gave none), and a log origin that cannot name a key (the
+/// server opened and served, but could never sign a checkpoint). An empty origin is no origin.
+#[test]
+fn settings_that_would_quietly_do_something_else_are_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let serve = ["serve", "--listen", "127.0.0.1:0"];
+    for (env, says) in [
+        (
+            ("RESEARCH_LEDGER_LOG", "research_ledger=debug,sled=["),
+            "RESEARCH_LEDGER_LOG=\"research_ledger=debug,sled=[\" is not a log filter",
+        ),
+        (
+            ("RESEARCH_LEDGER_ORIGIN", "research ledger"),
+            "\"research ledger\" is not a key name",
+        ),
+        (
+            ("RESEARCH_LEDGER_ORIGIN", "example.org/log+1"),
+            "\"example.org/log+1\" is not a key name",
+        ),
+    ] {
+        for args in [&serve[..], &["verify"][..]] {
+            let out = crate::run_ending_within(&dir, args, &[env], 30);
+            let err = crate::stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{env:?} {args:?}: {err}");
+            assert!(err.contains(says), "{env:?} {args:?}: {err}");
+            assert!(!dir.exists(), "{env:?} {args:?} opened the data directory");
+        }
+    }
+    let out = crate::run_ending_within(&dir, &["serve", "--origin", "a b"], &[], 30);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::stderr(&out).contains("is not a key name"));
+    // An empty origin is none: the ledger names itself, and signs.
+    let server = Server::start_with(&dir, &[], &[("RESEARCH_LEDGER_ORIGIN", "")]);
+    server.stop();
+    let out = crate::run(&dir, &["checkpoint"]);
+    assert!(out.status.success(), "{}", crate::stderr(&out));
+    assert!(crate::stdout(&out).contains("research-ledger/"));
 }

@@ -339,7 +339,7 @@ impl Drop for Server {
     }
 }
 
-fn terminate(child: &Child) {
+pub(crate) fn terminate(child: &Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

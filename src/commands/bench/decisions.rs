@@ -333,7 +333,7 @@ fn open_service(data_dir: &Path, evidence_path: &Path, args: &Args) -> anyhow::R
     )?;
     if !report.is_clean() {
         for error in &report.errors {
-            eprintln!("error: {error}");
+            tell!("error: {error}");
         }
         bail!("{} evidence sentences could not be ingested", report.failed);
     }

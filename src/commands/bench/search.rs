@@ -95,7 +95,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Outcome> {
     let ingest = started.elapsed();
     if !report.is_clean() {
         for error in &report.errors {
-            eprintln!("error: {error}");
+            tell!("error: {error}");
         }
         bail!("{} evidence documents could not be ingested", report.failed);
     }

@@ -195,7 +195,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<Outcome> {
         print_report(&report);
     }
     if scratch.kept() {
-        eprintln!("kept in {}", root.display());
+        tell!("kept in {}", root.display());
     }
     Ok(Outcome::Passed)
 }

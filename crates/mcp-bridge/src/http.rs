@@ -132,7 +132,10 @@ fn invalid(field: &str, message: &str) -> Value {
 /// (`-32602`, invalid params), which the SDK would take for an unknown method. Which methods MCP
 /// defines depends on the request's era: the protocol version in its `_meta`, or else
 /// `protocol_version`, the request's `MCP-Protocol-Version` header.
-pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<(), Refusal> {
+///
+/// Answers whether the message is an `initialize` request, which opens a session, so that the
+/// caller need not read the body again to know.
+pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<CheckedPost, Refusal> {
     let refuse = |id, error: McpError| {
         let status = if error.code == ErrorCode::METHOD_NOT_FOUND {
             StatusCode::NOT_FOUND
@@ -165,6 +168,11 @@ pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<(), Ref
             );
         }
     };
+    let initialize = matches!(
+        &message,
+        JsonRpcMessage::Request(request)
+            if matches!(request.request, ClientRequest::InitializeRequest(_))
+    );
     if let JsonRpcMessage::Request(request) = &message
         && let ClientRequest::CustomRequest(custom) = &request.request
     {
@@ -177,7 +185,14 @@ pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<(), Ref
             return refuse(Some(request.id.clone()), error);
         }
     }
-    Ok(())
+    Ok(CheckedPost { initialize })
+}
+
+/// What [`check_post`] read of a body the SDK can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedPost {
+    /// Whether the message is an `initialize` request.
+    pub initialize: bool,
 }
 
 /// The id of a message that could not be read, when the id itself can be.
@@ -255,7 +270,7 @@ mod tests {
 
     fn code(body: &[u8]) -> (Option<i64>, Value) {
         match check_post(body, None) {
-            Ok(()) => (None, Value::Null),
+            Ok(_) => (None, Value::Null),
             Err(refusal) => {
                 assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
                 (
@@ -358,6 +373,16 @@ mod tests {
         assert_eq!(code(note), (Some(-32602), Value::Null));
         let unknown = br#"{"jsonrpc": "2.0", "method": "notifications/other", "params": {"x": 7}}"#;
         assert_eq!(code(unknown).0, None, "the handler ignores it");
+    }
+
+    #[test]
+    fn a_checked_body_says_whether_it_opens_a_session() {
+        let initialize = br#"{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}"#;
+        assert_eq!(check_post(initialize, None).map(|c| c.initialize), Ok(true));
+        let list = br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+        assert_eq!(check_post(list, None).map(|c| c.initialize), Ok(false));
+        let note = br#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#;
+        assert_eq!(check_post(note, None).map(|c| c.initialize), Ok(false));
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod tools;
 
 pub use bridge::{Bridge, BridgeOptions};
 pub use error::BridgeError;
-pub use http::{HttpEndpoint, Refusal, check_post, refusal_of_text};
+pub use http::{CheckedPost, HttpEndpoint, Refusal, check_post, refusal_of_text};
 pub use resources::{RESOURCE_TEMPLATES, ResourceUri};
 
 use rmcp::ServiceExt;

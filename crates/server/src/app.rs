@@ -373,12 +373,11 @@ async fn checked_post(
         .headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok());
-    if let Err(refusal) = mcp_bridge::check_post(&bytes, version) {
-        return Err((refusal.status, Json(refusal.body)).into_response());
-    }
-    let initializing = sessionless
-        && serde_json::from_slice::<Value>(&bytes)
-            .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
+    let checked = match mcp_bridge::check_post(&bytes, version) {
+        Ok(checked) => checked,
+        Err(refusal) => return Err((refusal.status, Json(refusal.body)).into_response()),
+    };
+    let initializing = sessionless && checked.initialize;
     let sessions_max = guard.endpoint.options().sessions_max;
     if initializing && guard.endpoint.session_count().await >= sessions_max {
         let mut refused = mcp_refusal(

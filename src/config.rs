@@ -309,9 +309,8 @@ fn read_limits(table: Option<&toml::Value>) -> anyhow::Result<LimitsConfig> {
     Ok(limits)
 }
 
-/// Limits for which 0 means something rather than nothing at all: no publish date past the
-/// research date, no snapshot on its own, no problem listed (only counted). Every other limit
-/// is at least 1.
+/// Limits for which 0 means something rather than nothing at all: no date past today, no
+/// snapshot on its own, no problem listed (only counted). Every other limit is at least 1.
 const ZERO_MEANS_SOMETHING: &[&str] = &[
     "research.future_date_days_max",
     "projections.snapshot_every_events",

@@ -180,9 +180,9 @@ enum LogFormat {
 const SERVE_LOGS: &str = "info,rmcp=warn";
 
 /// Logs go to stderr: stdout carries what commands print. `serve` logs each request (info);
-/// other commands only warnings, unless `RESEARCH_LEDGER_LOG` says otherwise.
-/// A filter `RESEARCH_LEDGER_LOG` sets that cannot be read is refused, not replaced by the
-/// default: an operator who asked for debug logs would otherwise get none and not know why.
+/// other commands only warnings, unless `RESEARCH_LEDGER_LOG` says otherwise. A filter it sets
+/// that cannot be read is refused, not replaced by the default: an operator who asked for debug
+/// logs would otherwise get none and not know why.
 fn init_logs(format: LogFormat, serving: bool) -> Result<(), String> {
     let filter = match std::env::var("RESEARCH_LEDGER_LOG") {
         Ok(directives) if !directives.trim().is_empty() => {

@@ -83,6 +83,56 @@ fn initialize(mcp: &mut StdioServer, client: &str) -> Value {
     init
 }
 
+/// A message on stdio is bounded as a request over HTTP is (4 MiB): one line longer is read no
+/// further, dropped with an error in the log, and never answered; the next line is served, and
+/// so is a message just under the bound.
+#[test]
+fn mcp_on_stdio_drops_a_message_past_the_request_bound_and_serves_the_next() {
+    let data = tempfile::tempdir().unwrap();
+    let mut mcp = StdioServer::start(data.path());
+    initialize(&mut mcp, "stdio-bound-client");
+    let request = |id: u64, bytes: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "research_open_task",
+                          "arguments": {"question": "q".repeat(bytes)}}})
+    };
+    let bound = mcp_bridge::BridgeOptions::default().request_body_bytes_max;
+    mcp.send(&request(2, bound + 1));
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    loop {
+        let message = mcp.next();
+        assert_ne!(
+            message["id"], 2,
+            "the dropped message was answered: {message}"
+        );
+        if message["id"] == 3 {
+            assert_eq!(message["result"], json!({}), "{message}");
+            break;
+        }
+    }
+    // Under the bound, the tool itself refuses the question's length: an answer, to id 4.
+    let refused = mcp.call(4, "tools/call", request(4, bound - 1024)["params"].clone());
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        refused["result"]["structuredContent"]["limit"],
+        "question_chars_max"
+    );
+    drop(mcp.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut mcp.stdout, &mut rest).unwrap();
+    assert!(
+        rest.lines().all(|l| !l.contains("\"id\":2")),
+        "the dropped message was answered: {rest}"
+    );
+    let status = mcp.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut err = String::new();
+    if let Some(mut stderr) = mcp.child.stderr.take() {
+        std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    }
+    assert!(err.contains("exceeded the maximum line length"), "{err}");
+}
+
 #[test]
 fn mcp_on_stdio_speaks_only_protocol_records_the_client_and_exits_when_stdin_closes() {
     let data = tempfile::tempdir().unwrap();

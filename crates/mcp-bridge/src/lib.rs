@@ -30,13 +30,20 @@ pub use resources::{RESOURCE_TEMPLATES, ResourceUri};
 use rmcp::ServiceExt;
 
 /// Serves MCP on this process's stdin and stdout until the client closes stdin. Only protocol
-/// messages go to stdout; the caller keeps logs on stderr.
+/// messages go to stdout; the caller keeps logs on stderr. A message (one line) longer than
+/// [`BridgeOptions::request_body_bytes_max`], the bound on a request over HTTP, is read no
+/// further and dropped with an error in the log; the next line is served.
 pub async fn serve_stdio(
     service: service::Service,
     options: BridgeOptions,
 ) -> Result<(), BridgeError> {
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::<rmcp::RoleServer, _, _>::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .with_max_line_length(options.request_body_bytes_max);
     let running = Bridge::new(service, options)
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|e| BridgeError::Start(e.to_string()))?;
     running

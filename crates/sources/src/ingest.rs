@@ -297,85 +297,29 @@ pub fn read_documents<E>(
     progress: &mut dyn FnMut(IngestProgress<'_>),
     sink: &mut dyn FnMut(&Location, Document) -> Result<(), E>,
 ) -> Result<ReadReport, E> {
-    let (files, mut errors) = collect_files(paths);
+    let (files, errors) = collect_files(paths);
     progress(IngestProgress::Started {
         files: files.len() as u64,
     });
-    let mut report = ReadReport {
-        files: files.len() as u64,
-        failed: errors.len() as u64,
-        ..ReadReport::default()
+    let mut reading = Reading {
+        report: ReadReport {
+            files: files.len() as u64,
+            failed: errors.len() as u64,
+            errors,
+            ..ReadReport::default()
+        },
+        listed_max: limits.ingest_problems_listed_max,
+        seen: HashMap::new(),
     };
-    let listed_max = limits.ingest_problems_listed_max;
-    let record_error = |errors: &mut Vec<IngestError>, error: IngestError| {
-        if (errors.len() as u64) < listed_max {
-            errors.push(error);
-        }
-    };
-    let mut seen: HashMap<String, (Location, String)> = HashMap::new();
     let mut failure: Option<E> = None;
     for (done, file) in files.iter().enumerate() {
         read_file(file, limits, &mut |item| {
             if failure.is_some() {
                 return;
             }
-            let (location, raw) = match item {
-                Ok(read) => read,
-                Err(error) => {
-                    report.failed += 1;
-                    record_error(&mut errors, error);
-                    return;
-                }
-            };
-            let id = raw.id_for_errors();
-            let validated = match raw.validate(defaults, limits) {
-                Ok(validated) => validated,
-                Err(problems) => {
-                    report.failed += 1;
-                    for p in problems {
-                        record_error(
-                            &mut errors,
-                            IngestError::from_field(location.clone(), id.clone(), p),
-                        );
-                    }
-                    return;
-                }
-            };
-            for key in &validated.unknown_keys {
-                if report.warnings.len() as u64 >= listed_max {
-                    break;
-                }
-                report.warnings.push(IngestWarning {
-                    location: location.clone(),
-                    problem: format!("unknown field `{key}` ignored"),
-                });
-            }
-            let document = validated.document;
-            let fingerprint = document.fingerprint();
-            if let Some((first, first_fingerprint)) = seen.get(&document.id) {
-                if *first_fingerprint == fingerprint {
-                    report.documents += 1;
-                    report.repeated += 1;
-                } else {
-                    report.failed += 1;
-                    record_error(
-                        &mut errors,
-                        IngestError {
-                            location,
-                            document_id: Some(document.id.clone()),
-                            field: Some(Field::Id),
-                            problem: format!(
-                                "id already used by {first} in this ingest, with other \
-                                 content or metadata"
-                            ),
-                        },
-                    );
-                }
-                return;
-            }
-            report.documents += 1;
-            seen.insert(document.id.clone(), (location.clone(), fingerprint));
-            if let Err(e) = sink(&location, document) {
+            if let Some((location, document)) = reading.take(item, defaults, limits)
+                && let Err(e) = sink(&location, document)
+            {
                 failure = Some(e);
             }
         });
@@ -387,8 +331,90 @@ pub fn read_documents<E>(
             done: done as u64 + 1,
         });
     }
-    report.errors = errors;
-    Ok(report)
+    Ok(reading.report)
+}
+
+/// A read under way: its report so far, and the documents it handed on, by id.
+struct Reading {
+    report: ReadReport,
+    /// Errors, and apart warnings, listed at most.
+    listed_max: u64,
+    /// Where each id handed on was first read, and its fingerprint.
+    seen: HashMap<String, (Location, String)>,
+}
+
+impl Reading {
+    /// Counts `item` in the report and answers the document to hand on: none when it could
+    /// not be read, is not valid, or repeats an id of this read (counted as a repeat when it is
+    /// the same document, as a failure when it is another).
+    fn take(
+        &mut self,
+        item: Item,
+        defaults: &Defaults,
+        limits: &CorpusLimits,
+    ) -> Option<(Location, Document)> {
+        let (location, raw) = match item {
+            Ok(read) => read,
+            Err(error) => {
+                self.fail([error]);
+                return None;
+            }
+        };
+        let id = raw.id_for_errors();
+        let validated = match raw.validate(defaults, limits) {
+            Ok(validated) => validated,
+            Err(problems) => {
+                self.fail(
+                    problems
+                        .into_iter()
+                        .map(|p| IngestError::from_field(location.clone(), id.clone(), p)),
+                );
+                return None;
+            }
+        };
+        for key in &validated.unknown_keys {
+            if self.report.warnings.len() as u64 >= self.listed_max {
+                break;
+            }
+            self.report.warnings.push(IngestWarning {
+                location: location.clone(),
+                problem: format!("unknown field `{key}` ignored"),
+            });
+        }
+        let document = validated.document;
+        let fingerprint = document.fingerprint();
+        if let Some((first, first_fingerprint)) = self.seen.get(&document.id) {
+            if *first_fingerprint == fingerprint {
+                self.report.documents += 1;
+                self.report.repeated += 1;
+            } else {
+                let problem = format!(
+                    "id already used by {first} in this ingest, with other content or metadata"
+                );
+                self.fail([IngestError {
+                    location,
+                    document_id: Some(document.id.clone()),
+                    field: Some(Field::Id),
+                    problem,
+                }]);
+            }
+            return None;
+        }
+        self.report.documents += 1;
+        self.seen
+            .insert(document.id.clone(), (location.clone(), fingerprint));
+        Some((location, document))
+    }
+
+    /// Counts one document that failed, listing its errors while the list has room.
+    fn fail(&mut self, errors: impl IntoIterator<Item = IngestError>) {
+        self.report.failed += 1;
+        for error in errors {
+            if (self.report.errors.len() as u64) < self.listed_max {
+                self.report.errors.push(error);
+            }
+        }
+    }
 }
 
 fn read_bounded(path: &Path, bytes_max: u64) -> Result<String, IngestError> {

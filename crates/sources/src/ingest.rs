@@ -548,15 +548,16 @@ fn read_json(file: &SourceFile, limits: &CorpusLimits, sink: &mut dyn FnMut(Item
 }
 
 fn read_json_lines(file: &SourceFile, limits: &CorpusLimits, sink: &mut dyn FnMut(Item)) {
+    let cannot_read = |location: Location, e: std::io::Error| {
+        Err(IngestError::new(
+            location,
+            None,
+            format!("cannot read: {e}"),
+        ))
+    };
     let handle = match File::open(&file.path) {
         Ok(handle) => handle,
-        Err(e) => {
-            return sink(Err(IngestError::new(
-                Location::file(&file.path),
-                None,
-                format!("cannot read: {e}"),
-            )));
-        }
+        Err(e) => return sink(cannot_read(Location::file(&file.path), e)),
     };
     let mut reader = BufReader::new(handle);
     let mut line_no = 0u64;
@@ -568,13 +569,7 @@ fn read_json_lines(file: &SourceFile, limits: &CorpusLimits, sink: &mut dyn FnMu
         let read = read_line_bounded(&mut reader, &mut bytes, limits.jsonl_line_bytes_max);
         let (read, complete) = match read {
             Ok(r) => r,
-            Err(e) => {
-                return sink(Err(IngestError::new(
-                    location,
-                    None,
-                    format!("cannot read: {e}"),
-                )));
-            }
+            Err(e) => return sink(cannot_read(location, e)),
         };
         if read == 0 {
             return;
@@ -590,42 +585,45 @@ fn read_json_lines(file: &SourceFile, limits: &CorpusLimits, sink: &mut dyn FnMu
             )));
             // Skip the rest of the overlong line; the next line is read normally.
             if let Err(e) = skip_line(&mut reader) {
-                return sink(Err(IngestError::new(
-                    Location::file(&file.path),
-                    None,
-                    format!("cannot read: {e}"),
-                )));
+                return sink(cannot_read(Location::file(&file.path), e));
             }
             continue;
         }
-        let Ok(text) = std::str::from_utf8(&bytes) else {
-            sink(Err(IngestError::new(location, None, "not UTF-8 text")));
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
+        if let Some(item) = line_item(file, line_no, location, &bytes) {
+            sink(item);
         }
-        sink(match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(fields)) => Ok((
-                location,
-                RawDocument {
-                    fields,
-                    body: None,
-                    derived_id: format!("{}:{line_no}", file.id_base),
-                },
-            )),
-            Ok(_) => Err(IngestError::new(
-                location,
-                None,
-                "a line must hold one JSON object",
-            )),
-            Err(e) => Err(IngestError::new(
-                location,
-                None,
-                format!("invalid JSON: {e}"),
-            )),
-        });
     }
+}
+
+/// The document on line `line_no` of a JSON Lines file, whole in `bytes`: none for a blank
+/// line.
+fn line_item(file: &SourceFile, line_no: u64, location: Location, bytes: &[u8]) -> Option<Item> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Some(Err(IngestError::new(location, None, "not UTF-8 text")));
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(fields)) => Ok((
+            location,
+            RawDocument {
+                fields,
+                body: None,
+                derived_id: format!("{}:{line_no}", file.id_base),
+            },
+        )),
+        Ok(_) => Err(IngestError::new(
+            location,
+            None,
+            "a line must hold one JSON object",
+        )),
+        Err(e) => Err(IngestError::new(
+            location,
+            None,
+            format!("invalid JSON: {e}"),
+        )),
+    })
 }
 
 /// Reads one line (through `\n`) of at most `bytes_max` bytes into `out`. Returns the bytes

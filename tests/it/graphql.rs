@@ -367,6 +367,51 @@ fn each_limit_is_refused_with_its_name_and_value() {
     assert!(actual > 2048);
 }
 
+/// A negative count — a seq, a tree size, a checkpoint entry, an expected version, a citation
+/// count — is refused naming its argument, as every other bad argument is, not with the
+/// GraphQL library's "Failed to parse \"Int\"" and no name.
+#[test]
+fn a_negative_count_is_refused_naming_its_argument() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let task = open_task(addr, "Does the sea level rise?");
+    for (query, field) in [
+        ("{ event(seq: -1) { seq } }", "seq"),
+        ("{ inclusionProof(seq: -1) { __typename } }", "seq"),
+        (
+            "{ inclusionProof(seq: 0, treeSize: -2) { __typename } }",
+            "treeSize",
+        ),
+        (
+            "{ consistencyProof(from: -1, to: 1) { __typename } }",
+            "from",
+        ),
+        ("{ consistencyProof(from: 1, to: -1) { __typename } }", "to"),
+        (
+            "{ ledger { checkpoints(beforeEntry: -1) { entry } } }",
+            "beforeEntry",
+        ),
+    ] {
+        let error = gql_error(addr, query, json!({}));
+        assert_eq!(
+            error["extensions"]["code"], "INVALID_ARGUMENT",
+            "{query}: {error}"
+        );
+        assert_eq!(error["extensions"]["field"], field, "{query}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("at least 0"),
+            "{query}: {error}"
+        );
+    }
+    let error = gql_error(addr, ADD, json!({"t": task, "s": "a.example.org", "v": -1}));
+    assert_eq!(error["extensions"]["code"], "INVALID_ARGUMENT", "{error}");
+    assert_eq!(error["extensions"]["field"], "expected_version", "{error}");
+    // The largest GraphQL Int is still a count like any other.
+    let error = gql_error(addr, "{ event(seq: 2147483647) { seq } }", json!({}));
+    assert_eq!(error["extensions"]["code"], "NOT_FOUND", "{error}");
+}
+
 /// A WebSocket speaking graphql-transport-ws to the server, with a read timeout so a missing
 /// message fails the test instead of hanging it.
 fn websocket(addr: SocketAddr, origin: Option<&str>) -> tungstenite::Result<WebSocket<TcpStream>> {

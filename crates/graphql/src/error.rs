@@ -104,6 +104,12 @@ pub(crate) fn from_proof(error: ProofError) -> ServiceError {
 }
 
 /// An argument this crate refuses.
+/// An argument that counts from 0 (a seq, a tree size, a checkpoint entry), which GraphQL
+/// carries as a signed `Int`: refused below 0 with its name, as every other argument is.
+pub(crate) fn unsigned(field: &str, value: i64) -> async_graphql::Result<u64> {
+    u64::try_from(value).map_err(|_| invalid(field, format!("{field} is at least 0, not {value}")))
+}
+
 pub(crate) fn invalid(field: &str, message: impl Into<String>) -> async_graphql::Error {
     to_gql(ServiceError::InvalidArgument {
         field: field.to_owned(),

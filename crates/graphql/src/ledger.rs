@@ -311,9 +311,12 @@ impl LedgerInfo {
         &self,
         ctx: &Context<'_>,
         last: Option<i32>,
-        before_entry: Option<u64>,
+        before_entry: Option<i64>,
     ) -> async_graphql::Result<Vec<Checkpoint>> {
         let last = page_size_of("last", last, context::limits(ctx)?)?;
+        let before_entry = before_entry
+            .map(|e| crate::error::unsigned("beforeEntry", e))
+            .transpose()?;
         let service = context::service(ctx)?.clone();
         let page = blocking(move || {
             service

@@ -120,7 +120,7 @@ pub(crate) struct ThresholdsInput {
     /// Independent sources for full diversity (3).
     diversity_sources: Option<f64>,
     /// Rule set v2: items the winning side needs (1).
-    sided_items_min: Option<u64>,
+    sided_items_min: Option<i64>,
     /// Rule set v2: combined relevance the winning side needs (0.3).
     sided_relevance_min: Option<f64>,
 }
@@ -206,7 +206,7 @@ pub(crate) struct AddEvidenceInput {
     /// Relevance in [0, 1]; computed by the task's rule set when absent.
     relevance: Option<f64>,
     /// Citations, when known.
-    citation_count: Option<u64>,
+    citation_count: Option<i64>,
     /// The sub-question it answers.
     sub_question: Option<ID>,
 }
@@ -250,7 +250,7 @@ impl Arguments {
         }
     }
 
-    fn guard(self, expected_version: Option<u64>, idempotency_key: Option<String>) -> Self {
+    fn guard(self, expected_version: Option<i64>, idempotency_key: Option<String>) -> Self {
         self.maybe("expected_version", expected_version)
             .maybe("idempotency_key", idempotency_key)
     }
@@ -398,7 +398,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         input: OpenTaskInput,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let mode = input
@@ -420,7 +420,7 @@ impl Mutation {
         ctx: &Context<'_>,
         task_id: ID,
         sub_questions: Vec<String>,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id)
@@ -435,7 +435,7 @@ impl Mutation {
         ctx: &Context<'_>,
         task_id: ID,
         input: Option<SearchEvidenceInput>,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let input = input.unwrap_or_default();
@@ -454,7 +454,7 @@ impl Mutation {
         ctx: &Context<'_>,
         task_id: ID,
         input: AddEvidenceInput,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let source_type = service::research::rules::SourceType::from(input.source_type).name();
@@ -480,7 +480,7 @@ impl Mutation {
         task_id: ID,
         evidence_id: ID,
         reason: String,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id)
@@ -496,7 +496,7 @@ impl Mutation {
         ctx: &Context<'_>,
         task_id: ID,
         decisions: Vec<ScreeningInput>,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let decisions: Vec<Value> = decisions
@@ -526,7 +526,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
@@ -538,7 +538,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
@@ -555,7 +555,7 @@ impl Mutation {
         conflict_id: ID,
         winner: HumanOutcome,
         reason: String,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         check_decision(ctx, &task_id, &conflict_id, Decision::Resolution)?;
@@ -577,7 +577,7 @@ impl Mutation {
         conflict_id: ID,
         winner: HumanOutcome,
         reason: String,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         check_decision(ctx, &task_id, &conflict_id, Decision::Appeal)?;
@@ -594,7 +594,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
@@ -606,7 +606,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
@@ -619,7 +619,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);
@@ -632,7 +632,7 @@ impl Mutation {
         ctx: &Context<'_>,
         task_id: ID,
         reason: Option<String>,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id)
@@ -648,7 +648,7 @@ impl Mutation {
         &self,
         ctx: &Context<'_>,
         task_id: ID,
-        expected_version: Option<u64>,
+        expected_version: Option<i64>,
         idempotency_key: Option<String>,
     ) -> async_graphql::Result<WriteResult> {
         let arguments = Arguments::task(&task_id).guard(expected_version, idempotency_key);

@@ -9,7 +9,7 @@ use service::projections::TaskQuery;
 
 use crate::context;
 use crate::enums::{TaskStatus, Verdict};
-use crate::error::{blocking, from_proof, from_read, invalid, to_gql};
+use crate::error::{blocking, from_proof, from_read, invalid, to_gql, unsigned};
 use crate::ledger::{ConsistencyProof, InclusionProof, LedgerEvent, LedgerInfo, Verification};
 use crate::limits::{STORAGE_READ_POINTS, page_complexity, page_size};
 use crate::task::{Task, TaskConnection};
@@ -99,9 +99,11 @@ impl Query {
     async fn inclusion_proof(
         &self,
         ctx: &Context<'_>,
-        seq: u64,
-        tree_size: Option<u64>,
+        seq: i64,
+        tree_size: Option<i64>,
     ) -> async_graphql::Result<InclusionProof> {
+        let seq = unsigned("seq", seq)?;
+        let tree_size = tree_size.map(|t| unsigned("treeSize", t)).transpose()?;
         let service = context::service(ctx)?.clone();
         let proof = blocking(move || {
             service
@@ -118,9 +120,10 @@ impl Query {
     async fn consistency_proof(
         &self,
         ctx: &Context<'_>,
-        from: u64,
-        to: u64,
+        from: i64,
+        to: i64,
     ) -> async_graphql::Result<ConsistencyProof> {
+        let (from, to) = (unsigned("from", from)?, unsigned("to", to)?);
         let service = context::service(ctx)?.clone();
         let proof = blocking(move || {
             service
@@ -137,9 +140,10 @@ impl Query {
     async fn event(
         &self,
         ctx: &Context<'_>,
-        seq: Option<u64>,
+        seq: Option<i64>,
         hash: Option<String>,
     ) -> async_graphql::Result<Option<LedgerEvent>> {
+        let seq = seq.map(|s| unsigned("seq", s)).transpose()?;
         let service = context::service(ctx)?.clone();
         let found = match (seq, hash) {
             (Some(seq), None) => {

@@ -49,24 +49,34 @@ pub fn run_ending_within(data: &Path, args: &[&str], env: &[(&str, &str)], secs:
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the binary runs");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{args:?} still ran after {secs} s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    if exit_within(&mut child, secs).is_none() {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "{args:?} still ran after {secs} s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     child.wait_with_output().unwrap()
 }
 
+/// `child`'s exit status once it exits, if it does within `secs`; none while it still runs.
+pub fn exit_within(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The binary with `args` on the data directory `data` and `env` set, as [`run_with_env`]
 /// runs it.
-fn command(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub fn command(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_research-ledger"));
     // A benchmark works on folders of its own, never the data directory's ledger.
     if args.first() == Some(&"bench") {

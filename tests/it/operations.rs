@@ -496,14 +496,8 @@ fn a_closed_standard_error_loses_the_log_lines_and_nothing_else() {
         drop(reader);
         writer
     };
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
-    crate::server::with_storage(&mut command, data.path());
-    let mut child = command
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RESEARCH_LEDGER_LOG", "debug")
-        .env_remove("RESEARCH_LEDGER_DATA_DIR")
+    let serve = ["serve", "--listen", "127.0.0.1:0"];
+    let mut child = crate::command(data.path(), &serve, &[("RESEARCH_LEDGER_LOG", "debug")])
         .stdout(std::process::Stdio::piped())
         .stderr(closed())
         .spawn()
@@ -529,25 +523,13 @@ fn a_closed_standard_error_loses_the_log_lines_and_nothing_else() {
     let (status, health) = get_json(addr.parse().unwrap(), "/health");
     assert_eq!(status, 200, "{health}");
     crate::server::terminate(&child);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the server did not stop when asked");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let Some(status) = crate::exit_within(&mut child, 60) else {
+        let _ = child.kill();
+        panic!("the server did not stop when asked");
     };
     assert!(status.success(), "{status}");
 
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_research-ledger"));
-    crate::server::with_storage(&mut command, data.path());
-    let status = command
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["replay", "no-such-task"])
+    let status = crate::command(data.path(), &["replay", "no-such-task"], &[])
         .stderr(closed())
         .status()
         .unwrap();

@@ -585,16 +585,9 @@ fn contracts_push_stores_a_folder_for_every_node_and_unshared_files_are_refused(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = serve.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = serve.kill();
-            panic!("serve started over a contracts folder the database does not hold");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    let Some(status) = crate::exit_within(&mut serve, 60) else {
+        let _ = serve.kill();
+        panic!("serve started over a contracts folder the database does not hold");
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut err).unwrap();

@@ -83,6 +83,10 @@ pub(crate) struct Shared {
     /// The key of the MACs on elicitation `requestState`s: random for each process, so a
     /// state another process issued, or one a client made up, is refused.
     pub(crate) answer_key: [u8; 32],
+    /// Holds subscription listeners back after the subscription was answered and before they
+    /// follow the ledger, so that a test can append in that gap.
+    #[cfg(test)]
+    pub(crate) gap: tokio::sync::RwLock<()>,
 }
 
 /// The MCP server handler. Cheap to clone; [`Bridge::for_new_session`] gives a connection its
@@ -122,6 +126,8 @@ impl Bridge {
                 options,
                 tasks: TaskManager::new(),
                 answer_key: answer_key(),
+                #[cfg(test)]
+                gap: tokio::sync::RwLock::new(()),
             }),
             session: Arc::new(Session::default()),
         }

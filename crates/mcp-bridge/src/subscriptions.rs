@@ -5,6 +5,12 @@
 //! one listener per connection follows the ledger while anything is subscribed. From
 //! 2026-07-28 a client opens a `subscriptions/listen` request naming the URIs; that request is
 //! the listener, and it ends when the client cancels it.
+//!
+//! A subscriber is told of every append after its subscription was answered. So where it
+//! starts following is the ledger's head taken *before* the answer goes out — in
+//! `resources/subscribe` before it returns, in `subscriptions/listen` when the filter is
+//! accepted (the SDK sends the acknowledgment between that and [`listen`]) — never when the
+//! listener first runs, by which time the client may have appended and been left untold.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,18 +18,34 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
-use service::{Service, ServiceError};
+use service::ServiceError;
 
-use crate::bridge::Bridge;
+use crate::bridge::{Bridge, Shared};
 use crate::error::{internal, resource_not_found};
 use crate::resources::{ResourceUri, changed_by_append};
 
-/// What one connection set up: its legacy subscriptions and its log level.
+/// What one connection set up: its legacy subscriptions, the `subscriptions/listen` requests
+/// acknowledged and not yet listening, and its log level.
 #[derive(Default)]
 pub(crate) struct Session {
     uris: Arc<Mutex<BTreeSet<String>>>,
     listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    acknowledging: Mutex<Acknowledging>,
     pub(crate) log_level: crate::logging::LevelSetting,
+}
+
+/// The `subscriptions/listen` requests of one connection between the acceptance of their
+/// filter and the start of their listener, and the lowest head taken for any of them.
+///
+/// The SDK hands `listen` no token tying it to its acceptance, and requests on one connection
+/// run concurrently, so each listener starts from `from`, the lowest head of those pending:
+/// never later than its own (heads only grow, and `from` is reset only when none is pending),
+/// at worst a little earlier — a resource told of as updated once more than needed, never an
+/// update left untold.
+#[derive(Default)]
+struct Acknowledging {
+    from: u64,
+    pending: usize,
 }
 
 impl Drop for Session {
@@ -83,10 +105,14 @@ pub(crate) fn subscribe(
     }
     let mut listener = lock(&session.listener);
     if listener.as_ref().is_none_or(|l| l.is_finished()) {
-        let service = bridge.service().clone();
+        // The listener holds what every connection shares, not this connection's session:
+        // the session's end ends it.
+        let shared = Arc::clone(&bridge.shared);
+        // Taken before the answer to this request goes out, not when the listener first runs.
+        let from = shared.service.ledger().head().size;
         let uris = Arc::clone(&session.uris);
         *listener = Some(tokio::spawn(async move {
-            follow(&service, |task_id| {
+            follow(&shared, from, |task_id| {
                 let subscribed: Vec<String> = {
                     let uris = lock(&uris);
                     changed_by_append(task_id)
@@ -113,16 +139,18 @@ pub(crate) fn subscribe(
     Ok(())
 }
 
-/// Follows the ledger from its head on, calling `notify` with the task of every new event,
+/// Follows the ledger from seq `from` on, calling `notify` with the task of every event,
 /// until `notify` fails (the client is gone: `Ok`) or no further update can be delivered in
 /// order (the read models stopped, or the ledger cannot be read: that error). Updates wait
 /// through a database that fails for a while; they do not end for it.
-async fn follow<F, Fut>(service: &Service, mut notify: F) -> Result<(), ServiceError>
+async fn follow<F, Fut>(shared: &Shared, from: u64, mut notify: F) -> Result<(), ServiceError>
 where
     F: FnMut(&str) -> Fut,
     Fut: std::future::Future<Output = Result<(), ()>>,
 {
-    let mut updates = service.updates(service.ledger().head().size);
+    #[cfg(test)]
+    drop(shared.gap.read().await);
+    let mut updates = shared.service.updates(from);
     loop {
         let update = updates.next().await.inspect_err(|e| {
             tracing::warn!(error = %e, "resource subscriptions stop: the ledger's updates failed");
@@ -134,8 +162,16 @@ where
 }
 
 /// What a `subscriptions/listen` request gets: the resource URIs of this server that change,
-/// up to the bound.
+/// up to the bound. The SDK acknowledges the request with it, then calls [`listen`]; the head
+/// it will follow from is taken here, before the acknowledgment.
 pub(crate) fn accepted(bridge: &Bridge, requested: &SubscriptionFilter) -> SubscriptionFilter {
+    {
+        let mut acknowledging = lock(&bridge.session.acknowledging);
+        if acknowledging.pending == 0 {
+            acknowledging.from = bridge.service().ledger().head().size;
+        }
+        acknowledging.pending += 1;
+    }
     let uris: Vec<String> = requested
         .resource_subscriptions
         .iter()
@@ -155,6 +191,19 @@ pub(crate) fn accepted(bridge: &Bridge, requested: &SubscriptionFilter) -> Subsc
 
 /// `subscriptions/listen` (2026-07-28): notifies until the client cancels the request.
 pub(crate) async fn listen(bridge: &Bridge, context: SubscriptionContext) -> Result<(), McpError> {
+    #[cfg(test)]
+    drop(bridge.shared.gap.read().await);
+    let from = {
+        let mut acknowledging = lock(&bridge.session.acknowledging);
+        if acknowledging.pending == 0 {
+            // Not accepted through `accepted` (the SDK always does): nothing was promised
+            // before now.
+            bridge.service().ledger().head().size
+        } else {
+            acknowledging.pending -= 1;
+            acknowledging.from
+        }
+    };
     let accepted = context.accepted();
     let uris: BTreeSet<String> = accepted
         .resource_subscriptions
@@ -188,7 +237,7 @@ pub(crate) async fn listen(bridge: &Bridge, context: SubscriptionContext) -> Res
         }
         return Ok(());
     }
-    let following = follow(&service, |task_id| {
+    let following = follow(&bridge.shared, from, |task_id| {
         let subscribed: Vec<String> = changed_by_append(task_id)
             .into_iter()
             .filter(|u| uris.contains(u))
@@ -215,10 +264,199 @@ mod tests {
     use std::time::Duration;
 
     use ledger::{AppendRequest, ExpectedVersion, NewEvent};
-    use serde_json::json;
-    use service::{Caller, ServiceOptions};
+    use rmcp::model::{
+        CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+        ServerNotification, SubscribeRequestParams,
+    };
+    use rmcp::service::{
+        ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient, RunningService,
+    };
+    use rmcp::{ClientHandler, ServiceExt};
+    use serde_json::{Value, json};
+    use service::{Caller, Service, ServiceOptions};
+    use tokio::sync::mpsc;
 
     use super::*;
+    use crate::BridgeOptions;
+
+    fn service(dir: &std::path::Path) -> Service {
+        let mut options = ServiceOptions::new(dir);
+        options.ledger.checkpoint_interval = None;
+        Service::open(options).unwrap()
+    }
+
+    async fn call(peer: &Peer<RoleClient>, name: &str, args: Value) -> Value {
+        let Value::Object(args) = args else {
+            panic!("arguments are an object")
+        };
+        let result = peer
+            .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
+            .await
+            .unwrap();
+        assert_ne!(result.is_error, Some(true), "{name}: {result:?}");
+        result.structured_content.unwrap()
+    }
+
+    /// The `n`th item of evidence for `task`; items differ in their content.
+    fn evidence(task: &str, n: u32) -> Value {
+        json!({"task_id": task, "source": "tide-office.example.org", "source_type": "government",
+               "publish_date": "2025-06-30", "stance": "supports",
+               "content": format!("Tide gauges record a rise of 3.3 mm a year since 1993 (series {n}).")})
+    }
+
+    /// A 2025-11-25 client that passes on every `notifications/resources/updated`.
+    struct Told(mpsc::UnboundedSender<String>);
+
+    impl ClientHandler for Told {
+        async fn on_resource_updated(
+            &self,
+            params: ResourceUpdatedNotificationParam,
+            _context: NotificationContext<RoleClient>,
+        ) {
+            let _ = self.0.send(params.uri);
+        }
+    }
+
+    /// A 2026-07-28 client of `bridge` over an in-memory pipe, and the summary URI of a task it
+    /// opened.
+    async fn listening_client(
+        bridge: &Bridge,
+    ) -> (RunningService<RoleClient, ClientConfig>, String, String) {
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let server = bridge.clone();
+        tokio::spawn(async move {
+            let running = server.serve(server_end).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("listening-client", "1.0"),
+        )
+        .serve_with_lifecycle(
+            client_end,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+        let opened = call(
+            client.peer(),
+            "research_open_task",
+            json!({"question": "Is the global sea level rising?", "research_date": "2026-03-01"}),
+        )
+        .await;
+        let task = opened["task_id"].as_str().unwrap().to_owned();
+        let summary = format!("ledger://tasks/{task}/summary");
+        (client, task, summary)
+    }
+
+    /// An append made after a `subscriptions/listen` request was acknowledged, while the
+    /// listener has not yet started following the ledger, is told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_right_after_the_acknowledgment_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let bridge = Bridge::new(service(dir.path()), BridgeOptions::default());
+        let (client, task, summary) = listening_client(&bridge).await;
+
+        let gap = bridge.shared.gap.write().await;
+        let filter = SubscriptionFilter::builder()
+            .resource_subscriptions(vec![summary.clone()])
+            .build();
+        let mut listening = client.listen(filter).await.unwrap();
+        call(client.peer(), "retrieval_add_evidence", evidence(&task, 1)).await;
+        drop(gap);
+
+        let told = tokio::time::timeout(Duration::from_secs(10), listening.next())
+            .await
+            .expect("told of the append made before the listener started")
+            .unwrap();
+        match told {
+            Some(ServerNotification::ResourceUpdatedNotification(n)) => {
+                assert_eq!(n.params.uri, summary)
+            }
+            other => panic!("told {other:?}"),
+        }
+    }
+
+    /// Two `subscriptions/listen` requests on one connection, both acknowledged before either
+    /// starts, with an append between the two acknowledgments: each is told of every append
+    /// after its own acknowledgment — the first is not handed the second's later start.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listens_acknowledged_together_each_follow_from_their_own_acknowledgment() {
+        let dir = tempfile::tempdir().unwrap();
+        let bridge = Bridge::new(service(dir.path()), BridgeOptions::default());
+        let (client, task, summary) = listening_client(&bridge).await;
+        let filter = SubscriptionFilter::builder()
+            .resource_subscriptions(vec![summary.clone()])
+            .build();
+        let head = || bridge.service().ledger().head().size;
+
+        let gap = bridge.shared.gap.write().await;
+        let mut first = client.listen(filter.clone()).await.unwrap();
+        let first_from = head();
+        call(client.peer(), "retrieval_add_evidence", evidence(&task, 2)).await;
+        let mut second = client.listen(filter).await.unwrap();
+        let second_from = head();
+        call(client.peer(), "retrieval_add_evidence", evidence(&task, 3)).await;
+        drop(gap);
+        let end = head();
+        assert!(first_from < second_from && second_from < end);
+
+        // Every event is the task's: each one appended after an acknowledgment is one update.
+        for (listening, from) in [(&mut first, first_from), (&mut second, second_from)] {
+            for _ in from..end {
+                let told = tokio::time::timeout(Duration::from_secs(10), listening.next())
+                    .await
+                    .expect("told of every append after the acknowledgment")
+                    .unwrap();
+                match told {
+                    Some(ServerNotification::ResourceUpdatedNotification(n)) => {
+                        assert_eq!(n.params.uri, summary)
+                    }
+                    other => panic!("told {other:?}"),
+                }
+            }
+        }
+    }
+
+    /// The same in 2025-11-25: an append made after `resources/subscribe` was answered, while
+    /// the connection's listener has not yet started, is told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_right_after_a_legacy_subscription_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let bridge = Bridge::new(service(dir.path()), BridgeOptions::default());
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let server = bridge.clone();
+        tokio::spawn(async move {
+            let running = server.serve(server_end).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        let (sender, mut told) = mpsc::unbounded_channel();
+        let client = Told(sender).serve(client_end).await.unwrap();
+        let opened = call(
+            client.peer(),
+            "research_open_task",
+            json!({"question": "Is the global sea level rising?", "research_date": "2026-03-01"}),
+        )
+        .await;
+        let task = opened["task_id"].as_str().unwrap().to_owned();
+        let summary = format!("ledger://tasks/{task}/summary");
+
+        let gap = bridge.shared.gap.write().await;
+        #[allow(deprecated)]
+        client
+            .subscribe(SubscribeRequestParams::new(summary.clone()))
+            .await
+            .unwrap();
+        call(client.peer(), "retrieval_add_evidence", evidence(&task, 4)).await;
+        drop(gap);
+
+        let uri = tokio::time::timeout(Duration::from_secs(10), told.recv())
+            .await
+            .expect("told of the append made before the listener started");
+        assert_eq!(uri.as_deref(), Some(summary.as_str()));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn following_ends_with_the_reason_when_the_read_models_stop() {
@@ -226,6 +464,7 @@ mod tests {
         let mut options = ServiceOptions::new(dir.path());
         options.ledger.checkpoint_interval = None;
         let service = Service::open(options).unwrap();
+        let bridge = Bridge::new(service.clone(), BridgeOptions::default());
         let opened = service
             .call_tool(
                 &Caller::new("alice"),
@@ -235,7 +474,7 @@ mod tests {
             .unwrap();
         let task = opened.structured["task_id"].as_str().unwrap().to_owned();
         let mut told = 0;
-        let following = follow(&service, |_| {
+        let following = follow(&bridge.shared, service.ledger().head().size, |_| {
             told += 1;
             async { Ok(()) }
         });

@@ -158,6 +158,15 @@ pub fn app_with_mcp(
 }
 
 /// The structured error of a refused request, with its status.
+/// A refusal for a limit that frees itself (a slot in use, not a size): the client is told to
+/// try again in a second.
+pub(crate) fn try_again_soon(mut refused: Response) -> Response {
+    refused
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    refused
+}
+
 fn refusal(status: StatusCode, error: &ServiceError) -> Response {
     (status, Json(error.to_json())).into_response()
 }
@@ -182,18 +191,14 @@ async fn limit(State(gate): State<Gate>, request: Request, next: Next) -> Respon
     } = gate.limits;
     let Ok(_permit) = gate.in_flight.clone().try_acquire_owned() else {
         discard_body(request, request_bytes_max, request_time_max).await;
-        let mut response = refusal(
+        return try_again_soon(refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             &ServiceError::LimitExceeded {
                 limit: "requests_in_flight_max".into(),
                 max: requests_in_flight_max as u64,
                 actual: requests_in_flight_max as u64 + 1,
             },
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        ));
     };
     let declared = request
         .headers()
@@ -380,18 +385,14 @@ async fn checked_post(
     let initializing = sessionless && checked.initialize;
     let sessions_max = guard.endpoint.options().sessions_max;
     if initializing && guard.endpoint.session_count().await >= sessions_max {
-        let mut refused = mcp_refusal(
+        return Err(try_again_soon(mcp_refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             &ServiceError::LimitExceeded {
                 limit: "mcp_sessions_max".into(),
                 max: sessions_max as u64,
                 actual: sessions_max as u64 + 1,
             },
-        );
-        refused
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Err(refused);
+        )));
     }
     Ok((Request::from_parts(parts, Body::from(bytes)), initializing))
 }

@@ -134,20 +134,17 @@ async fn export(
     };
     let max = state.export_concurrent_max;
     let Ok(slot) = state.exports.clone().try_acquire_owned() else {
-        let mut refused = crate::rest::ApiError::http(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            ServiceError::LimitExceeded {
-                limit: "export_concurrent_max".into(),
-                max: max as u64,
-                actual: max as u64 + 1,
-            },
-        )
-        .into_response();
-        refused.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("1"),
+        return crate::app::try_again_soon(
+            crate::rest::ApiError::http(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                ServiceError::LimitExceeded {
+                    limit: "export_concurrent_max".into(),
+                    max: max as u64,
+                    actual: max as u64 + 1,
+                },
+            )
+            .into_response(),
         );
-        return refused;
     };
     let service = state.service.clone();
     // Reading every event and blob of the scope, and perhaps writing a checkpoint that covers

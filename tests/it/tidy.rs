@@ -303,4 +303,33 @@ fn every_limit_a_refusal_names_is_one_the_docs_name() {
         unknown.is_empty(),
         "refusals name limits an operator cannot look up in the docs: {unknown:?}"
     );
+    // And the other way: a refusal the docs quote (`limit: name`) names a limit the code does
+    // (the listener's refusals name theirs from a table, not in a `limit:` field).
+    let sources: String = files
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect();
+    let quoted: Vec<&str> = docs
+        .match_indices("limit: ")
+        .map(|(at, _)| {
+            let rest = &docs[at + "limit: ".len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    assert!(
+        quoted.len() >= 5,
+        "the quoted refusals were found: {quoted:?}"
+    );
+    let unnamed: Vec<&&str> = quoted
+        .iter()
+        .filter(|name| !sources.contains(&format!("\"{name}\"")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "the docs quote refusals no code makes: {unnamed:?}"
+    );
 }

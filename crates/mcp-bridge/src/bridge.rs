@@ -30,7 +30,9 @@ pub struct BridgeOptions {
     /// Events in one page of `ledger://tasks/{id}/events`; a longer trail gives the cursor of
     /// the next page.
     pub resource_events_per_page: usize,
-    /// Resources one connection (or one `subscriptions/listen`) may subscribe to.
+    /// Resources one connection (or one `subscriptions/listen`) may subscribe to: the server's
+    /// `subscriptions_per_client_max`, the name a refusal gives. A listen request naming more
+    /// is acknowledged with the first this many of those it may subscribe to.
     pub subscriptions_max: usize,
     /// Tasks scanned to complete a task id.
     pub completion_tasks_scanned_max: usize,

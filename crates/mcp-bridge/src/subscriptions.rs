@@ -92,13 +92,17 @@ pub(crate) fn subscribe(
     let session = &bridge.session;
     {
         let mut uris = lock(&session.uris);
-        if !uris.contains(uri) && uris.len() >= bridge.options().subscriptions_max {
+        let max = bridge.options().subscriptions_max;
+        if !uris.contains(uri) && uris.len() >= max {
+            // Named as the operator's setting that raises it, as every refusal of a limit is.
+            let refused = ServiceError::LimitExceeded {
+                limit: "subscriptions_per_client_max".into(),
+                max: max as u64,
+                actual: uris.len() as u64 + 1,
+            };
             return Err(McpError::invalid_params(
-                format!(
-                    "subscriptions_max is {}: unsubscribe from something first",
-                    bridge.options().subscriptions_max
-                ),
-                None,
+                format!("{refused}: unsubscribe from something first"),
+                Some(refused.to_json()),
             ));
         }
         uris.insert(uri.to_owned());
@@ -418,6 +422,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Past the bound, a 2025-11-25 subscription is refused naming the setting that raises it,
+    /// and a 2026-07-28 listen request is acknowledged with the URIs within it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscriptions_past_the_bound_are_refused_or_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = BridgeOptions {
+            subscriptions_max: 2,
+            ..BridgeOptions::default()
+        };
+        let bridge = Bridge::new(service(dir.path()), options);
+        let (client, task, summary) = listening_client(&bridge).await;
+        let uris = vec![
+            summary.clone(),
+            format!("ledger://tasks/{task}/state"),
+            format!("ledger://tasks/{task}/events"),
+        ];
+        let listening = client
+            .listen(
+                SubscriptionFilter::builder()
+                    .resource_subscriptions(uris.clone())
+                    .build(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            listening.acknowledged().resource_subscriptions.as_deref(),
+            Some(&uris[..2])
+        );
+
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let server = bridge.for_new_session();
+        tokio::spawn(async move {
+            let running = server.serve(server_end).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        let (sender, _told) = mpsc::unbounded_channel();
+        let legacy = Told(sender).serve(client_end).await.unwrap();
+        #[allow(deprecated)]
+        for uri in &uris[..2] {
+            legacy
+                .subscribe(SubscribeRequestParams::new(uri.clone()))
+                .await
+                .unwrap();
+        }
+        // One already held is no more.
+        #[allow(deprecated)]
+        legacy
+            .subscribe(SubscribeRequestParams::new(uris[0].clone()))
+            .await
+            .unwrap();
+        #[allow(deprecated)]
+        let refused = legacy
+            .subscribe(SubscribeRequestParams::new(uris[2].clone()))
+            .await
+            .unwrap_err();
+        let rmcp::ServiceError::McpError(data) = &refused else {
+            panic!("not a JSON-RPC error: {refused:?}");
+        };
+        assert_eq!(data.code.0, -32602, "{data:?}");
+        let detail = data.data.as_ref().unwrap();
+        assert_eq!(detail["error"], "limit_exceeded", "{data:?}");
+        assert_eq!(detail["limit"], "subscriptions_per_client_max", "{data:?}");
+        assert_eq!(detail["max"], 2, "{data:?}");
     }
 
     /// The same in 2025-11-25: an append made after `resources/subscribe` was answered, while

@@ -577,3 +577,81 @@ fn settings_that_would_quietly_do_something_else_are_refused() {
     assert!(out.status.success(), "{}", crate::stderr(&out));
     assert!(crate::stdout(&out).contains("research-ledger/"));
 }
+
+/// Flags win over environment variables, which win over the file; the file is `--config`, else
+/// `$RESEARCH_LEDGER_CONFIG`, else `research-ledger.toml` in the working directory. Each case
+/// makes the place that should win hold a value `serve` refuses, naming its key, so a lower
+/// place winning instead is seen: the server would start, or name another key.
+#[test]
+fn settings_come_from_flags_then_the_environment_then_the_file() {
+    let folder = tempfile::tempdir().unwrap();
+    let dir = folder.path().join("data");
+    let write = |name: &str, text: &str| {
+        let path = folder.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let good = write("good.toml", "[serve]\nrequests_in_flight_max = 64\n");
+    let bad = write("bad.toml", "[serve]\nrequests_in_flight_max = 0\n");
+    let other = write("other.toml", "[serve]\ngraphql_page_items_max = 0\n");
+    write("research-ledger.toml", "[serve]\nmcp_sessions_max = 0\n");
+    let refused_in = |key: &str, args: &[&str], env: &[(&str, &str)]| {
+        let mut command = crate::command(&dir, args, env);
+        command
+            .current_dir(folder.path())
+            .env_remove("RESEARCH_LEDGER_CONFIG")
+            .env_remove("RESEARCH_LEDGER_REQUESTS_IN_FLIGHT_MAX")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        if crate::exit_within(&mut child, 30).is_none() {
+            let _ = child.kill();
+            panic!("{args:?} {env:?} started: {key} was not taken from where it should be");
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = crate::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {err}");
+        assert!(
+            err.contains(&format!("{key} must be at least 1")),
+            "{args:?} {env:?}: {err}"
+        );
+        assert!(!dir.exists(), "{args:?} {env:?} opened the data directory");
+    };
+    let config = |path: &str| vec!["--config".to_owned(), path.to_owned()];
+    let with = |before: &[String], after: &[&'static str]| -> Vec<String> {
+        let mut args = before.to_vec();
+        args.extend(["serve", "--listen", "127.0.0.1:0"].map(str::to_owned));
+        args.extend(after.iter().map(|a| (*a).to_owned()));
+        args
+    };
+    let run = |key: &str, args: Vec<String>, env: &[(&str, &str)]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused_in(key, &args, env);
+    };
+    // The environment over the file, a flag over the environment.
+    let env_zero = [("RESEARCH_LEDGER_REQUESTS_IN_FLIGHT_MAX", "0")];
+    let env_fine = [("RESEARCH_LEDGER_REQUESTS_IN_FLIGHT_MAX", "64")];
+    run(
+        "requests_in_flight_max",
+        with(&config(&good), &[]),
+        &env_zero,
+    );
+    run(
+        "requests_in_flight_max",
+        with(&config(&good), &["--requests-in-flight-max", "0"]),
+        &env_fine,
+    );
+    // Which file: `--config` over `$RESEARCH_LEDGER_CONFIG` over the working directory's.
+    run(
+        "requests_in_flight_max",
+        with(&config(&bad), &[]),
+        &[("RESEARCH_LEDGER_CONFIG", &other)],
+    );
+    run(
+        "graphql_page_items_max",
+        with(&[], &[]),
+        &[("RESEARCH_LEDGER_CONFIG", &other)],
+    );
+    run("mcp_sessions_max", with(&[], &[]), &[]);
+}

@@ -1,6 +1,8 @@
 //! What an operator relies on: metrics, the request log, the configuration file, and a
 //! shutdown that leaves a checkpoint.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use crate::server::{Server, call_tool, get_json, request};
@@ -654,4 +656,76 @@ fn settings_come_from_flags_then_the_environment_then_the_file() {
         &[("RESEARCH_LEDGER_CONFIG", &other)],
     );
     run("mcp_sessions_max", with(&[], &[]), &[]);
+}
+
+/// A node whose signing key is not the one its checkpoint log names signs nothing and says
+/// so — `/health`'s `signing`, the `research_ledger_signing_key_usable` gauge, a refused
+/// explicit checkpoint — while writes go on; given the key back, it signs again.
+#[test]
+fn a_node_without_the_key_its_log_names_says_so_and_writes_on() {
+    let folder = tempfile::tempdir().unwrap();
+    let (a, b) = (folder.path().join("a"), folder.path().join("b"));
+    for data in [&a, &b] {
+        let out = crate::run(data, &["checkpoint"]);
+        assert!(out.status.success(), "{}", crate::stderr(&out));
+    }
+    let key = |data: &Path| data.join("ledger/keys/signing.key");
+    let gauge = |server: &Server| {
+        let (status, body) = request(server.addr, "GET", "/metrics", &[], b"");
+        assert_eq!(status, 200);
+        let text = String::from_utf8(body).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("research_ledger_signing_key_usable "))
+            .unwrap_or_else(|| panic!("no signing gauge in\n{text}"))
+            .to_owned()
+    };
+    let health = |server: &Server| {
+        let (status, health) = get_json(server.addr, "/health");
+        assert_eq!(status, 200, "{health}");
+        health
+    };
+
+    let server = Server::start(&a, &[]);
+    let told = health(&server);
+    let named = told["ledger"]["last_checkpoint"]["key_fingerprint"].clone();
+    assert!(named.is_string(), "{told}");
+    assert_eq!(told["signing"]["key"], named, "{told}");
+    assert_eq!(told["signing"]["reason"], Value::Null, "{told}");
+    assert_eq!(gauge(&server), "1");
+    server.stop();
+
+    let own = std::fs::read(key(&a)).unwrap();
+    std::fs::copy(key(&b), key(&a)).unwrap();
+    let server = Server::start(&a, &[]);
+    let told = health(&server);
+    assert_eq!(told["signing"]["key"], Value::Null, "{told}");
+    let reason = told["signing"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.contains("is not the key the checkpoint log names"),
+        "{told}"
+    );
+    assert_eq!(told["status"], "ok", "{told}");
+    assert_eq!(gauge(&server), "0");
+    open_task(&server);
+    let (status, body) = request(server.addr, "POST", "/v1/checkpoints", &[], b"");
+    let body = String::from_utf8_lossy(&body);
+    assert!(status >= 400, "a checkpoint was signed: {status} {body}");
+    assert!(
+        body.contains("is not the key the checkpoint log names"),
+        "{status} {body}"
+    );
+    server.stop();
+
+    std::fs::write(key(&a), own).unwrap();
+    let server = Server::start(&a, &[]);
+    assert_eq!(health(&server)["signing"]["key"], named);
+    assert_eq!(gauge(&server), "1");
+    let (status, body) = request(server.addr, "POST", "/v1/checkpoints", &[], b"");
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    server.stop();
+    let out = crate::run(&a, &["verify"]);
+    assert!(out.status.success(), "{}", crate::stderr(&out));
 }

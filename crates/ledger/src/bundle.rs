@@ -477,12 +477,29 @@ pub fn verify_bundle_text(
             format!("{} bytes is over the limit of {bytes_max}", text.len()),
         );
     }
-    let bundle: Bundle = serde_json::from_str(text).map_err(|e| BundleFailure {
-        location: format!("the bundle, line {} column {}", e.line(), e.column()),
-        problem: format!("not a bundle: {e}"),
-    })?;
+    let bundle = parse_bundle(text)?;
     let report = verify_bundle(&bundle, check)?;
     Ok((bundle, report))
+}
+
+/// Reads a bundle's text, refusing a field the format does not have anywhere. A refusal gives
+/// the line and column, and the path of the value that is wrong (`idempotency[0]`,
+/// `checkpoint_log[2]`, …) when it is not the whole bundle.
+fn parse_bundle(text: &str) -> Result<Bundle, BundleFailure> {
+    let refused = |path: Option<String>, e: serde_json::Error| BundleFailure {
+        location: format!("the bundle, line {} column {}", e.line(), e.column()),
+        problem: match path {
+            Some(path) => format!("not a bundle: {path}: {e}"),
+            None => format!("not a bundle: {e}"),
+        },
+    };
+    let mut reader = serde_json::Deserializer::from_str(text);
+    let bundle: Bundle = serde_path_to_error::deserialize(&mut reader).map_err(|e| {
+        let path = e.path().to_string();
+        refused((path != ".").then_some(path), e.into_inner())
+    })?;
+    reader.end().map_err(|e| refused(None, e))?;
+    Ok(bundle)
 }
 
 /// The keys a bundle's check trusts: the chain of the era that holds the trusted key, and

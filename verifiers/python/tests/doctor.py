@@ -21,6 +21,13 @@ def _flip_hex(text: str, at: int = 0) -> str:
     return "".join(digits)
 
 
+def _note(obj) -> None:
+    """Adds a field the format does not have to the object `obj`."""
+    if not isinstance(obj, dict):
+        raise IndexError("no such object in this bundle")  # a whole-ledger bundle's scope
+    obj["note"] = "trust me"
+
+
 def _rehashed(event: dict) -> dict:
     """An event whose stored bytes were altered and whose hash was recomputed to match."""
     raw = bytearray(base64.b64decode(event["stored"]))
@@ -116,6 +123,14 @@ def variants(bundle: dict):
         ("keys", "the first key's reason", lambda b: b["checkpoint_log"][0].__setitem__("reason", "another reason")),
         ("keys", "the first key replaced", lambda b: b["checkpoint_log"][0].__setitem__("public_key", b["checkpoint_log"][rot]["new_public_key"] if rot is not None else "00" * 32)),
         ("keys", "the origin of the first key", lambda b: b["checkpoint_log"][0].__setitem__("origin", "example.org/other")),
+        ("fields", "an unknown field in a key introduced", lambda b: _note(b["checkpoint_log"][0])),
+        ("fields", "an unknown field in an idempotency entry", lambda b: _note(b["idempotency"][0])),
+        ("fields", "an unknown field in a checkpoint of the log", lambda b: _note(b["checkpoint_log"][other_cp])),
+        ("fields", "an unknown field in the bundle's checkpoint", lambda b: _note(b["checkpoint"])),
+        ("fields", "an unknown field in an event", lambda b: _note(b["events"][mid])),
+        ("fields", "an unknown field in a blob", lambda b: _note(b["content"][0])),
+        ("fields", "an unknown field in the manifest", lambda b: _note(b["manifest"])),
+        ("fields", "an unknown field in a task bundle's scope", lambda b: _note(b["scope"])),
     ]
     cos = kinds.index("cosignature") if "cosignature" in kinds else None
     if cos is not None:
@@ -125,6 +140,7 @@ def variants(bundle: dict):
             ("cosignatures", "a cosignature of a checkpoint the log does not hold", lambda b: b["checkpoint_log"][cos].__setitem__("tree_size", b["checkpoint_log"][cos]["tree_size"] - 1)),
             ("cosignatures", "a cosignature moved before its checkpoint", lambda b: b["checkpoint_log"].insert(0, b["checkpoint_log"].pop(cos))),
             ("cosignatures", "a cosignature removed", lambda b: b["checkpoint_log"].pop(cos)),
+            ("fields", "an unknown field in a cosignature", lambda b: _note(b["checkpoint_log"][cos])),
         ]
     if rot is not None:
         out += [
@@ -132,6 +148,7 @@ def variants(bundle: dict):
             ("rotation", "the rotation's signature", lambda b: b["checkpoint_log"][rot].__setitem__("signature", _flip_hex(b["checkpoint_log"][rot]["signature"]))),
             ("rotation", "the rotation removed", lambda b: b["checkpoint_log"].pop(rot)),
             ("rotation", "the rotation's root", lambda b: b["checkpoint_log"][rot].__setitem__("root", _flip_hex(b["checkpoint_log"][rot]["root"]))),
+            ("fields", "an unknown field in the rotation", lambda b: _note(b["checkpoint_log"][rot])),
         ]
     return out
 

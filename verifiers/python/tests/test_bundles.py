@@ -136,7 +136,7 @@ def test_both_verifiers_refuse_every_doctored_bundle_at_the_same_place(ledger):
     assert not disagreements, "\n".join(disagreements)
     assert sum(families.values()) >= 51
     for family in ("bytes", "order", "removal", "duplication", "views", "checkpoints", "signatures",
-                   "rotation", "manifest", "blobs", "idempotency", "scope", "cosignatures"):
+                   "rotation", "manifest", "blobs", "idempotency", "scope", "cosignatures", "fields"):
         assert families[family] > 0, family
 
 

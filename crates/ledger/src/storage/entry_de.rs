@@ -9,6 +9,10 @@
 //! would: on every object the two agree (`tests::read_as_the_derived_reader_does`). The derived
 //! reader also took an array whose first element is the kind, which no writer produces and the
 //! format does not describe; that is refused.
+//!
+//! An entry holds exactly the fields of its kind (`docs/ledger-format.md`, *The checkpoint log*;
+//! a bundle's checkpoint log is read by this same reader): a field no kind has is refused, for a
+//! key introduced as for the signed kinds. No release has written any other field.
 
 use std::fmt;
 
@@ -30,8 +34,10 @@ enum Kind {
 }
 
 /// The fields of a `key_introduced` entry (the enum's only variant with fields of its own).
-/// Other fields are ignored, as the derived reader ignores them, but not a second `entry`.
+/// Other fields are refused, as the other kinds refuse them; `entry` is named only to refuse it
+/// a second time.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct KeyIntroduced {
     public_key: PublicKey,
     tree_size: u64,

@@ -252,7 +252,12 @@ impl Blob {
 }
 
 /// What an idempotency key committed: enough to rebuild the original receipt.
+///
+/// An export bundle carries these as JSON objects, which have no other field. The embedded
+/// backend keeps them as postcard (positional: field names are not written) and PostgreSQL as
+/// columns, so refusing unknown fields changes only what a bundle may hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IdempotencyRecord {
     /// The key as the client sent it.
     pub key: String,

@@ -437,3 +437,95 @@ fn a_bundle_past_an_accepted_loss_verifies_and_cannot_stand_on_the_history_given
         failure.problem
     );
 }
+
+/// What a reader makes of a bundle's text.
+fn check_text(text: &str) -> Result<ledger::bundle::BundleReport, ledger::bundle::BundleFailure> {
+    ledger::bundle::verify_bundle_text(
+        text,
+        usize::MAX,
+        &BundleCheck {
+            trusted_key: None,
+            witnesses: Vec::new(),
+            payload_view: &view,
+            cited_content: &cited,
+        },
+    )
+    .map(|(_, report)| report)
+}
+
+#[test]
+fn a_field_the_format_does_not_have_is_refused_wherever_it_is() {
+    use ledger::ledger_proof::{Cosignature, SigningKey};
+
+    // Every kind of object a bundle holds: a rotation and a cosignature in the checkpoint log
+    // besides keys and checkpoints, blobs, idempotency keys, and a task bundle's scope.
+    let ledger = ledger_with_tasks();
+    ledger.rotate_key().unwrap();
+    let checkpoint = ledger.checkpoint().unwrap();
+    let witness = SigningKey::from_secret_bytes(&[9; 32]);
+    ledger
+        .record_cosignature(Cosignature::sign(&witness, "w", &checkpoint, 1_750_000_000).unwrap())
+        .unwrap();
+    let all = serde_json::to_value(export(&ledger, Scope::All)).unwrap();
+    let task = serde_json::to_value(export(&ledger, Scope::Tasks(vec!["task-1".into()]))).unwrap();
+    let kind_at = |entry: &str| {
+        all["checkpoint_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|e| e["entry"] == entry)
+            .unwrap_or_else(|| panic!("no {entry} entry"))
+    };
+    let entry = |kind: &str| format!("/checkpoint_log/{}", kind_at(kind));
+    let path = |kind: &str| format!("checkpoint_log[{}]", kind_at(kind));
+    let places: Vec<(&Value, String, String)> = vec![
+        (&all, String::new(), String::new()),
+        (&task, "/scope".into(), "scope".into()),
+        (&all, entry("key_introduced"), path("key_introduced")),
+        (&all, entry("checkpoint"), path("checkpoint")),
+        (&all, entry("rotation"), path("rotation")),
+        (&all, entry("cosignature"), path("cosignature")),
+        (&all, "/checkpoint".into(), "checkpoint".into()),
+        (&all, "/events/3".into(), "events[3]".into()),
+        (&all, "/content/0".into(), "content[0]".into()),
+        (&all, "/idempotency/0".into(), "idempotency[0]".into()),
+        (&all, "/manifest".into(), "manifest".into()),
+    ];
+    let mut accepted = Vec::new();
+    for (bundle, place, path) in places {
+        check_text(&bundle.to_string()).unwrap_or_else(|e| panic!("{place}: {e}"));
+        let mut doctored = bundle.clone();
+        doctored
+            .pointer_mut(&place)
+            .and_then(Value::as_object_mut)
+            .unwrap_or_else(|| panic!("{place} is not an object"))
+            .insert("note".into(), Value::from("trust me"));
+        match check_text(&doctored.to_string()) {
+            Ok(_) => accepted.push(place),
+            Err(failure) => {
+                // Refused as the reader refuses any text that is not a bundle, naming the field.
+                assert!(
+                    failure.location.starts_with("the bundle, line "),
+                    "{place}: {failure}"
+                );
+                assert!(failure.problem.contains("`note`"), "{place}: {failure}");
+                assert!(
+                    failure
+                        .problem
+                        .starts_with(&format!("not a bundle: {path}")),
+                    "{place}: {failure}"
+                );
+            }
+        }
+    }
+    assert!(
+        accepted.is_empty(),
+        "a field added here was accepted: {accepted:?}"
+    );
+    // The decoded view is compared whole with the stored bytes: a field added to it is caught at
+    // its event.
+    let mut doctored = all.clone();
+    doctored["events"][3]["decoded"]["note"] = Value::from("trust me");
+    let failure = check_text(&doctored.to_string()).unwrap_err();
+    assert!(failure.location.starts_with("event #3 "), "{failure}");
+}

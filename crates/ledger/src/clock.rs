@@ -130,4 +130,21 @@ mod tests {
         assert_ne!(a, idempotent_event_id("k2", 0));
         assert_eq!(a.get_version_num(), 8);
     }
+
+    /// The example `docs/ledger-format.md` gives, worked out from its words alone with
+    /// another BLAKE3 (Python's `blake3`), so the derivation and its description agree.
+    #[test]
+    fn an_idempotent_id_is_the_one_the_format_describes() {
+        assert_eq!(
+            idempotent_event_id("order-1", 2).to_string(),
+            "9aa9607f-7600-8ad0-a8e1-dca339b449e9"
+        );
+        let doc = include_str!("../../../docs/ledger-format.md");
+        assert!(
+            doc.contains(
+                "the key `order-1` and index 2 give\n`9aa9607f-7600-8ad0-a8e1-dca339b449e9`"
+            ),
+            "the format's example is not the one tested"
+        );
+    }
 }

@@ -129,10 +129,33 @@ fn contracts_check_reports_every_problem_with_file_and_field() {
             .replace("name: kb_search", "name: t7"),
             "input_schema.top_k",
         ),
+        (
+            "slow.yaml",
+            ok.replace("timeout_ms: 2000", "timeout_ms: 120001")
+                .replace("name: kb_search", "name: t8"),
+            "timeout_ms",
+        ),
+        (
+            "long-name.yaml",
+            ok.replace("name: kb_search", &format!("name: {}", "n".repeat(65))),
+            "name",
+        ),
+        (
+            "empty-name.yaml",
+            ok.replace("name: kb_search", "name: ''"),
+            "name",
+        ),
     ];
     for (file, text, _) in &bad_cases {
         write(dir.path(), file, text);
     }
+    // At the bounds: the slowest timeout and the longest name a contract may have.
+    write(
+        dir.path(),
+        "at-the-bounds.yaml",
+        &ok.replace("timeout_ms: 2000", "timeout_ms: 120000")
+            .replace("name: kb_search", &format!("name: {}", "n".repeat(64))),
+    );
     let (valid, problems) = check_dir(
         dir.path(),
         EndpointAllowList::default(),
@@ -148,8 +171,8 @@ fn contracts_check_reports_every_problem_with_file_and_field() {
             "{file} should be reported at {field}: {problems:#?}"
         );
     }
-    // The good contract and the first of the duplicated name are in force.
-    assert_eq!(valid, 1, "{problems:#?}");
+    // The good contracts, the first of the duplicated name among them, are in force.
+    assert_eq!(valid, 2, "{problems:#?}");
 }
 
 #[test]

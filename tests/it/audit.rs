@@ -374,6 +374,48 @@ fn an_export_says_what_no_checkpoint_covers_yet_and_leaves_out() {
     );
 }
 
+/// A bundle carries public keys and signatures, never a signing key: not the one in use, not
+/// one retired by a rotation — in hex as the key file holds it, in base64, or as raw bytes.
+#[test]
+fn no_signing_key_is_ever_exported() {
+    let data = tempfile::tempdir().unwrap();
+    let secret = || {
+        let text = std::fs::read_to_string(data.path().join("ledger/keys/signing.key")).unwrap();
+        text.trim().to_owned()
+    };
+    let out = run(data.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = secret();
+    let out = run(data.path(), &["key", "rotate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let second = secret();
+    assert_ne!(first, second);
+    let out = run(data.path(), &["checkpoint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bundle = data.path().join("all.json");
+    export_all(data.path(), &bundle);
+    let text = std::fs::read(&bundle).unwrap();
+    let holds = |needle: &[u8]| text.windows(needle.len()).any(|w| w == needle);
+    for key in [&first, &second] {
+        assert_eq!(key.len(), 64, "a key file holds 32 bytes in hex");
+        let bytes: Vec<u8> = (0..32)
+            .map(|i| u8::from_str_radix(&key[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        for form in [
+            key.to_lowercase().into_bytes(),
+            key.to_uppercase().into_bytes(),
+            base64::engine::general_purpose::STANDARD
+                .encode(&bytes)
+                .trim_end_matches('=')
+                .as_bytes()
+                .to_vec(),
+            bytes.clone(),
+        ] {
+            assert!(!holds(&form), "the bundle holds a signing key");
+        }
+    }
+}
+
 /// Writes the whole-ledger bundle of `data` to `to`.
 fn export_all(data: &Path, to: &Path) {
     let out = run(data, &["export", "--all", "--out", to.to_str().unwrap()]);

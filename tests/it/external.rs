@@ -286,6 +286,48 @@ fn a_search_uses_a_registered_evidence_source_beside_the_corpus() {
     );
 }
 
+/// An item a source gives without a publish date cannot be weighed: it is left out of the
+/// candidates and reported in `dropped_items`, and the other sources still count. Here the
+/// source's contract has no field tagged `publish_date`, so every item of it is dropped.
+#[test]
+fn items_without_a_publish_date_are_reported_as_dropped() {
+    let api = LegacyApi::start();
+    let data = tempfile::tempdir().unwrap();
+    let undated = kb_contract("kb_undated", &api.url("/search"), 3000).replace(
+        "        date: { type: string, semantic_tag: publish_date }\n",
+        "",
+    );
+    assert!(!undated.contains("publish_date"));
+    let server = serve_with(data.path(), &[("kb.yaml", undated)]);
+    let task = open_task(&server);
+    let (status, out) = call(
+        &server,
+        "retrieval_search_evidence",
+        json!({"task_id": task, "sources": ["corpus", "kb_undated"], "limit": 3}),
+    );
+    assert_eq!(status, 200, "{out}");
+    let result = &out["result"];
+    let candidates = result["candidates"].as_array().unwrap();
+    assert!(
+        candidates.iter().all(|c| c["origin"] != "kb_undated"),
+        "{result}"
+    );
+    let dropped = result["dropped_items"].as_array().unwrap();
+    assert_eq!(dropped.len(), 3, "{result}");
+    for (i, item) in dropped.iter().enumerate() {
+        assert_eq!(item["source"], "kb_undated", "{result}");
+        assert_eq!(
+            item["item"],
+            format!("kb-{}: no publish_date", i + 1),
+            "{result}"
+        );
+    }
+    assert!(
+        result.get("failed_sources").is_none_or(|f| f == &json!([])),
+        "{result}"
+    );
+}
+
 #[test]
 fn registration_is_allow_listed_persistent_and_hot_reloaded() {
     let api = LegacyApi::start();

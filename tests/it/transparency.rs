@@ -527,6 +527,54 @@ fn a_witness_cosigns_a_growing_log_and_refuses_a_fork_and_a_rollback() {
     assert_eq!(held.lines().nth(1), note.lines().nth(1));
 }
 
+/// A witness that holds another size than the log's checkpoint log shows it cosigned (here:
+/// one it was given by hand, so the server has no cosignature of it) answers the server's push
+/// 409 with its size; the server pushes again from that size and keeps the cosignature.
+#[test]
+fn a_witness_holding_another_size_is_pushed_again_from_it() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (status, _) = super::server::call_tool(
+        server.addr,
+        "research_open_task",
+        serde_json::json!({"question": "Do heat pumps cut household emissions?"}),
+    );
+    assert_eq!(status, 200);
+    server.stop();
+    let vkey = verifier_key(data.path());
+    let size = ledger_size(data.path());
+    let held = signed_checkpoint(data.path(), size);
+    let witness_dir = tempfile::tempdir().unwrap();
+    let witness = Witness::start(witness_dir.path(), &[&vkey]);
+    let answer = push(&witness, 0, &held);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+
+    let target = format!("http://{},{}", witness.addr, witness.vkey);
+    let server = Server::start(data.path(), &["--witness", &target]);
+    let (status, _) = super::server::call_tool(
+        server.addr,
+        "research_open_task",
+        serde_json::json!({"question": "Does rail freight cut road deaths?"}),
+    );
+    assert_eq!(status, 200);
+    let grown = size + 1;
+    let note = cosigned_checkpoint(server.addr, grown, "witness.example/w1");
+    assert!(
+        note.lines()
+            .nth(1)
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n >= grown),
+        "{note}"
+    );
+    let log = witness.log.lock().unwrap().clone();
+    // The witness answers a push from another size than it holds 409 (no line on its
+    // stderr); without a push again from the size named, nothing past it would be cosigned.
+    assert!(log.contains(&format!("at tree size {grown}\n")), "{log}");
+    server.stop();
+    let out = run(data.path(), &["verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 fn sha256_hex(text: &str) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(text.as_bytes()))

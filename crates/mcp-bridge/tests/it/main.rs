@@ -208,6 +208,77 @@ async fn a_client_that_sets_a_log_level_is_told_what_each_call_did() {
     assert_eq!(seen[1]["data"]["error"]["error"], "not_found");
 }
 
+/// From 2026-07-28 there is no `logging/setLevel`: a request asks for log messages with
+/// `io.modelcontextprotocol/logLevel` in its `_meta`, and only that request gets them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_names_a_log_level_is_told_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let logs = Logs::default();
+    let (client_end, server_end) = tokio::io::duplex(1 << 20);
+    let bridge = Bridge::new(service.clone(), BridgeOptions::default());
+    // A 2026-07-28 server starts serving with the client's first request: it is not awaited.
+    let _server = tokio::spawn(async move {
+        let running = bridge.serve(server_end).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = rmcp::service::ClientServiceExt::serve_with_lifecycle(
+        logs.clone(),
+        client_end,
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap();
+    let opened = call(
+        &client,
+        "research_open_task",
+        json!({"question": "Unlogged?"}),
+    )
+    .await;
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_log_level(rmcp::model::LoggingLevel::Info);
+    let mut asked = CallToolRequestParams::new("research_open_task")
+        .with_arguments(arguments(json!({"question": "Logged?"})));
+    asked.meta = Some(meta.clone());
+    let logged = tokio::time::timeout(Duration::from_secs(10), client.call_tool(asked))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_ne!(logged.is_error, Some(true), "{logged:?}");
+    // A read is logged at debug: below the level this request names.
+    let mut read = CallToolRequestParams::new("research_summarize_state")
+        .with_arguments(arguments(json!({"task_id": opened["task_id"]})));
+    read.meta = Some(meta);
+    tokio::time::timeout(Duration::from_secs(10), client.call_tool(read))
+        .await
+        .expect("answered")
+        .unwrap();
+    // The same read without the level in its `_meta` is not logged either way.
+    call(
+        &client,
+        "research_summarize_state",
+        json!({"task_id": opened["task_id"]}),
+    )
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = logs.0.lock().unwrap().clone();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    seen = logs.0.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["level"], "info");
+    assert_eq!(seen[0]["data"]["tool"], "research_open_task");
+    let task = logged.structured_content.unwrap()["task_id"].clone();
+    assert_eq!(seen[0]["data"]["task_id"], task);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_without_a_name_is_recorded_under_the_default_actor() {
     let dir = tempfile::tempdir().unwrap();

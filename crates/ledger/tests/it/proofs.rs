@@ -242,6 +242,72 @@ fn a_rotation_interrupted_before_the_key_was_replaced_is_finished_on_open() {
     ledger.checkpoint().unwrap();
 }
 
+/// A crash after the new key was staged but before the rotation was recorded: no statement
+/// names the staged key, so the open discards it and the old key goes on signing. A read-only
+/// open leaves it where it is.
+#[test]
+fn a_rotation_interrupted_before_it_was_recorded_is_discarded_on_open() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let old_key = {
+        let ledger = open(dir.path());
+        fill(&ledger, 3);
+        ledger.checkpoint().unwrap();
+        ledger.public_key().unwrap()
+    };
+    let entries_before = open(dir.path()).checkpoint_entries().unwrap().len();
+    let staged = ledger_proof::SigningKey::from_secret_bytes(&[9; 32]);
+    assert_ne!(staged.public_key(), old_key);
+    let staged_path = keys.join("signing.key.new");
+    std::fs::write(
+        &staged_path,
+        format!("{}\n", hex::encode(staged.to_secret_bytes())),
+    )
+    .unwrap();
+    std::fs::set_permissions(&staged_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let read_only = Ledger::open(
+        dir.path(),
+        LedgerOptions {
+            read_only: true,
+            ..options(1)
+        },
+    )
+    .unwrap();
+    assert_eq!(read_only.public_key().unwrap(), old_key);
+    drop(read_only);
+    assert!(
+        staged_path.exists(),
+        "a read-only open removed the staged key"
+    );
+
+    let ledger = open(dir.path());
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert!(!staged_path.exists(), "the staged key was kept");
+    assert_eq!(ledger.public_key().unwrap(), old_key);
+    // Nothing in the checkpoint log names the staged key, before or after the open.
+    let entries = ledger.checkpoint_entries().unwrap();
+    assert_eq!(entries.len(), entries_before, "{entries:?}");
+    assert!(
+        !entries.iter().any(|e| match e {
+            CheckpointEntry::KeyIntroduced { public_key, .. } => *public_key == staged.public_key(),
+            CheckpointEntry::Rotation(r) => r.new_public_key == staged.public_key(),
+            _ => false,
+        }),
+        "{entries:?}"
+    );
+    fill(&ledger, 2);
+    let c = ledger.checkpoint().unwrap();
+    assert_eq!(c.key_fingerprint, old_key.fingerprint());
+    c.verify(&old_key).unwrap();
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert!(report.key_chain_breaks.is_empty(), "{report:?}");
+    drop(ledger);
+    assert_eq!(open(dir.path()).public_key().unwrap(), old_key);
+}
+
 #[test]
 fn a_foreign_key_on_disk_signs_nothing() {
     let dir = tempfile::tempdir().unwrap();

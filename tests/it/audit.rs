@@ -680,3 +680,129 @@ fn import_refuses_a_key_that_is_not_the_one_the_checkpoint_log_names_as_current_
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert_eq!(fingerprint(&restored), current);
 }
+
+/// `bundle` with every signature made again by `attacker`: its first key is the attacker's, so
+/// it holds together for anyone who trusts the key inside it.
+fn re_signed(bundle: &Path, attacker: &ledger::ledger_proof::SigningKey, to: &Path) {
+    use ledger::CheckpointEntry;
+    use ledger::ledger_proof::Checkpoint;
+    let mut bundle: ledger::bundle::Bundle =
+        serde_json::from_slice(&std::fs::read(bundle).unwrap()).unwrap();
+    let sign = |c: &Checkpoint| {
+        Checkpoint::sign(attacker, &c.origin, c.tree_size, c.root, c.time).unwrap()
+    };
+    for entry in &mut bundle.checkpoint_log {
+        match entry {
+            CheckpointEntry::KeyIntroduced { public_key, .. } => {
+                *public_key = attacker.public_key();
+            }
+            CheckpointEntry::Checkpoint(c) => *c = sign(c),
+            other => panic!("the demo's checkpoint log holds {other:?}"),
+        }
+    }
+    bundle.checkpoint = sign(&bundle.checkpoint);
+    let mut manifest = bundle.manifest.manifest.clone();
+    manifest.checkpoint_log = bundle
+        .checkpoint_log
+        .iter()
+        .map(ledger::bundle::log_line)
+        .collect();
+    bundle.manifest = manifest.sign(attacker).unwrap();
+    std::fs::write(to, serde_json::to_vec(&bundle).unwrap()).unwrap();
+}
+
+/// Flips the first hex digit of `value`, a string of hex.
+fn flip_hex(value: &mut Value) {
+    let text = value.as_str().unwrap().to_owned();
+    let first = if text.starts_with('0') { '1' } else { '0' };
+    *value = std::iter::once(first)
+        .chain(text.chars().skip(1))
+        .collect::<String>()
+        .into();
+}
+
+#[test]
+fn import_verifies_the_bundle_first_and_restores_nothing_from_a_doctored_or_forged_one() {
+    let data = tempfile::tempdir().unwrap();
+    demo_task(data.path(), "lake-varden-blooms");
+    let genuine = data.path().join("all.json");
+    export_all(data.path(), &genuine);
+    let key = first_line(&stdout(&run(data.path(), &["key", "show"])));
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("restored");
+
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "an event's payload changed",
+            Box::new(|b| {
+                let stored = b["events"][0]["stored"].as_str().unwrap();
+                let mut bytes = base64::engine::general_purpose::STANDARD
+                    .decode(stored)
+                    .unwrap();
+                let needle = b"Lake Varden";
+                let at = bytes
+                    .windows(needle.len())
+                    .position(|w| w == needle)
+                    .expect("the question is in the first event's payload");
+                bytes[at] = b'S';
+                b["events"][0]["stored"] = base64::engine::general_purpose::STANDARD
+                    .encode(bytes)
+                    .into();
+            }),
+        ),
+        (
+            "a chain hash changed",
+            Box::new(|b| flip_hex(&mut b["events"][6]["hash"])),
+        ),
+        (
+            "the checkpoint's signature changed",
+            Box::new(|b| flip_hex(&mut b["checkpoint"]["signature"])),
+        ),
+    ];
+    let doctored = data.path().join("doctored.json");
+    let refused = |bundle: &Path, trusted: Option<&str>, what: &str| {
+        let mut args = vec!["import", bundle.to_str().unwrap()];
+        args.extend(trusted.iter().flat_map(|k| ["--public-key", k]));
+        let out = run(&restored, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{what}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stdout(&out).contains("INVALID at") && stdout(&out).contains("nothing was imported"),
+            "{what}: {}",
+            stdout(&out)
+        );
+        assert!(
+            !restored.exists(),
+            "{what}: a refused import wrote {}",
+            restored.display()
+        );
+    };
+    for (what, edit) in cases {
+        edit_bundle(&genuine, &doctored, edit);
+        refused(&doctored, None, what);
+        refused(&doctored, Some(&key), what);
+    }
+
+    // Every signature made again by another key: a bundle that holds together on its own, and
+    // that an import trusting the ledger's key refuses.
+    let attacker = ledger::ledger_proof::SigningKey::from_secret_bytes(&[7; 32]);
+    let forged = data.path().join("forged.json");
+    re_signed(&genuine, &attacker, &forged);
+    let attacker_hex = hex::encode(attacker.public_key().to_bytes());
+    assert!(verify_bundle(&forged, Some(&attacker_hex)).status.success());
+    refused(&forged, Some(&key), "a bundle re-signed by another key");
+
+    // The refusals left the place as new: the genuine bundle imports there.
+    let out = run(
+        &restored,
+        &["import", genuine.to_str().unwrap(), "--public-key", &key],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(run(&restored, &["verify"]).status.success());
+}

@@ -384,6 +384,79 @@ fn a_damaged_frame_mid_log_opens_the_server_read_only_over_the_verified_prefix()
     server.stop();
 }
 
+/// An event's bytes changed under a running server: `/v1/verify` fails, and from then on every
+/// write is refused as `unavailable` and `/health` says why, until the server is restarted over
+/// a log that checks out.
+#[test]
+fn a_failed_verification_in_a_running_server_stops_its_writes() {
+    if crate::server::embedded_only("a_failed_verification_in_a_running_server_stops_its_writes") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let (task, acked) = research(data.path(), 4);
+    let server = Server::start(data.path(), &[]);
+    let (status, report) = get_json(server.addr, "/v1/verify");
+    assert_eq!(status, 200, "{report}");
+    assert!(report["failure"].is_null(), "{report}");
+    let (status, added) = add(server.addr, &task, 7, "before");
+    assert_eq!(status, 200, "{added}");
+
+    let segment = last_segment(data.path());
+    let original = std::fs::read(&segment).unwrap();
+    let needle = b"gauge-2.example.org";
+    let at = original
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the third item's source is in the log");
+    let mut damaged = original.clone();
+    damaged[at] ^= 0x20;
+    std::fs::write(&segment, &damaged).unwrap();
+
+    let (status, report) = get_json(server.addr, "/v1/verify");
+    assert_eq!(status, 200, "{report}");
+    assert!(!report["failure"].is_null(), "{report}");
+    let (status, refused) = add(server.addr, &task, 8, "after");
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["error"], "unavailable", "{refused}");
+    let (_, health) = get_json(server.addr, "/health");
+    assert_eq!(health["status"], "refusing_writes", "{health}");
+    assert!(
+        health["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("verification failed"),
+        "{health}"
+    );
+    // Putting the bytes back under the running server does not lift the refusal.
+    std::fs::write(&segment, &original).unwrap();
+    let (status, refused) = add(server.addr, &task, 8, "after");
+    assert_eq!(status, 503, "{refused}");
+    server.stop();
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        original,
+        "a refused write reached the log"
+    );
+
+    let server = Server::start(data.path(), &[]);
+    let (_, health) = get_json(server.addr, "/health");
+    assert_eq!(health["status"], "ok", "{health}");
+    let (status, added) = add(server.addr, &task, 8, "after");
+    assert_eq!(status, 200, "{added}");
+    assert_eq!(added["result"]["replayed"], false, "{added}");
+    let (_, health) = get_json(server.addr, "/health");
+    let size = health["ledger"]["size"].as_u64().expect("a size");
+    assert!(size > acked, "{health}");
+    server.stop();
+    let out = run(data.path(), &["verify"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("intact: {size} events")),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn a_torn_write_that_was_never_acknowledged_is_cut_with_a_signed_statement() {
     if crate::server::embedded_only(

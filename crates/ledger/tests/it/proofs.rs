@@ -7,7 +7,9 @@ use ledger::ledger_proof::{
     self, ConsistencyProofFile, ProofFile, PublicKey, Verified, verify_proof_file,
 };
 use ledger::storage::memory::{Faults, MemoryStorage};
-use ledger::{CheckpointEntry, ExpectedVersion, Ledger, LedgerOptions, ProofError, SigningError};
+use ledger::{
+    AppendError, CheckpointEntry, ExpectedVersion, Ledger, LedgerOptions, ProofError, SigningError,
+};
 
 use super::{open, options, request};
 
@@ -238,6 +240,72 @@ fn a_rotation_interrupted_before_the_key_was_replaced_is_finished_on_open() {
     assert_eq!(ledger.public_key().unwrap(), new_key);
     assert!(!keys.join("signing.key.new").exists());
     ledger.checkpoint().unwrap();
+}
+
+/// A crash after the new key was staged but before the rotation was recorded: no statement
+/// names the staged key, so the open discards it and the old key goes on signing. A read-only
+/// open leaves it where it is.
+#[test]
+fn a_rotation_interrupted_before_it_was_recorded_is_discarded_on_open() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let old_key = {
+        let ledger = open(dir.path());
+        fill(&ledger, 3);
+        ledger.checkpoint().unwrap();
+        ledger.public_key().unwrap()
+    };
+    let entries_before = open(dir.path()).checkpoint_entries().unwrap().len();
+    let staged = ledger_proof::SigningKey::from_secret_bytes(&[9; 32]);
+    assert_ne!(staged.public_key(), old_key);
+    let staged_path = keys.join("signing.key.new");
+    std::fs::write(
+        &staged_path,
+        format!("{}\n", hex::encode(staged.to_secret_bytes())),
+    )
+    .unwrap();
+    std::fs::set_permissions(&staged_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let read_only = Ledger::open(
+        dir.path(),
+        LedgerOptions {
+            read_only: true,
+            ..options(1)
+        },
+    )
+    .unwrap();
+    assert_eq!(read_only.public_key().unwrap(), old_key);
+    drop(read_only);
+    assert!(
+        staged_path.exists(),
+        "a read-only open removed the staged key"
+    );
+
+    let ledger = open(dir.path());
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert!(!staged_path.exists(), "the staged key was kept");
+    assert_eq!(ledger.public_key().unwrap(), old_key);
+    // Nothing in the checkpoint log names the staged key, before or after the open.
+    let entries = ledger.checkpoint_entries().unwrap();
+    assert_eq!(entries.len(), entries_before, "{entries:?}");
+    assert!(
+        !entries.iter().any(|e| match e {
+            CheckpointEntry::KeyIntroduced { public_key, .. } => *public_key == staged.public_key(),
+            CheckpointEntry::Rotation(r) => r.new_public_key == staged.public_key(),
+            _ => false,
+        }),
+        "{entries:?}"
+    );
+    fill(&ledger, 2);
+    let c = ledger.checkpoint().unwrap();
+    assert_eq!(c.key_fingerprint, old_key.fingerprint());
+    c.verify(&old_key).unwrap();
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert!(report.key_chain_breaks.is_empty(), "{report:?}");
+    drop(ledger);
+    assert_eq!(open(dir.path()).public_key().unwrap(), old_key);
 }
 
 #[test]
@@ -873,4 +941,70 @@ fn a_cosignature_of_a_checkpoint_the_log_does_not_hold_fails_verification_and_th
         refused.contains("the log does not hold before it"),
         "{refused}"
     );
+}
+
+/// An event's stored bytes changed under an open ledger: verification fails, and from then on
+/// no append or checkpoint is written, even once the bytes are put back, until the ledger is
+/// opened again over a log that checks out.
+#[test]
+fn a_failed_verification_stops_appends_until_the_ledger_is_opened_over_a_sound_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(dir.path(), without_periodic_checkpoints()).unwrap();
+    for i in 0..6u32 {
+        let payload = format!("payload number {i}");
+        ledger
+            .append(request("t", ExpectedVersion::Any, &[payload.as_bytes()]))
+            .unwrap();
+    }
+    ledger.checkpoint().unwrap();
+    assert!(ledger.verify().is_intact());
+    let segment = super::segment_files(dir.path()).remove(0);
+    let original = std::fs::read(&segment).unwrap();
+    let needle = b"payload number 3";
+    let at = original
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    let mut damaged = original.clone();
+    damaged[at] ^= 0x20;
+    std::fs::write(&segment, &damaged).unwrap();
+
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    let failure = report.failure.expect("the damage is found");
+    assert_eq!(failure.seq, 3, "{failure:?}");
+    let refused = |ledger: &Ledger| {
+        match ledger.append(request("t", ExpectedVersion::Any, &[b"after"])) {
+            Err(AppendError::Poisoned(reason)) => {
+                assert!(reason.contains("verification failed at seq 3"), "{reason}")
+            }
+            other => panic!("an append after a failed verification: {other:?}"),
+        }
+        assert!(matches!(
+            ledger.checkpoint(),
+            Err(SigningError::Poisoned(_))
+        ));
+    };
+    refused(&ledger);
+    assert!(ledger.poisoned().is_some());
+    // The bytes put back under the same open ledger: the doubt stays until an operator
+    // reopens it.
+    std::fs::write(&segment, &original).unwrap();
+    refused(&ledger);
+    drop(ledger);
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        original,
+        "a refused append wrote to the log"
+    );
+
+    let ledger = Ledger::open(dir.path(), without_periodic_checkpoints()).unwrap();
+    assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+    assert_eq!(ledger.read_range(0, 100).unwrap().len(), 6);
+    ledger
+        .append(request("t", ExpectedVersion::Any, &[b"after"]))
+        .unwrap();
+    ledger.checkpoint().unwrap();
+    let report = ledger.verify_from_scratch(&mut |_, _| {});
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.size, 7);
 }

@@ -32,6 +32,9 @@ pub(super) enum IndexTree {
         /// Entries inserted or removed since the tree was opened: what the next open of the
         /// database replays, unless it is settled first (see `Index::settle`).
         written: AtomicU64,
+        /// Set by a test: every later batch fails, as sled's would on a failing disk.
+        #[cfg(test)]
+        refuse_batches: std::sync::atomic::AtomicBool,
     },
     /// A map kept only as long as the process runs.
     Memory(RwLock<BTreeMap<IVec, IVec>>),
@@ -48,7 +51,33 @@ impl IndexTree {
         IndexTree::Sled {
             tree,
             written: AtomicU64::new(0),
+            #[cfg(test)]
+            refuse_batches: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Makes every later batch written to sled fail, as a failing disk would.
+    #[cfg(test)]
+    pub(super) fn refuse_batches(&self) {
+        if let IndexTree::Sled { refuse_batches, .. } = self {
+            refuse_batches.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The failure a test asked sled's batches to have, if it did.
+    #[cfg(test)]
+    fn injected_failure(&self) -> Result<(), StorageError> {
+        match self {
+            IndexTree::Sled { refuse_batches, .. } if refuse_batches.load(Ordering::SeqCst) => Err(
+                StorageError::Index("sled refused the batch: injected fault".into()),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(not(test))]
+    fn injected_failure(&self) -> Result<(), StorageError> {
+        Ok(())
     }
 
     /// Entries written to sled since the tree was opened (none in memory).
@@ -154,7 +183,8 @@ impl IndexTree {
         removes: Vec<IVec>,
     ) -> Result<(), StorageError> {
         match self {
-            IndexTree::Sled { tree, written } => {
+            IndexTree::Sled { tree, written, .. } => {
+                self.injected_failure()?;
                 let count = (inserts.len() + removes.len()) as u64;
                 let mut batch = sled::Batch::default();
                 for (key, value) in inserts {

@@ -137,6 +137,12 @@ impl EmbeddedStorage {
         Ok(())
     }
 
+    /// Makes every later write of the index fail, as a failing disk would make sled's.
+    #[cfg(test)]
+    pub(crate) fn fail_index_writes(&self) {
+        self.index.tree.refuse_batches();
+    }
+
     /// Why the index stopped following the log, if it did.
     pub(super) fn index_failure(&self) -> Option<String> {
         self.progress.lock().failed.clone()
@@ -184,5 +190,132 @@ impl EmbeddedStorage {
         {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::ledger_proof::SigningKey;
+    use crate::storage::embedded::{EmbeddedOptions, EmbeddedStorage};
+    use crate::storage::{Blob, Storage, StorageError, TreeGrowth};
+    use crate::{
+        AppendError, AppendRequest, Digest, ExpectedVersion, Idempotency, Ledger, LedgerOptions,
+        NewEvent, Receipt,
+    };
+
+    fn options() -> LedgerOptions {
+        LedgerOptions {
+            checkpoint_interval: None,
+            checkpoint_every_events: None,
+            signing_key: Some(Arc::new(SigningKey::from_secret_bytes(&[3; 32]))),
+            id_seed: Some(8),
+            ..LedgerOptions::default()
+        }
+    }
+
+    /// One event on `stream`, sent with the idempotency key `key`.
+    fn command(stream: &str, key: &str) -> AppendRequest {
+        AppendRequest {
+            stream: stream.into(),
+            expected: ExpectedVersion::Any,
+            actor: "tester".into(),
+            events: vec![NewEvent {
+                kind: "noted".into(),
+                payload: format!("{stream} {key}").into_bytes(),
+                causation: vec![],
+            }],
+            idempotency: Some(Idempotency {
+                key: key.into(),
+                fingerprint: Digest(*blake3::hash(key.as_bytes()).as_bytes()),
+            }),
+            content: Vec::new(),
+        }
+    }
+
+    fn log_bytes(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir.join("log"))
+            .expect("log")
+            .map(|e| e.expect("entry").metadata().expect("metadata").len())
+            .sum()
+    }
+
+    /// sled fails a batch after the frame it indexes was made durable: no frame is written
+    /// after it, every read that needs the index is refused rather than answered from what the
+    /// index holds, a retried command is not written a second time, and the next open indexes
+    /// the durable events from the log.
+    #[test]
+    fn an_index_that_cannot_be_written_stops_the_log_and_refuses_what_it_cannot_answer() {
+        let dir = tempfile::tempdir().expect("dir");
+        let storage =
+            Arc::new(EmbeddedStorage::open(dir.path(), EmbeddedOptions::default()).expect("open"));
+        let ledger = Ledger::with_storage(storage.clone(), options());
+        ledger.append(command("a", "first")).expect("append");
+        storage.fail_index_writes();
+        // The frame is durable before it is indexed: the append is acknowledged.
+        let second: Receipt = ledger.append(command("b", "second")).expect("append");
+        let started = Instant::now();
+        while storage.failure().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the index failure is never reported"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let written = log_bytes(dir.path());
+
+        // The retry of the acknowledged command: its key is in the frame, not in the index.
+        match ledger.append(command("b", "second")) {
+            Err(AppendError::Storage(e)) => {
+                assert!(e.to_string().contains("injected fault"), "{e}")
+            }
+            other => panic!("a retry past a failed index: {other:?}"),
+        }
+        match ledger.append(command("c", "third")) {
+            Err(e @ (AppendError::Storage(_) | AppendError::Poisoned(_))) => {
+                assert!(e.to_string().contains("injected fault"), "{e}")
+            }
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(receipt) => panic!("a frame was written past a failed index: {receipt:?}"),
+        }
+        // Nor a frame of content alone, as a restore writes before the events: no read of the
+        // index stands in its way.
+        let refused = storage.append(
+            &[],
+            &[Blob::new(&b"a blob of its own"[..])],
+            &TreeGrowth::default(),
+        );
+        assert!(
+            matches!(&refused, Err(StorageError::Index(reason)) if reason.contains("injected fault")),
+            "{refused:?}"
+        );
+        assert_eq!(log_bytes(dir.path()), written, "a frame was written");
+
+        // Reads that need what the index lacks are refused, not answered short.
+        let event = &second.events[0];
+        assert!(ledger.idempotency("second").is_err());
+        assert!(ledger.read_stream("b", 1, 10).is_err());
+        assert!(ledger.stream_version("b").is_err());
+        assert!(ledger.find_event_id(event.event_id).is_err());
+        assert!(ledger.find_hash(&event.hash).is_err());
+        assert!(ledger.get(event.seq).is_err());
+        ledger.shutdown();
+        drop(ledger);
+        drop(storage);
+
+        // The events are durable; the next open indexes them from the log.
+        let storage = Arc::new(
+            EmbeddedStorage::open(dir.path(), EmbeddedOptions::default()).expect("reopen"),
+        );
+        let ledger = Ledger::with_storage(storage, options());
+        assert!(ledger.poisoned().is_none(), "{:?}", ledger.poisoned());
+        let again = ledger.append(command("b", "second")).expect("retry");
+        assert!(again.replayed, "{again:?}");
+        assert_eq!(again.events, second.events);
+        assert_eq!(ledger.read_stream("b", 1, 10).expect("read").len(), 1);
+        assert!(ledger.verify_from_scratch(&mut |_, _| {}).is_intact());
+        ledger.shutdown();
     }
 }

@@ -17,7 +17,7 @@ use super::external::{kb_contract, register_body};
 use super::graphql::{connect as ws_connect, receive, send as ws_send};
 use super::mcp::{open_session, post as mcp_post, stateless};
 use super::server::{
-    Response, Server, connect, connect_served, exchange, exchange_on, ledger_size, send,
+    Header, Response, Server, connect, connect_served, exchange, exchange_on, ledger_size, send,
 };
 use super::{run, stderr, stdout};
 
@@ -145,6 +145,131 @@ fn a_rebound_page_reaches_no_route_and_the_names_given_are_served() {
     }
     let status = server.stop();
     assert!(status.success(), "{status:?}");
+}
+
+/// The `Access-Control-*` headers of a response: none, where nothing is granted to a page of
+/// another origin.
+fn cors_headers(reply: &Response) -> Vec<String> {
+    reply
+        .head
+        .lines()
+        .skip(1)
+        .filter(|line| line.to_ascii_lowercase().starts_with("access-control-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn no_page_of_another_origin_is_granted_a_preflight_or_a_cross_origin_read() {
+    let data = tempfile::tempdir().unwrap();
+    // Tokenless on loopback, the most open the server is, with an origin named for MCP.
+    let server = Server::start(data.path(), &["--mcp-allowed-origin", "http://app.example"]);
+    let addr = server.addr;
+    let session = open_session(&server, &[], "cors-client");
+    let origins = [
+        "http://attacker.example",
+        "http://app.example",
+        "http://localhost:5173",
+        "null",
+    ];
+    let paths = [
+        "/v1/tools/call",
+        "/v1/tools/register",
+        "/v1/tools/list",
+        "/v1/tokens",
+        "/v1/export?all=true",
+        "/v1/verify",
+        "/v1/checkpoints",
+        "/mcp",
+        "/graphql",
+        "/graphql/ws",
+        "/checkpoint",
+        "/health",
+        "/metrics",
+        "/",
+    ];
+    for origin in origins {
+        for path in paths {
+            for method in ["POST", "GET", "DELETE"] {
+                let reply = send(
+                    addr,
+                    "OPTIONS",
+                    path,
+                    &[
+                        ("Origin", origin),
+                        ("Access-Control-Request-Method", method),
+                        (
+                            "Access-Control-Request-Headers",
+                            "content-type, authorization, mcp-session-id, mcp-protocol-version",
+                        ),
+                    ],
+                    b"",
+                );
+                assert!(
+                    cors_headers(&reply).is_empty(),
+                    "a preflight for {method} {path} from {origin} was granted: {}",
+                    reply.head
+                );
+                assert!(
+                    !(200..300).contains(&reply.status),
+                    "a preflight for {method} {path} from {origin} was answered {}",
+                    reply.head
+                );
+            }
+        }
+        // Requests a page may send without asking first, and the ones it would have to ask
+        // for, sent anyway: whatever is answered, no origin is told it may read it.
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "page", "version": "1"}},
+        })
+        .to_string();
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let query = json!({"query": "{ __typename }"}).to_string();
+        let call = json!({"name": "research_open_task",
+                          "arguments": {"question": "Cross-origin?", "research_date": "2025-06-30"}})
+        .to_string();
+        let mcp_accept = ("Accept", "application/json, text/event-stream");
+        let requests: Vec<(&str, &str, Vec<Header>, &str)> = vec![
+            ("GET", "/v1/tools/list", vec![], ""),
+            ("GET", "/checkpoint", vec![], ""),
+            ("GET", "/health", vec![], ""),
+            ("GET", "/metrics", vec![], ""),
+            ("GET", "/graphql", vec![], ""),
+            ("GET", "/graphql?query=%7B__typename%7D", vec![], ""),
+            ("POST", "/graphql", vec![JSON], &query),
+            (
+                "POST",
+                "/graphql",
+                vec![("Content-Type", "text/plain")],
+                &query,
+            ),
+            ("POST", "/v1/tools/call", vec![JSON], &call),
+            (
+                "POST",
+                "/v1/tools/call",
+                vec![("Content-Type", "text/plain")],
+                &call,
+            ),
+            ("POST", "/mcp", vec![JSON, mcp_accept], &initialize),
+            (
+                "POST",
+                "/mcp",
+                vec![JSON, mcp_accept, ("Mcp-Session-Id", &session)],
+                &list,
+            ),
+        ];
+        for (method, path, mut headers, body) in requests {
+            headers.push(("Origin", origin));
+            let reply = send(addr, method, path, &headers, body.as_bytes());
+            assert!(
+                cors_headers(&reply).is_empty(),
+                "{method} {path} from {origin} was shared with the page: {}",
+                reply.head
+            );
+        }
+    }
 }
 
 /// The close code of a socket the server closes, waiting at most `within`; panics when a

@@ -621,6 +621,92 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 #[test]
+fn a_request_being_handled_or_a_stream_open_is_not_idle() {
+    use super::server::{Held, hold};
+
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &["--idle-secs-max", "1", "--header-read-secs-max", "1"],
+    );
+    let addr = server.addr;
+    let idle_for = Duration::from_secs(3);
+    // The bound is in force: a connection that waits for its next request is closed.
+    let mut waiting = connect_served(addr).unwrap();
+    assert!(closed_by_server(&mut waiting, idle_for));
+
+    // A request whose body comes after longer than the bound is still being handled.
+    let call = json!({"name": "research_open_task",
+                      "arguments": {"question": "Handled past the idle bound?",
+                                    "research_date": "2025-06-30"}});
+    let held = match hold(
+        addr,
+        "POST",
+        "/v1/tools/call",
+        &[JSON],
+        call.to_string().into_bytes(),
+    )
+    .unwrap()
+    {
+        Held::Admitted(request) => request,
+        Held::Answered(reply) => panic!("answered at once: {}", reply.head),
+    };
+    std::thread::sleep(idle_for);
+    let reply = held.finish().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    // An MCP session's event stream, silent for longer than the bound, still carries what
+    // comes after.
+    let session = open_session(&server, &[], "idle-stream-client");
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let subscribe = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                           "params": {"uri": "ledger://tasks"}});
+    let (status, body) = mcp_post(&server, &in_session, &subscribe);
+    assert_eq!(status, 200, "{body}");
+    let mut stream = connect(addr).unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before its head");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    std::thread::sleep(idle_for);
+    let open = json!({"name": "research_open_task",
+                      "arguments": {"question": "Told after a silence?",
+                                    "research_date": "2025-06-30"}});
+    let (status, body) = super::server::post_json(addr, "/v1/tools/call", &open);
+    assert_eq!(status, 200, "{body}");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let told = b"notifications/resources/updated";
+    while !got.windows(told.len()).any(|w| w == told) {
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("the stream was closed: {}", String::from_utf8_lossy(&got)),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("nothing came ({e}): {}", String::from_utf8_lossy(&got)),
+        }
+    }
+}
+
+#[test]
 fn replies_and_memory_stay_bounded_whatever_the_request() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(

@@ -83,6 +83,7 @@ pub(crate) async fn serve(
     let stage = Arc::new(std::sync::Mutex::new("finishing the requests in flight"));
     let deadline = options.shutdown_time_max;
     let watched = Arc::clone(&stage);
+    let streams = mcp.clone();
     crate::listener::serve(
         listener,
         app,
@@ -91,11 +92,14 @@ pub(crate) async fn serve(
         async move {
             stop.wait().await;
             watchdog(deadline, watched);
-            // Open MCP streams (subscriptions, progress) would hold the shutdown open.
-            mcp.stop();
+            // MCP streams without an end of their own (a session's event stream, a
+            // subscription) would hold the shutdown open; the requests in flight are answered.
+            streams.end_streams();
         },
     )
     .await;
+    // Nothing is in flight any more: the sessions end.
+    mcp.stop();
     watcher.abort();
     tokens.abort();
     if let Some(certificates) = certificates {

@@ -262,7 +262,7 @@ fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
     ];
-    let routes: [(&str, &str, &[Header], Vec<u8>); 8] = [
+    let routes: [(&str, &str, &[Header], Vec<u8>); 15] = [
         (
             "POST",
             "/mcp",
@@ -286,6 +286,14 @@ fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
         ("GET", "/v1/tools/list", &[], Vec::new()),
         ("GET", "/v1/sessions/some-task", &[], Vec::new()),
         ("GET", "/v1/tokens", &[], Vec::new()),
+        // The transparency log and the auditor's routes are reads like any other.
+        ("GET", "/checkpoint", &[], Vec::new()),
+        ("GET", "/tile/0/000.p/1", &[], Vec::new()),
+        ("GET", "/tile/entries/000.p/1", &[], Vec::new()),
+        ("GET", "/v1/verify", &[], Vec::new()),
+        ("GET", "/v1/proofs/inclusion?seq=0", &[], Vec::new()),
+        ("GET", "/v1/proofs/consistency?first=1", &[], Vec::new()),
+        ("GET", "/v1/tasks/some-task/head", &[], Vec::new()),
     ];
     let unknown = format!("Bearer rl_{}", "0".repeat(64));
     let bare = format!("rl_{}", &writer[3..]);
@@ -338,6 +346,36 @@ fn every_route_but_health_and_the_graphiql_page_needs_a_valid_bearer_token() {
     assert_eq!(ledger_size(addr), 0);
     assert_eq!(get(addr, &writer, "/metrics").status, 200);
     assert_eq!(get(addr, &writer, "/v1/tools/list").status, 200);
+
+    // Once the log holds something, what a token holder is served is still refused to anyone
+    // else: the signed checkpoint, the tiles over it, proofs, the verification and task heads.
+    let task = open_task(addr, &writer, "Is the log read only with a token?");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while get(addr, &writer, "/checkpoint").status != 200 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let head = format!("/v1/tasks/{task}/head");
+    for path in [
+        "/checkpoint",
+        "/tile/0/000.p/1",
+        "/tile/entries/000.p/1",
+        "/v1/verify",
+        "/v1/proofs/inclusion?seq=0",
+        head.as_str(),
+    ] {
+        let served = get(addr, &writer, path);
+        assert_eq!(served.status, 200, "{path}: {}", served.text());
+        for presented in [None, Some(unknown.as_str())] {
+            let headers: Vec<Header> = presented
+                .map(|p| ("Authorization", p))
+                .into_iter()
+                .collect();
+            let reply = send(addr, "GET", path, &headers, b"");
+            assert_eq!(reply.status, 401, "{path} with {presented:?}");
+            assert_eq!(reply.json()["error"], "unauthenticated", "{path}");
+        }
+    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ use super::external::{kb_contract, register_body};
 use super::graphql::{connect as ws_connect, receive, send as ws_send};
 use super::mcp::{open_session, post as mcp_post, stateless};
 use super::server::{
-    Response, Server, connect, connect_served, exchange, exchange_on, ledger_size, send,
+    Header, Response, Server, connect, connect_served, exchange, exchange_on, ledger_size, send,
 };
 use super::{run, stderr, stdout};
 
@@ -145,6 +145,131 @@ fn a_rebound_page_reaches_no_route_and_the_names_given_are_served() {
     }
     let status = server.stop();
     assert!(status.success(), "{status:?}");
+}
+
+/// The `Access-Control-*` headers of a response: none, where nothing is granted to a page of
+/// another origin.
+fn cors_headers(reply: &Response) -> Vec<String> {
+    reply
+        .head
+        .lines()
+        .skip(1)
+        .filter(|line| line.to_ascii_lowercase().starts_with("access-control-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn no_page_of_another_origin_is_granted_a_preflight_or_a_cross_origin_read() {
+    let data = tempfile::tempdir().unwrap();
+    // Tokenless on loopback, the most open the server is, with an origin named for MCP.
+    let server = Server::start(data.path(), &["--mcp-allowed-origin", "http://app.example"]);
+    let addr = server.addr;
+    let session = open_session(&server, &[], "cors-client");
+    let origins = [
+        "http://attacker.example",
+        "http://app.example",
+        "http://localhost:5173",
+        "null",
+    ];
+    let paths = [
+        "/v1/tools/call",
+        "/v1/tools/register",
+        "/v1/tools/list",
+        "/v1/tokens",
+        "/v1/export?all=true",
+        "/v1/verify",
+        "/v1/checkpoints",
+        "/mcp",
+        "/graphql",
+        "/graphql/ws",
+        "/checkpoint",
+        "/health",
+        "/metrics",
+        "/",
+    ];
+    for origin in origins {
+        for path in paths {
+            for method in ["POST", "GET", "DELETE"] {
+                let reply = send(
+                    addr,
+                    "OPTIONS",
+                    path,
+                    &[
+                        ("Origin", origin),
+                        ("Access-Control-Request-Method", method),
+                        (
+                            "Access-Control-Request-Headers",
+                            "content-type, authorization, mcp-session-id, mcp-protocol-version",
+                        ),
+                    ],
+                    b"",
+                );
+                assert!(
+                    cors_headers(&reply).is_empty(),
+                    "a preflight for {method} {path} from {origin} was granted: {}",
+                    reply.head
+                );
+                assert!(
+                    !(200..300).contains(&reply.status),
+                    "a preflight for {method} {path} from {origin} was answered {}",
+                    reply.head
+                );
+            }
+        }
+        // Requests a page may send without asking first, and the ones it would have to ask
+        // for, sent anyway: whatever is answered, no origin is told it may read it.
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "page", "version": "1"}},
+        })
+        .to_string();
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let query = json!({"query": "{ __typename }"}).to_string();
+        let call = json!({"name": "research_open_task",
+                          "arguments": {"question": "Cross-origin?", "research_date": "2025-06-30"}})
+        .to_string();
+        let mcp_accept = ("Accept", "application/json, text/event-stream");
+        let requests: Vec<(&str, &str, Vec<Header>, &str)> = vec![
+            ("GET", "/v1/tools/list", vec![], ""),
+            ("GET", "/checkpoint", vec![], ""),
+            ("GET", "/health", vec![], ""),
+            ("GET", "/metrics", vec![], ""),
+            ("GET", "/graphql", vec![], ""),
+            ("GET", "/graphql?query=%7B__typename%7D", vec![], ""),
+            ("POST", "/graphql", vec![JSON], &query),
+            (
+                "POST",
+                "/graphql",
+                vec![("Content-Type", "text/plain")],
+                &query,
+            ),
+            ("POST", "/v1/tools/call", vec![JSON], &call),
+            (
+                "POST",
+                "/v1/tools/call",
+                vec![("Content-Type", "text/plain")],
+                &call,
+            ),
+            ("POST", "/mcp", vec![JSON, mcp_accept], &initialize),
+            (
+                "POST",
+                "/mcp",
+                vec![JSON, mcp_accept, ("Mcp-Session-Id", &session)],
+                &list,
+            ),
+        ];
+        for (method, path, mut headers, body) in requests {
+            headers.push(("Origin", origin));
+            let reply = send(addr, method, path, &headers, body.as_bytes());
+            assert!(
+                cors_headers(&reply).is_empty(),
+                "{method} {path} from {origin} was shared with the page: {}",
+                reply.head
+            );
+        }
+    }
 }
 
 /// The close code of a socket the server closes, waiting at most `within`; panics when a
@@ -493,6 +618,92 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .expect("VmRSS")
+}
+
+#[test]
+fn a_request_being_handled_or_a_stream_open_is_not_idle() {
+    use super::server::{Held, hold};
+
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &["--idle-secs-max", "1", "--header-read-secs-max", "1"],
+    );
+    let addr = server.addr;
+    let idle_for = Duration::from_secs(3);
+    // The bound is in force: a connection that waits for its next request is closed.
+    let mut waiting = connect_served(addr).unwrap();
+    assert!(closed_by_server(&mut waiting, idle_for));
+
+    // A request whose body comes after longer than the bound is still being handled.
+    let call = json!({"name": "research_open_task",
+                      "arguments": {"question": "Handled past the idle bound?",
+                                    "research_date": "2025-06-30"}});
+    let held = match hold(
+        addr,
+        "POST",
+        "/v1/tools/call",
+        &[JSON],
+        call.to_string().into_bytes(),
+    )
+    .unwrap()
+    {
+        Held::Admitted(request) => request,
+        Held::Answered(reply) => panic!("answered at once: {}", reply.head),
+    };
+    std::thread::sleep(idle_for);
+    let reply = held.finish().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    // An MCP session's event stream, silent for longer than the bound, still carries what
+    // comes after.
+    let session = open_session(&server, &[], "idle-stream-client");
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let subscribe = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                           "params": {"uri": "ledger://tasks"}});
+    let (status, body) = mcp_post(&server, &in_session, &subscribe);
+    assert_eq!(status, 200, "{body}");
+    let mut stream = connect(addr).unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before its head");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    std::thread::sleep(idle_for);
+    let open = json!({"name": "research_open_task",
+                      "arguments": {"question": "Told after a silence?",
+                                    "research_date": "2025-06-30"}});
+    let (status, body) = super::server::post_json(addr, "/v1/tools/call", &open);
+    assert_eq!(status, 200, "{body}");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let told = b"notifications/resources/updated";
+    while !got.windows(told.len()).any(|w| w == told) {
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("the stream was closed: {}", String::from_utf8_lossy(&got)),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("nothing came ({e}): {}", String::from_utf8_lossy(&got)),
+        }
+    }
 }
 
 #[test]
@@ -1158,8 +1369,25 @@ fn with_few_descriptors_the_server_refuses_connections_rather_than_run_out() {
     assert!(err.contains("lowered"), "{err}");
 }
 
+/// Sends `raw`, a request answered with an event stream, and reads the response's head; the
+/// stream stays open on the connection returned.
+fn open_event_stream(addr: SocketAddr, raw: &str) -> TcpStream {
+    let mut stream = connect(addr).unwrap();
+    stream.write_all(raw.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "no whole head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    stream
+}
+
 #[test]
-fn sigterm_stops_the_server_with_idle_connections_and_a_websocket_open() {
+fn sigterm_stops_the_server_with_idle_connections_websockets_and_event_streams_open() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
     let addr = server.addr;
@@ -1170,6 +1398,31 @@ fn sigterm_stops_the_server_with_idle_connections_and_a_websocket_open() {
         json!({"type": "connection_init", "payload": {}}),
     );
     assert_eq!(receive(&mut socket)["type"], "connection_ack");
+    // Streams with no end of their own: a session's event stream, and a subscription.
+    let session = open_session(&server, &[], "streams-at-shutdown");
+    let get = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n"
+    );
+    let listen = json!({
+        "jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "listener", "version": "1"},
+            },
+            "notifications": {"resourcesListChanged": true},
+        },
+    })
+    .to_string();
+    let listen = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    let streams = [
+        open_event_stream(addr, &get),
+        open_event_stream(addr, &listen),
+    ];
     let asked = Instant::now();
     let status = server.stop();
     assert!(status.success(), "{status:?}");
@@ -1178,6 +1431,147 @@ fn sigterm_stops_the_server_with_idle_connections_and_a_websocket_open() {
         "stopped after {:?}",
         asked.elapsed()
     );
+    for mut stream in streams {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let ended = stream.read_to_end(&mut rest);
+        assert!(
+            ended.is_ok()
+                || ended
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "the stream did not end: {ended:?}"
+        );
+    }
+}
+
+/// The task id in the answer to a request that opened a task, whichever front end answered.
+fn opened_task(reply: &Response) -> String {
+    let body = reply.text();
+    let message = if body.contains("data:") {
+        super::mcp::message(&body)
+    } else {
+        reply.json()
+    };
+    [
+        &message["result"]["task_id"],
+        &message["data"]["openTask"]["taskId"],
+        &message["result"]["structuredContent"]["task_id"],
+    ]
+    .into_iter()
+    .find_map(Value::as_str)
+    .unwrap_or_else(|| panic!("no task opened: {}\n{body}", reply.head))
+    .to_owned()
+}
+
+#[test]
+fn sigterm_lets_the_writes_in_flight_finish_and_keeps_every_one_it_acknowledged() {
+    use super::server::{Held, hold};
+
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Server::start(data.path(), &[]);
+    let addr = server.addr;
+    let session = open_session(&server, &[], "shutdown-client");
+    let open = |question: &str| {
+        json!({"name": "research_open_task",
+               "arguments": {"question": question, "research_date": "2025-06-30"}})
+    };
+    let mutation = json!({
+        "query": "mutation($q: String!) { openTask(input: {question: $q}) { taskId } }",
+        "variables": {"q": "Opened over GraphQL while the server stops?"},
+    });
+    let mut stateless = open("Opened over stateless MCP while the server stops?");
+    stateless["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "shutdown-client", "version": "1"},
+    });
+    let call = |id: u64, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let accept = ("Accept", "application/json, text/event-stream");
+    let requests: Vec<(&str, Vec<Header>, Value)> = vec![
+        (
+            "/v1/tools/call",
+            vec![JSON],
+            open("Opened over REST while the server stops?"),
+        ),
+        ("/graphql", vec![JSON], mutation),
+        (
+            "/mcp",
+            vec![
+                JSON,
+                accept,
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "research_open_task"),
+            ],
+            call(1, stateless),
+        ),
+        (
+            "/mcp",
+            vec![
+                JSON,
+                accept,
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Session-Id", &session),
+            ],
+            call(2, open("Opened in an MCP session while the server stops?")),
+        ),
+    ];
+    // Each request is in flight: the server has its head and asked for its body.
+    let held: Vec<_> = requests
+        .iter()
+        .map(|(path, headers, body)| {
+            match hold(addr, "POST", path, headers, body.to_string().into_bytes()).unwrap() {
+                Held::Admitted(request) => request,
+                Held::Answered(reply) => panic!("{path} answered at once: {}", reply.head),
+            }
+        })
+        .collect();
+    super::server::terminate(&server.child);
+    // The server has taken the signal once it stops accepting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The bodies arrive now, after the signal: every request is answered as it would have been.
+    let tasks: Vec<String> = held
+        .into_iter()
+        .zip(&requests)
+        .map(|(request, (path, _, _))| {
+            let reply = request
+                .finish()
+                .unwrap_or_else(|e| panic!("{path} was not answered: {e}"));
+            assert_eq!(
+                reply.status,
+                200,
+                "{path}: {}\n{}",
+                reply.head,
+                reply.text()
+            );
+            opened_task(&reply)
+        })
+        .collect();
+    let status = super::exit_within(&mut server.child, 30).expect("the server exits");
+    assert!(status.success(), "{status:?}");
+
+    // Every answered write is in the ledger, which verifies, under a checkpoint of it all.
+    let out = run(data.path(), &["verify", "--json"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let size = report["size"].as_u64().unwrap();
+    assert_eq!(size, tasks.len() as u64, "{report}");
+    let ledger = super::server::open_ledger(data.path(), ledger::LedgerOptions::default());
+    let checkpoint = ledger.latest_checkpoint().unwrap().expect("a checkpoint");
+    assert_eq!(
+        checkpoint.tree_size, size,
+        "the last checkpoint covers every write"
+    );
+    for task in &tasks {
+        assert_eq!(ledger.read_stream(task, 1, 10).unwrap().len(), 1, "{task}");
+    }
 }
 
 #[test]

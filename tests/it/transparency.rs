@@ -126,6 +126,49 @@ fn ledger_size(data: &Path) -> u64 {
 }
 
 #[test]
+fn the_checkpoint_is_plain_text_revalidated_and_tiles_are_bytes_cached_for_good() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let open = serde_json::json!({"name": "research_open_task",
+        "arguments": {"question": "Is the checkpoint fresh?", "research_date": "2025-06-30"}});
+    let (status, body) = super::server::post_json(server.addr, "/v1/tools/call", &open);
+    assert_eq!(status, 200, "{body}");
+    checkpoint_covering(server.addr, 1);
+    // A checkpoint changes as the log grows: a cache must ask again before each use.
+    let checkpoint = send(server.addr, "GET", "/checkpoint", &[], b"");
+    assert_eq!(checkpoint.status, 200, "{}", checkpoint.text());
+    assert_eq!(
+        checkpoint.header("content-type"),
+        Some("text/plain; charset=utf-8"),
+        "{}",
+        checkpoint.head
+    );
+    assert_eq!(
+        checkpoint.header("cache-control"),
+        Some("no-cache"),
+        "{}",
+        checkpoint.head
+    );
+    // A tile never changes once a checkpoint covers it.
+    for path in ["/tile/0/000.p/1", "/tile/entries/000.p/1"] {
+        let tile = send(server.addr, "GET", path, &[], b"");
+        assert_eq!(tile.status, 200, "{path}: {}", tile.text());
+        assert_eq!(
+            tile.header("content-type"),
+            Some("application/octet-stream"),
+            "{path}: {}",
+            tile.head
+        );
+        assert_eq!(
+            tile.header("cache-control"),
+            Some("public, max-age=31536000, immutable"),
+            "{path}: {}",
+            tile.head
+        );
+    }
+}
+
+#[test]
 fn the_checkpoint_tiles_and_proofs_are_what_go_s_tlog_reads() {
     let data = tempfile::tempdir().unwrap();
     demo(data.path(), None);

@@ -31,12 +31,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Bridge, BridgeOptions};
 
-/// The MCP endpoint of the HTTP server, and the handle that ends its sessions and streams on
+/// The MCP endpoint of the HTTP server, and the handles that end its streams and sessions on
 /// shutdown.
+///
+/// A shutdown comes in two steps. First [`HttpEndpoint::end_streams`]: the streams that have
+/// no end of their own (a session's `GET` event stream, a `subscriptions/listen`) end, so that
+/// they do not hold the shutdown open, while every request in flight is still answered. Then,
+/// once nothing is in flight, [`HttpEndpoint::stop`] ends the sessions.
 #[derive(Debug, Clone)]
 pub struct HttpEndpoint {
     bridge: Bridge,
     stop: CancellationToken,
+    streams_end: CancellationToken,
     sessions: Arc<LocalSessionManager>,
 }
 
@@ -46,6 +52,7 @@ impl HttpEndpoint {
         HttpEndpoint {
             bridge: Bridge::new(service, options),
             stop: CancellationToken::new(),
+            streams_end: CancellationToken::new(),
             sessions: Arc::new(LocalSessionManager::default()),
         }
     }
@@ -94,10 +101,24 @@ impl HttpEndpoint {
         )
     }
 
-    /// Ends every session and open stream (subscriptions, progress) so a graceful shutdown
-    /// does not wait on clients that keep a stream open.
+    /// Ends every session, and with it whatever the SDK still serves: requests it is handling
+    /// included. For the end of a shutdown, once no request is in flight.
     pub fn stop(&self) {
         self.stop.cancel();
+    }
+
+    /// Ends the streams without an end of their own — a session's `GET` event stream, a
+    /// `subscriptions/listen` — and those opened from now on, so a graceful shutdown does not
+    /// wait on clients that keep one open. Requests in flight are left to finish: the server
+    /// applies this to the responses it marks [`CheckedPost::standing`] and to every `GET`.
+    pub fn end_streams(&self) {
+        self.streams_end.cancel();
+    }
+
+    /// Resolves once the streams without an end of their own are to end (at once when they
+    /// already are).
+    pub fn streams_ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.streams_end.clone().cancelled_owned()
     }
 }
 
@@ -185,7 +206,15 @@ pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<Checked
             return refuse(Some(request.id.clone()), error);
         }
     }
-    Ok(CheckedPost { initialize })
+    let standing = matches!(
+        &message,
+        JsonRpcMessage::Request(request)
+            if matches!(request.request, ClientRequest::SubscriptionsListenRequest(_))
+    );
+    Ok(CheckedPost {
+        initialize,
+        standing,
+    })
 }
 
 /// What [`check_post`] read of a body the SDK can read.
@@ -193,6 +222,9 @@ pub fn check_post(body: &[u8], protocol_version: Option<&str>) -> Result<Checked
 pub struct CheckedPost {
     /// Whether the message is an `initialize` request.
     pub initialize: bool,
+    /// Whether the request is answered with a stream that has no end of its own
+    /// (`subscriptions/listen`), rather than with its result.
+    pub standing: bool,
 }
 
 /// The id of a message that could not be read, when the id itself can be.
@@ -383,6 +415,12 @@ mod tests {
         assert_eq!(check_post(list, None).map(|c| c.initialize), Ok(false));
         let note = br#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#;
         assert_eq!(check_post(note, None).map(|c| c.initialize), Ok(false));
+        // Only a `subscriptions/listen` is answered with a stream that has no end of its own.
+        let listen = br#"{"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, "notifications": {"resourceSubscriptions": ["ledger://head"]}}}"#;
+        assert_eq!(check_post(listen, None).map(|c| c.standing), Ok(true));
+        for body in [&initialize[..], &list[..], &note[..]] {
+            assert_eq!(check_post(body, None).map(|c| c.standing), Ok(false));
+        }
     }
 
     #[test]

@@ -340,10 +340,15 @@ async fn mcp_refusals(State(guard): State<McpGuard>, request: Request, next: Nex
             },
         );
     }
-    let (request, initializing) = match checked_post(&guard, session.is_none(), request).await {
+    // A `GET` event stream, or a `subscriptions/listen`, has no end of its own: it ends when the
+    // server begins to stop. Every other response is a request's answer, finished even then.
+    let standing_get = request.method() == Method::GET;
+    let (request, checked) = match checked_post(&guard, session.is_none(), request).await {
         Ok(checked) => checked,
         Err(refused) => return refused,
     };
+    let initializing = checked.is_some_and(|c| session.is_none() && c.initialize);
+    let standing = standing_get || checked.is_some_and(|c| c.standing);
     let response = next.run(request).await;
     if initializing
         && let Some(id) = response
@@ -356,19 +361,19 @@ async fn mcp_refusals(State(guard): State<McpGuard>, request: Request, next: Nex
             .opened(id, token.as_deref(), &guard.endpoint)
             .await;
     }
-    as_json_rpc(&guard, token, response).await
+    as_json_rpc(&guard, token, standing, response).await
 }
 
 /// A JSON `POST`, its body read and checked as the SDK will read it, refused when the SDK
-/// could not read it or when it opens a session past `mcp_sessions_max`; with whether it opens
-/// a session (an `initialize` without one). Any other request goes on as it came.
+/// could not read it or when it opens a session past `mcp_sessions_max`; with what the check
+/// read of it. Any other request goes on as it came, with nothing read.
 async fn checked_post(
     guard: &McpGuard,
     sessionless: bool,
     request: Request,
-) -> Result<(Request, bool), Response> {
+) -> Result<(Request, Option<mcp_bridge::CheckedPost>), Response> {
     if request.method() != Method::POST || crate::rest::require_json(request.headers()).is_err() {
-        return Ok((request, false));
+        return Ok((request, None));
     }
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, guard.bytes_max)
@@ -394,13 +399,19 @@ async fn checked_post(
             },
         )));
     }
-    Ok((Request::from_parts(parts, Body::from(bytes)), initializing))
+    Ok((Request::from_parts(parts, Body::from(bytes)), Some(checked)))
 }
 
 /// The SDK's response as the caller gets it: an event stream that ends once the caller's token
-/// no longer holds; a refusal the SDK answered in plain text rewritten as a JSON-RPC error with
+/// no longer holds, and, when it is `standing` (it has no end of its own), once the server
+/// begins to stop; a refusal the SDK answered in plain text rewritten as a JSON-RPC error with
 /// the same status; anything else as it is.
-async fn as_json_rpc(guard: &McpGuard, token: Option<String>, response: Response) -> Response {
+async fn as_json_rpc(
+    guard: &McpGuard,
+    token: Option<String>,
+    standing: bool,
+    response: Response,
+) -> Response {
     let status = response.status();
     let content_type = response
         .headers()
@@ -410,7 +421,10 @@ async fn as_json_rpc(guard: &McpGuard, token: Option<String>, response: Response
         .to_owned();
     if content_type.starts_with("text/event-stream") {
         let (parts, body) = response.into_parts();
-        let body = crate::streams::revocable(body, guard.auth.clone(), token);
+        let mut body = crate::streams::revocable(body, guard.auth.clone(), token);
+        if standing {
+            body = crate::streams::until_stopping(body, guard.endpoint.streams_ended());
+        }
         return Response::from_parts(parts, body);
     }
     let structured = content_type.starts_with("application/json");

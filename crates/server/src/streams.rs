@@ -106,3 +106,14 @@ pub(crate) fn revocable(body: Body, auth: Arc<Auth>, token: Option<String>) -> B
     };
     Body::from_stream(body.into_data_stream().take_until(Box::pin(revoked)))
 }
+
+/// `body`, ended once `stopping` resolves (at once if it already has): a stream without an
+/// end of its own must not hold a graceful shutdown open.
+pub(crate) fn until_stopping(
+    body: Body,
+    stopping: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Body {
+    use futures_util::StreamExt as _;
+
+    Body::from_stream(body.into_data_stream().take_until(Box::pin(stopping)))
+}

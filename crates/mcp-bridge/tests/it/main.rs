@@ -211,6 +211,7 @@ async fn a_client_that_sets_a_log_level_is_told_what_each_call_did() {
 /// From 2026-07-28 there is no `logging/setLevel`: a request asks for log messages with
 /// `io.modelcontextprotocol/logLevel` in its `_meta`, and only that request gets them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)]
 async fn a_request_that_names_a_log_level_is_told_what_it_did() {
     let dir = tempfile::tempdir().unwrap();
     let service = service(dir.path());
@@ -262,16 +263,15 @@ async fn a_request_that_names_a_log_level_is_told_what_it_did() {
         json!({"task_id": opened["task_id"]}),
     )
     .await;
-    let mut seen = Vec::new();
     for _ in 0..100 {
-        seen = logs.0.lock().unwrap().clone();
-        if !seen.is_empty() {
+        if !logs.0.lock().unwrap().is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Time for any message that should not come.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    seen = logs.0.lock().unwrap().clone();
+    let seen = logs.0.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0]["level"], "info");
     assert_eq!(seen[0]["data"]["tool"], "research_open_task");

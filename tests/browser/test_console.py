@@ -69,7 +69,18 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     shown = subprocess.run([binary(), "--data-dir", str(data), "key", "show"],
                            check=True, capture_output=True, text=True, timeout=60)
     public_key = shown.stdout.splitlines()[0].strip()
-    server = subprocess.Popen([binary(), "--data-dir", str(data), "serve", "--listen", "127.0.0.1:0"],
+    verifier_key = shown.stdout.splitlines()[1].strip()
+    # A witness that cosigns the server's checkpoints, whose cosignatures the pages check.
+    witness = subprocess.Popen([binary(), "witness", "serve", "--listen", "127.0.0.1:0",
+                                "--name", "witness.example/console", "--dir", str(tmp_path_factory.mktemp("witness")),
+                                "--log", verifier_key],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    witness_url = witness.stdout.readline().strip().removeprefix("listening on ")
+    witness_key = witness.stdout.readline().strip().removeprefix("witness ")
+    assert witness_url.startswith("http://") and witness_key.startswith("witness.example/console+"), \
+        (witness_url, witness_key)
+    server = subprocess.Popen([binary(), "--data-dir", str(data), "serve", "--listen", "127.0.0.1:0",
+                               "--witness", f"{witness_url},{witness_key}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = None
     deadline = time.monotonic() + 60
@@ -82,13 +93,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
             break
     if url is None:
         server.kill()
+        witness.kill()
         pytest.fail(f"the server did not start: {server.stderr.read()}")
-    yield {"url": url, "token": token, "tasks": tasks, "outcome": outcome, "public_key": public_key}
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
+    yield {"url": url, "token": token, "tasks": tasks, "outcome": outcome, "public_key": public_key,
+           "witness_key": witness_key}
+    for process in (server, witness):
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 class Recorder:
@@ -146,6 +160,11 @@ def sign_in(page: Page, url: str, token: str) -> None:
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Research tasks")).to_be_visible()
     expect(page.locator("#live")).to_have_text("live: connected")
+
+
+def flip(hex_text: str) -> str:
+    """`hex_text` with its first digit changed."""
+    return ("0" if hex_text[0] != "0" else "1") + hex_text[1:]
 
 
 def shot(page: Page, folder: Path, name: str) -> None:
@@ -287,7 +306,8 @@ def test_proofs_are_checked_in_the_page_and_a_doctored_one_fails(main_page: Page
     expect(result).to_contain_text("FAILED")
     shot(page, artifacts, "08-doctored-proof-fails")
     for doctor in [
-        lambda p: p["checkpoint"].__setitem__("signature", "00" + p["checkpoint"]["signature"][2:]),
+        # The first digit changed: "00" put in its place is no change at all for 1 in 256 keys.
+        lambda p: p["checkpoint"].__setitem__("signature", flip(p["checkpoint"]["signature"])),
         lambda p: p.__setitem__("event_hash", "ab" + p["event_hash"][2:]),
         lambda p: p["checkpoint"].__setitem__("tree_size", p["checkpoint"]["tree_size"] + 1),
         lambda p: p.__setitem__("leaf_index", p["leaf_index"] + 1),
@@ -353,6 +373,100 @@ def test_the_key_an_auditor_pastes_is_the_one_every_check_starts_from(main_page:
     use("")
     expect(trusted).to_contain_text("named by the server")
     assert page.evaluate("sessionStorage.getItem('research-ledger.trusted-key')") is None
+
+
+def test_a_hand_over_and_a_cosignature_are_checked_in_the_page(main_page: Page, demo, artifacts: Path,
+                                                              tmp_path: Path) -> None:
+    """The checks the server's data passes are made to fail: a key hand-over in a proof file
+    signed by anyone but the key before, and a witness cosignature that is not the witness's."""
+    page = main_page
+    # A ledger whose key was handed over, and a proof of one of its events from its first key.
+    data = tmp_path / "rotated"
+    run = lambda *args: subprocess.run([binary(), "--data-dir", str(data), *args],  # noqa: E731
+                                       check=True, capture_output=True, text=True, timeout=300)
+    run("demo", "--question", "four-day-week-eastvale", "--json")
+    first_key = run("key", "show").stdout.splitlines()[0].strip()
+    run("key", "rotate")
+    run("checkpoint")
+    proof = json.loads(run("prove", "3").stdout)
+    assert len(proof["key_rotations"]) == 1, proof
+
+    page.goto(f"{demo['url']}/#/ledger")
+    expect(page.get_by_role("heading", name="Ledger and verification")).to_be_visible()
+    trusted = page.locator("section[aria-labelledby=s-trusted-key] p").first
+    page.locator("#trusted-key").fill(first_key)
+    page.get_by_role("button", name="Use this key").click()
+    expect(trusted.locator("code")).to_have_text(first_key[:16])
+    area = page.get_by_label("Inclusion proof file", exact=False)
+    result = page.locator("#proof-file-result [data-testid=proof-result]")
+
+    def check(file: dict) -> None:
+        area.fill(json.dumps(file))
+        page.get_by_role("button", name="Check the proof").click()
+
+    check(proof)
+    expect(result).to_have_attribute("data-verdict", "verified", timeout=20_000)
+    expect(result).to_contain_text("hand-over to")
+    shot(page, artifacts, "10-a-proof-across-a-hand-over")
+    rotation = proof["key_rotations"][0]
+    for field, value in [
+        ("signature", flip(rotation["signature"])),
+        # A key the old one never named: the checkpoint's signer is then not in the chain.
+        ("new_public_key", "ab" * 32),
+        ("tree_size", rotation["tree_size"] + 1),
+    ]:
+        doctored = json.loads(json.dumps(proof))
+        doctored["key_rotations"][0][field] = value
+        check(doctored)
+        expect(result).to_have_attribute("data-verdict", "failed")
+    # Without the hand-over the first key does not reach the key that signed the checkpoint.
+    doctored = json.loads(json.dumps(proof))
+    doctored["key_rotations"] = []
+    check(doctored)
+    expect(result).to_have_attribute("data-verdict", "failed")
+    page.locator("#trusted-key").fill("")
+    page.get_by_role("button", name="Use this key").click()
+    expect(trusted).to_contain_text("named by the server")
+
+    # The demo's server is cosigned by a witness: its cosignature holds in the page, and any
+    # change to it does not.
+    query = """async () => {
+        const token = sessionStorage.getItem('research-ledger.token');
+        const r = await fetch('/graphql', {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${token}`},
+          body: JSON.stringify({query: '{ ledger { checkpoints(last: 1) { json cosignatures { witness timestamp signature } } } }'})});
+        const answer = await r.json();
+        if (!answer.data) throw new Error(JSON.stringify(answer.errors));
+        return answer.data.ledger.checkpoints;
+    }"""
+    deadline = time.monotonic() + 30
+    while True:
+        latest = page.evaluate(query)[-1]
+        if latest["cosignatures"]:
+            break
+        assert time.monotonic() < deadline, f"no cosignature came: {latest}"
+        time.sleep(0.5)
+    cosignature = latest["cosignatures"][0]
+    assert cosignature["witness"] == demo["witness_key"], cosignature
+    checked = """async ([cosignature, checkpoint]) => {
+        const {checkCosignature} = await import('/console/js/verify.js');
+        return await checkCosignature(cosignature, checkpoint);
+    }"""
+    held = page.evaluate(checked, [cosignature, latest["json"]])
+    assert held["ok"], held
+    name, key_id, key = demo["witness_key"].split("+", 2)
+    other_checkpoint = dict(latest["json"], tree_size=latest["json"]["tree_size"] + 1)
+    for doctored, checkpoint in [
+        (dict(cosignature, signature=flip(cosignature["signature"])), latest["json"]),
+        (dict(cosignature, timestamp=cosignature["timestamp"] + 1), latest["json"]),
+        (cosignature, other_checkpoint),
+        # The key ID no longer matches the key it names.
+        (dict(cosignature, witness=f"{name}+{flip(key_id)}+{key}"), latest["json"]),
+    ]:
+        failed = page.evaluate(checked, [doctored, checkpoint])
+        assert not failed["ok"], (doctored, failed)
+    # The ledger page shows the cosignature as checked here.
+    page.goto(f"{demo['url']}/#/ledger")
+    expect(page.get_by_text("cosigned by witness.example/console").first).to_be_visible()
 
 
 def test_the_pages_blake3_is_blake3(main_page: Page) -> None:

@@ -110,3 +110,19 @@ async def test_a_job_resumes_after_the_server_restarts(server: Server, mode: str
         assert job["status"] == "completed", job
         assert job["steps"][1]["outcome"] == "skipped"
         assert await searches(client, task) == 1
+
+
+async def test_a_previewed_query_counts_as_searched_for_the_pipeline(target: Any, mode: str) -> None:
+    async with connect(target, mode) as client:
+        opened = await call(client, "research_open_task", {"question": QUESTION, "research_date": "2025-06-30"})
+        task = opened["task_id"]
+        # The main question's query, previewed: recorded as a search, with no candidate made.
+        preview = await call(client, "retrieval_search_evidence", {"task_id": task, "preview": True})
+        assert preview["preview"] is True and preview["query"] == QUESTION, preview
+        assert await searches(client, task) == 1
+        started = await call(client, "research_run_pipeline", {"task_id": task})
+        job = await poll(client, started["job_id"])
+        # The pipeline does not search that query again.
+        assert job["steps"][1]["name"] == "retrieve", job
+        assert job["steps"][1]["outcome"] == "skipped", job
+        assert await searches(client, task) == 1

@@ -415,6 +415,16 @@ fn a_failed_verification_in_a_running_server_stops_its_writes() {
     let (status, report) = get_json(server.addr, "/v1/verify");
     assert_eq!(status, 200, "{report}");
     assert!(!report["failure"].is_null(), "{report}");
+    // The metric an operator alerts on counts it.
+    let (status, metrics) = crate::server::request(server.addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "research_ledger_verification_failures_total 1"),
+        "{metrics}"
+    );
     let (status, refused) = add(server.addr, &task, 8, "after");
     assert_eq!(status, 503, "{refused}");
     assert_eq!(refused["error"], "unavailable", "{refused}");

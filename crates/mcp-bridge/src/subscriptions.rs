@@ -321,17 +321,36 @@ mod tests {
         }
     }
 
+    /// `bridge` served on an in-memory pipe for as long as the client holds the end returned.
+    fn served(bridge: Bridge) -> tokio::io::DuplexStream {
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            let running = bridge.serve(server_end).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        client_end
+    }
+
+    /// The next notification of `listening`: an update of `uri`, within ten seconds.
+    async fn told_update(listening: &mut rmcp::service::Subscription, uri: &str, why: &str) {
+        let told = tokio::time::timeout(Duration::from_secs(10), listening.next())
+            .await
+            .expect(why)
+            .unwrap();
+        match told {
+            Some(ServerNotification::ResourceUpdatedNotification(n)) => {
+                assert_eq!(n.params.uri, uri)
+            }
+            other => panic!("told {other:?}"),
+        }
+    }
+
     /// A 2026-07-28 client of `bridge` over an in-memory pipe, and the summary URI of a task it
     /// opened.
     async fn listening_client(
         bridge: &Bridge,
     ) -> (RunningService<RoleClient, ClientConfig>, String, String) {
-        let (client_end, server_end) = tokio::io::duplex(1 << 20);
-        let server = bridge.clone();
-        tokio::spawn(async move {
-            let running = server.serve(server_end).await.unwrap();
-            let _ = running.waiting().await;
-        });
+        let client_end = served(bridge.clone());
         let client = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("listening-client", "1.0"),
@@ -371,16 +390,12 @@ mod tests {
         call(client.peer(), "retrieval_add_evidence", evidence(&task, 1)).await;
         drop(gap);
 
-        let told = tokio::time::timeout(Duration::from_secs(10), listening.next())
-            .await
-            .expect("told of the append made before the listener started")
-            .unwrap();
-        match told {
-            Some(ServerNotification::ResourceUpdatedNotification(n)) => {
-                assert_eq!(n.params.uri, summary)
-            }
-            other => panic!("told {other:?}"),
-        }
+        told_update(
+            &mut listening,
+            &summary,
+            "told of the append made before the listener started",
+        )
+        .await;
     }
 
     /// Two `subscriptions/listen` requests on one connection, both acknowledged before either
@@ -410,16 +425,12 @@ mod tests {
         // Every event is the task's: each one appended after an acknowledgment is one update.
         for (listening, from) in [(&mut first, first_from), (&mut second, second_from)] {
             for _ in from..end {
-                let told = tokio::time::timeout(Duration::from_secs(10), listening.next())
-                    .await
-                    .expect("told of every append after the acknowledgment")
-                    .unwrap();
-                match told {
-                    Some(ServerNotification::ResourceUpdatedNotification(n)) => {
-                        assert_eq!(n.params.uri, summary)
-                    }
-                    other => panic!("told {other:?}"),
-                }
+                told_update(
+                    listening,
+                    &summary,
+                    "told of every append after the acknowledgment",
+                )
+                .await;
             }
         }
     }
@@ -453,12 +464,7 @@ mod tests {
             Some(&uris[..2])
         );
 
-        let (client_end, server_end) = tokio::io::duplex(1 << 20);
-        let server = bridge.for_new_session();
-        tokio::spawn(async move {
-            let running = server.serve(server_end).await.unwrap();
-            let _ = running.waiting().await;
-        });
+        let client_end = served(bridge.for_new_session());
         let (sender, _told) = mpsc::unbounded_channel();
         let legacy = Told(sender).serve(client_end).await.unwrap();
         #[allow(deprecated)]
@@ -495,12 +501,7 @@ mod tests {
     async fn an_append_right_after_a_legacy_subscription_is_told() {
         let dir = tempfile::tempdir().unwrap();
         let bridge = Bridge::new(service(dir.path()), BridgeOptions::default());
-        let (client_end, server_end) = tokio::io::duplex(1 << 20);
-        let server = bridge.clone();
-        tokio::spawn(async move {
-            let running = server.serve(server_end).await.unwrap();
-            let _ = running.waiting().await;
-        });
+        let client_end = served(bridge.clone());
         let (sender, mut told) = mpsc::unbounded_channel();
         let client = Told(sender).serve(client_end).await.unwrap();
         let opened = call(
